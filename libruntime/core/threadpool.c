@@ -1,0 +1,165 @@
+/* threadpool.c: a process-wide pool of workers serving parallel loops.
+ *
+ * A loop is a job of `chunks` pieces on a shared queue. The calling thread and at most
+ * threads - 1 workers claim pieces with an atomic counter; the caller waits until every piece
+ * is done. Workers start lazily on the first loop that wants them. */
+#include "core/threadpool.h"
+
+#include "runtime.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#define RT_MAX_WORKERS 64
+
+typedef struct rt_job {
+    rt_range_fn fn;
+    void *ctx;
+    size_t n;
+    size_t chunks;
+    int32_t max_helpers;
+    int32_t helpers;           /* workers that ever joined, guarded by pool.lock */
+    int32_t active;            /* workers still inside work_on, guarded by pool.lock */
+    atomic_size_t next_chunk;
+    atomic_size_t done_chunks;
+    struct rt_job *next;       /* queue link, guarded by pool.lock */
+} rt_job;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    pthread_cond_t done;
+    rt_job *queue;
+    int32_t workers;
+    bool started;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          NULL, 0, false};
+
+static atomic_int default_threads = 0;
+
+int32_t rt_threadpool__hardware_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        return 1;
+    return n > RT_MAX_WORKERS ? RT_MAX_WORKERS : (int32_t)n;
+}
+
+int32_t rt_threadpool__default_threads(void) {
+    int n = atomic_load(&default_threads);
+    return n > 0 ? n : rt_threadpool__hardware_threads();
+}
+
+RT_API void rt_set_num_threads(int32_t n) { atomic_store(&default_threads, n > 0 ? n : 0); }
+
+RT_API int32_t rt_get_num_threads(void) { return rt_threadpool__default_threads(); }
+
+static void run_chunk(rt_job *job, size_t chunk) {
+    size_t begin = job->n * chunk / job->chunks;
+    size_t end = job->n * (chunk + 1) / job->chunks;
+    if (begin < end)
+        job->fn(job->ctx, begin, end);
+}
+
+/* Claim and run pieces until none are left; returns how many this thread ran. */
+static size_t work_on(rt_job *job) {
+    size_t ran = 0;
+    for (;;) {
+        size_t chunk = atomic_fetch_add(&job->next_chunk, 1);
+        if (chunk >= job->chunks)
+            return ran;
+        run_chunk(job, chunk);
+        ran++;
+    }
+}
+
+static rt_job *find_open_job(void) {
+    for (rt_job *job = pool.queue; job != NULL; job = job->next)
+        if (job->helpers < job->max_helpers && atomic_load(&job->next_chunk) < job->chunks)
+            return job;
+    return NULL;
+}
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&pool.lock);
+    for (;;) {
+        rt_job *job = find_open_job();
+        if (job == NULL) {
+            pthread_cond_wait(&pool.work, &pool.lock);
+            continue;
+        }
+        job->helpers++;
+        job->active++;
+        pthread_mutex_unlock(&pool.lock);
+        size_t ran = work_on(job);
+        pthread_mutex_lock(&pool.lock);
+        /* The job lives on its caller's stack; the caller returns only once no worker is
+         * active in it, which it checks under this lock. */
+        atomic_fetch_add(&job->done_chunks, ran);
+        job->active--;
+        pthread_cond_broadcast(&pool.done);
+    }
+    return NULL;
+}
+
+/* Start the workers once; false when none could start (then loops run inline). */
+static bool ensure_workers(void) {
+    if (pool.started)
+        return pool.workers > 0;
+    pool.started = true;
+    int32_t wanted = rt_threadpool__hardware_threads() - 1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (int32_t i = 0; i < wanted; i++) {
+        pthread_t thread;
+        if (pthread_create(&thread, &attr, worker_main, NULL) != 0)
+            break;
+        pool.workers++;
+    }
+    pthread_attr_destroy(&attr);
+    return pool.workers > 0;
+}
+
+void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, void *ctx) {
+    if (n == 0)
+        return;
+    if (grain == 0)
+        grain = 1;
+    size_t chunks = (n + grain - 1) / grain;
+    if (threads > 1 && chunks > (size_t)threads)
+        chunks = (size_t)threads;
+    if (threads <= 1 || chunks <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&pool.lock);
+    if (!ensure_workers()) {
+        pthread_mutex_unlock(&pool.lock);
+        fn(ctx, 0, n);
+        return;
+    }
+    rt_job job = {.fn = fn, .ctx = ctx, .n = n, .chunks = chunks, .max_helpers = threads - 1};
+    atomic_init(&job.next_chunk, 0);
+    atomic_init(&job.done_chunks, 0);
+    job.next = pool.queue;
+    pool.queue = &job;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+
+    size_t ran = work_on(&job);
+
+    pthread_mutex_lock(&pool.lock);
+    atomic_fetch_add(&job.done_chunks, ran);
+    for (rt_job **link = &pool.queue; *link != NULL; link = &(*link)->next) {
+        if (*link == &job) {
+            *link = job.next;
+            break;
+        }
+    }
+    while (atomic_load(&job.done_chunks) < job.chunks || job.active > 0)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+}

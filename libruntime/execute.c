@@ -1,0 +1,382 @@
+/* execute.c: binding inputs, running the instruction list, reading outputs and attributes. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "method.h"
+
+#define METHOD_ERROR(m, code, ...) \
+    (rt_error__set((code), __VA_ARGS__), rt_error__prefix("method '%s': ", (m)->name), (code))
+
+/* A method is used by one thread at a time; a second caller is told so, never let in. */
+static rt_status enter(rt_method *m, const char *call) {
+    if (m == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "%s: method is NULL", call);
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&m->busy, &expected, 1))
+        return METHOD_ERROR(m, RT_INVALID_STATE, "%s while another thread is using the method; "
+                            "a method instance is one thread at a time (load one per thread)",
+                            call);
+    return RT_OK;
+}
+
+static void leave(rt_method *m) { atomic_store(&m->busy, 0); }
+
+static const char *shape_text(char *buf, size_t size, int32_t rank, const int64_t *sizes) {
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int32_t d = 0; d < rank && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", d ? ", " : "",
+                                 (long long)sizes[d]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+#define INPUT_ERROR(m, in, index, code, ...)                                                \
+    (rt_error__set((code), __VA_ARGS__),                                                     \
+     rt_error__prefix("method '%s': input %zu%s%s%s: ", (m)->name, (size_t)(index),          \
+                      (in)->name[0] ? " ('" : "", (in)->name, (in)->name[0] ? "')" : ""),    \
+     (code))
+
+/* Dense in the tensor's dim order for these sizes? Dimensions of size 1 may have any stride. */
+static bool is_dense(const rt_tensor_value *t, const int64_t *sizes, const int64_t *strides) {
+    int64_t dense[RT_MAX_RANK];
+    rt_tensor__dense_strides(dense, t->rank, sizes, t->dim_order);
+    for (int32_t d = 0; d < t->rank; d++)
+        if (sizes[d] != 1 && strides[d] != dense[d])
+            return false;
+    return true;
+}
+
+static rt_status check_input_tensor(rt_method *m, rt_method_input_slot *in, size_t index,
+                                    const rt_tensor *src, uint32_t flags) {
+    const rt_tensor_value *t = in->value->u.t;
+    char have[48], want_shape[256], have_shape[256];
+    if (flags & ~(uint32_t)(RT_INPUT_COPY | RT_INPUT_ALLOW_MUTATE))
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "unknown flags 0x%x", flags);
+    if (src->device.type != RT_DEVICE_CPU || src->device.index != 0)
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "the tensor is on device (type "
+                           "%d, index %d) but the method runs on the cpu", src->device.type,
+                           src->device.index);
+    if (rt_tensor__type_of(src->dtype) != t->type)
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has dtype %s, but the method "
+                           "expects %s", rt_tensor__dtype_text(src->dtype, have),
+                           rt_tensor__type_name(t->type));
+    if (src->rank != t->rank)
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has rank %d, but the method "
+                           "expects rank %d (shape %s)", src->rank, t->rank,
+                           shape_text(want_shape, sizeof want_shape, t->rank, t->bounds));
+    if (src->rank > 0 && src->sizes == NULL)
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "sizes are NULL");
+    for (int32_t d = 0; d < t->rank; d++) {
+        int64_t size = src->sizes[d];
+        bool fits = t->dynamic ? size >= 0 && size <= t->bounds[d] : size == t->bounds[d];
+        if (!fits)
+            return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has shape %s, but the "
+                               "method expects %s%s",
+                               shape_text(have_shape, sizeof have_shape, t->rank, src->sizes),
+                               t->dynamic ? "at most " : "",
+                               shape_text(want_shape, sizeof want_shape, t->rank, t->bounds));
+    }
+    int64_t numel;
+    rt_tensor__checked_numel(src->sizes, src->rank, &numel);
+    if (numel > 0 && src->data == NULL)
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "data is NULL");
+    return RT_OK;
+}
+
+static rt_status bind_tensor(rt_method *m, rt_method_input_slot *in, size_t index,
+                             const rt_tensor *src, uint32_t flags) {
+    RT_RETURN_IF_ERROR(check_input_tensor(m, in, index, src, flags));
+    rt_tensor_value *t = in->value->u.t;
+    int64_t strides[RT_MAX_RANK];
+    if (src->strides != NULL)
+        memcpy(strides, src->strides, (size_t)src->rank * sizeof *strides);
+    else
+        rt_tensor__dense_strides(strides, src->rank, src->sizes, NULL);
+    memcpy(t->sizes, src->sizes, (size_t)t->rank * sizeof *t->sizes);
+    rt_tensor__update_strides(t);
+    int64_t numel = rt_tensor__numel(t);
+    bool aligned = (uintptr_t)src->data % t->elem_size == 0;
+    bool may_alias = !t->written || (flags & RT_INPUT_ALLOW_MUTATE);
+    if (numel > 0 && !(flags & RT_INPUT_COPY) && aligned && may_alias &&
+        is_dense(t, t->sizes, strides)) {
+        t->data = src->data;
+        in->zero_copy = true;
+        return RT_OK;
+    }
+    t->data = t->home;
+    if (numel > 0)
+        rt_tensor__copy_strided(t->home, t->strides, src->data, strides, t->rank, t->sizes,
+                                t->elem_size);
+    return RT_OK;
+}
+
+static void unbind(rt_method *m, rt_method_input_slot *in) {
+    in->bound = false;
+    in->zero_copy = false;
+    m->has_outputs = false;
+    if (in->value->kind == RT_VALUE_TENSOR)
+        in->value->u.t->data = in->value->u.t->home;
+}
+
+RT_API rt_status rt_method_set_input(rt_method *m, size_t index, const rt_tensor *tensor,
+                                     uint32_t flags) {
+    RT_RETURN_IF_ERROR(enter(m, "set_input"));
+    rt_status status;
+    if (index >= m->num_inputs) {
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
+                              "method has %u inputs)", index, m->num_inputs);
+    } else {
+        rt_method_input_slot *in = &m->inputs[index];
+        unbind(m, in);
+        if (tensor == NULL)
+            status = INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "tensor is NULL");
+        else if (in->value->kind != RT_VALUE_TENSOR)
+            status = INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "is a %s scalar, not a "
+                                 "tensor; bind it with rt_method_set_input_scalar",
+                                 rt_value__kind_name(in->value->kind));
+        else
+            status = bind_tensor(m, in, index, tensor, flags);
+        in->bound = status == RT_OK;
+    }
+    leave(m);
+    return status;
+}
+
+static rt_status bind_scalar(rt_method *m, rt_method_input_slot *in, size_t index,
+                             const rt_scalar *s) {
+    rt_value *v = in->value;
+    if (s == NULL)
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "scalar is NULL");
+    bool integral = s->kind == RT_VALUE_INT || s->kind == RT_VALUE_BOOL;
+    switch (v->kind) {
+    case RT_VALUE_INT:
+        if (!integral)
+            break;
+        v->u.i = s->i;
+        return RT_OK;
+    case RT_VALUE_DOUBLE:
+        if (s->kind == RT_VALUE_DOUBLE)
+            v->u.d = s->d;
+        else if (integral)
+            v->u.d = (double)s->i;
+        else
+            break;
+        return RT_OK;
+    case RT_VALUE_BOOL:
+        if (!integral || (s->i != 0 && s->i != 1))
+            break;
+        v->u.b = s->i != 0;
+        return RT_OK;
+    case RT_VALUE_TENSOR:
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "is a tensor; bind it with "
+                           "rt_method_set_input");
+    default:
+        break;
+    }
+    return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "expects a %s scalar but was given "
+                       "a %s", rt_value__kind_name(v->kind), rt_value__kind_name(s->kind));
+}
+
+RT_API rt_status rt_method_set_input_scalar(rt_method *m, size_t index, const rt_scalar *s) {
+    RT_RETURN_IF_ERROR(enter(m, "set_input_scalar"));
+    rt_status status;
+    if (index >= m->num_inputs) {
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
+                              "method has %u inputs)", index, m->num_inputs);
+    } else {
+        rt_method_input_slot *in = &m->inputs[index];
+        unbind(m, in);
+        status = bind_scalar(m, in, index, s);
+        in->bound = status == RT_OK;
+    }
+    leave(m);
+    return status;
+}
+
+/* ---- execution -------------------------------------------------------------------------- */
+
+static bool condition_holds(const rt_value *cond) {
+    switch (cond->kind) {
+    case RT_VALUE_BOOL: return cond->u.b;
+    case RT_VALUE_INT: return cond->u.i != 0;
+    default: break;
+    }
+    /* Prepare allowed only non-empty bool or integer tensors: test the first element. */
+    const rt_tensor_value *t = cond->u.t;
+    const unsigned char *bytes = t->data;
+    for (uint32_t k = 0; k < t->elem_size; k++)
+        if (bytes[k] != 0)
+            return true;
+    return false;
+}
+
+static rt_status record_event(rt_method *m, const rt_instruction *ins, uint32_t pc,
+                              uint64_t start, uint64_t end) {
+    if (m->num_events == m->events_capacity) {
+        size_t capacity = m->events_capacity ? 2 * m->events_capacity : 64;
+        rt_profile_event *grown = realloc(m->events, capacity * sizeof *grown);
+        if (grown == NULL)
+            return rt_error__oom("profile events");
+        m->events = grown;
+        m->events_capacity = capacity;
+    }
+    rt_profile_event *e = &m->events[m->num_events++];
+    e->op_name = ins->op->name;
+    e->instruction = pc;
+    e->reserved = 0;
+    e->start_ns = start;
+    e->end_ns = end;
+    return RT_OK;
+}
+
+static rt_status run_instructions(rt_method *m) {
+    int32_t threads = m->options.num_threads > 0 ? m->options.num_threads
+                                                 : rt_threadpool__default_threads();
+    bool profile = (m->options.flags & RT_METHOD_PROFILE) != 0;
+    m->num_events = 0;
+    uint32_t pc = 0;
+    while (pc < m->num_instructions) {
+        rt_instruction *ins = &m->instructions[pc];
+        switch (ins->kind) {
+        case RT_INSTR_KERNEL: {
+            ins->ctx.num_threads = threads;
+            uint64_t start = profile ? rt_clock__now_ns() : 0;
+            RT_RETURN_IF_ERROR(ins->op->run(&ins->ctx));
+            if (profile)
+                RT_RETURN_IF_ERROR(record_event(m, ins, pc, start, rt_clock__now_ns()));
+            pc++;
+            break;
+        }
+        case RT_INSTR_JUMP:
+            pc = ins->target;
+            break;
+        case RT_INSTR_JUMP_IF_TRUE:
+            pc = condition_holds(ins->cond) ? ins->target : pc + 1;
+            break;
+        case RT_INSTR_JUMP_IF_FALSE:
+            pc = condition_holds(ins->cond) ? pc + 1 : ins->target;
+            break;
+        default:
+            return METHOD_ERROR(m, RT_INTERNAL, "instruction %u has unverified kind %u", pc,
+                                ins->kind);
+        }
+    }
+    return RT_OK;
+}
+
+RT_API rt_status rt_method_execute(rt_method *m) {
+    RT_RETURN_IF_ERROR(enter(m, "execute"));
+    rt_status status = RT_OK;
+    m->has_outputs = false;
+    for (uint32_t i = 0; i < m->num_inputs && status == RT_OK; i++) {
+        rt_method_input_slot *in = &m->inputs[i];
+        if (!in->bound)
+            status = INPUT_ERROR(m, in, i, RT_INVALID_STATE, "is not set; bind every input "
+                                 "(set_input) before execute");
+    }
+    if (status == RT_OK)
+        status = run_instructions(m);
+    m->has_outputs = status == RT_OK;
+    leave(m);
+    return status;
+}
+
+/* ---- outputs, attributes, profile ------------------------------------------------------- */
+
+static void tensor_view(rt_tensor *out, rt_tensor_value *t) {
+    out->data = t->data;
+    out->device.type = RT_DEVICE_CPU;
+    out->device.index = 0;
+    out->rank = t->rank;
+    out->dtype = rt_tensor__dtype_of(t->type);
+    out->sizes = t->sizes;
+    out->strides = t->strides;
+}
+
+static rt_status output_value(rt_method *m, size_t index, rt_value **out) {
+    if (index >= m->num_outputs)
+        return METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output index %zu is out of range (the "
+                            "method has %u outputs)", index, m->num_outputs);
+    if (!m->has_outputs)
+        return METHOD_ERROR(m, RT_INVALID_STATE, "output %zu is not available: execute the "
+                            "method successfully first", index);
+    *out = m->outputs[index].value;
+    return RT_OK;
+}
+
+RT_API rt_status rt_method_output(rt_tensor *out, rt_method *m, size_t index) {
+    if (out == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_method_output: out is NULL");
+    RT_RETURN_IF_ERROR(enter(m, "output"));
+    rt_value *v = NULL;
+    rt_status status = output_value(m, index, &v);
+    if (status == RT_OK && v->kind != RT_VALUE_TENSOR)
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output %zu is a %s scalar; read it with "
+                              "rt_method_output_scalar", index, rt_value__kind_name(v->kind));
+    if (status == RT_OK)
+        tensor_view(out, v->u.t);
+    leave(m);
+    return status;
+}
+
+RT_API rt_status rt_method_output_scalar(rt_scalar *out, rt_method *m, size_t index) {
+    if (out == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_method_output_scalar: out is NULL");
+    RT_RETURN_IF_ERROR(enter(m, "output_scalar"));
+    rt_value *v = NULL;
+    rt_status status = output_value(m, index, &v);
+    if (status == RT_OK) {
+        memset(out, 0, sizeof *out);
+        out->kind = v->kind;
+        switch (v->kind) {
+        case RT_VALUE_INT: out->i = v->u.i; break;
+        case RT_VALUE_BOOL: out->i = v->u.b; break;
+        case RT_VALUE_DOUBLE: out->d = v->u.d; break;
+        default:
+            status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output %zu is a %s; read it with "
+                                  "rt_method_output", index, rt_value__kind_name(v->kind));
+        }
+    }
+    leave(m);
+    return status;
+}
+
+RT_API rt_status rt_method_attribute(rt_tensor *out, rt_method *m, const char *name) {
+    if (out == NULL || name == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_method_attribute: out and name must not "
+                             "be NULL");
+    RT_RETURN_IF_ERROR(enter(m, "attribute"));
+    rt_status status = RT_OK;
+    uint32_t a = 0;
+    while (a < m->num_attributes && strcmp(m->attributes[a].name, name) != 0)
+        a++;
+    if (a == m->num_attributes)
+        status = METHOD_ERROR(m, RT_NOT_FOUND, "no attribute named '%s' (the method has %u "
+                              "attributes)", name, m->num_attributes);
+    else
+        tensor_view(out, m->attributes[a].tensor);
+    leave(m);
+    return status;
+}
+
+RT_API size_t rt_method_profile_event_count(const rt_method *m) {
+    return m != NULL ? m->num_events : 0;
+}
+
+RT_API rt_status rt_method_profile_event(rt_profile_event *out, const rt_method *m,
+                                         size_t index) {
+    if (out == NULL || m == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_method_profile_event: out and method "
+                             "must not be NULL");
+    if (index >= m->num_events)
+        return METHOD_ERROR(m, RT_INVALID_ARGUMENT, "profile event %zu is out of range (%zu "
+                            "recorded%s)", index, m->num_events,
+                            (m->options.flags & RT_METHOD_PROFILE) ? "" :
+                            "; load the method with RT_METHOD_PROFILE");
+    *out = m->events[index];
+    return RT_OK;
+}

@@ -1,0 +1,21 @@
+/* library.c: versions, the op list, and backend availability. */
+#include <string.h>
+
+#include "ops/op.h"
+
+#define RT_VERSION_STRING "0.1.0"
+
+RT_API uint32_t rt_abi_version(void) { return RT_ABI_VERSION; }
+
+RT_API const char *rt_version_string(void) { return RT_VERSION_STRING; }
+
+RT_API size_t rt_op_count(void) { return rt_ops__count(); }
+
+RT_API const char *rt_op_name(size_t index) {
+    const rt_op_def *op = rt_ops__at(index);
+    return op != NULL ? op->name : NULL;
+}
+
+RT_API int32_t rt_backend_available(const char *name) {
+    return name != NULL && strcmp(name, "cpu") == 0;
+}

@@ -1,0 +1,71 @@
+/* method.h: a loaded method instance: its value table, memory and prepared instructions. */
+#ifndef RT_METHOD_H
+#define RT_METHOD_H
+
+#include <stdatomic.h>
+
+#include "ops/op.h"
+#include "program.h"
+
+typedef struct rt_instruction {
+    uint32_t kind;            /* rt_instruction_kind */
+    uint32_t target;          /* jumps */
+    const rt_value *cond;     /* conditional jumps */
+    const rt_op_def *op;      /* kernels */
+    rt_op_ctx ctx;            /* kernels: arguments and prepared state */
+} rt_instruction;
+
+typedef struct rt_method_input {
+    rt_value *value;
+    const char *name;
+    bool bound;               /* set by a successful set_input, cleared by a failed one */
+    bool zero_copy;           /* the tensor points at the caller's memory */
+} rt_method_input_slot;
+
+typedef struct rt_method_output {
+    rt_value *value;
+    const char *name;
+} rt_method_output_slot;
+
+typedef struct rt_attribute {
+    const char *name;
+    rt_tensor_value *tensor;
+} rt_attribute;
+
+struct rt_method {
+    rt_program *program;
+    const rt_file_method *file;
+    const char *name;
+    rt_method_options options;
+    atomic_int busy;          /* guards against two threads using the method at once */
+
+    rt_value *values;
+    uint32_t num_values;
+    rt_tensor_value *tensors;
+    rt_tensor_value **list_items; /* storage behind every tensor list */
+
+    void **arenas;
+    uint32_t num_arenas;
+    void **state_buffers;
+    uint32_t num_state_buffers;
+    void *scratch;
+    size_t scratch_bytes;
+
+    rt_instruction *instructions;
+    uint32_t num_instructions;
+    rt_value **arg_storage;
+
+    rt_method_input_slot *inputs;
+    uint32_t num_inputs;
+    rt_method_output_slot *outputs;
+    uint32_t num_outputs;
+    rt_attribute *attributes;
+    uint32_t num_attributes;
+    bool has_outputs;         /* a successful execute since the last set_input */
+
+    rt_profile_event *events;
+    size_t num_events;
+    size_t events_capacity;
+};
+
+#endif

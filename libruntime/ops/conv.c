@@ -1,0 +1,218 @@
+/* conv.c: 2-D convolution (cross-correlation, as in PyTorch and ONNX) with stride, padding
+ * (symmetric or per side), dilation and groups.
+ *
+ * Direct algorithm: each output plane is accumulated one (input channel, kernel tap) at a time
+ * over the range of output positions whose input tap lies inside the image, so padding costs
+ * nothing and needs no scratch buffer. Work is split into bands of output rows. */
+#include <inttypes.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct conv_dims {
+    int64_t batch, channels, height, width;     /* x */
+    int64_t out_channels, kernel_h, kernel_w;   /* w */
+    int64_t out_h, out_w;
+    int64_t groups;
+    int64_t stride[2], dilation[2];
+    int64_t pad[4]; /* top, left, bottom, right */
+} conv_dims;
+
+typedef struct conv_args {
+    rt_tensor_value *x, *w, *bias, *out;
+    conv_dims dims;
+} conv_args;
+
+/* ---- kernel ----------------------------------------------------------------------------- */
+
+/* Output rows per work item. */
+#define CONV_BAND 16
+
+typedef struct conv_job {
+    const conv_dims *dims;
+    const void *x, *w, *bias; /* bias may be NULL */
+    void *out;
+    int64_t bands;
+} conv_job;
+
+/* Output positions o in [0, count) whose tap o * stride + offset falls in [0, size). */
+static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t *lo,
+                      int64_t *hi)
+{
+    *lo = rt_op__ceil_div(-offset, stride);
+    *hi = rt_op__floor_div(size - 1 - offset, stride) + 1;
+    if (*lo < 0)
+        *lo = 0;
+    if (*hi > count)
+        *hi = count;
+}
+
+#define DEFINE_CONV_BANDS(sfx, T)                                                              \
+    static void conv_bands__##sfx(void *arg, size_t begin, size_t end)                         \
+    {                                                                                          \
+        const conv_job *job = arg;                                                             \
+        const conv_dims *d = job->dims;                                                        \
+        const T *x = job->x, *w = job->w, *bias = job->bias;                                   \
+        int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups;   \
+        int64_t plane_in = d->height * d->width, plane_out = d->out_h * d->out_w;              \
+        int64_t taps = d->kernel_h * d->kernel_w;                                              \
+        int64_t sh = d->stride[0], sw = d->stride[1];                                          \
+        for (size_t item = begin; item < end; item++) {                                        \
+            int64_t plane = (int64_t)item / job->bands; /* n * out_channels + o */             \
+            int64_t band = (int64_t)item % job->bands;                                         \
+            int64_t n = plane / d->out_channels, o = plane % d->out_channels;                  \
+            int64_t row0 = band * CONV_BAND;                                                   \
+            int64_t row1 = row0 + CONV_BAND < d->out_h ? row0 + CONV_BAND : d->out_h;          \
+            T *out = (T *)job->out + plane * plane_out;                                        \
+            T b = bias ? bias[o] : (T)0;                                                       \
+            for (int64_t i = row0 * d->out_w; i < row1 * d->out_w; i++)                        \
+                out[i] = b;                                                                    \
+            int64_t first_channel = o / group_out * group_in;                                  \
+            for (int64_t c = 0; c < group_in; c++) {                                           \
+                const T *xp = x + (n * d->channels + first_channel + c) * plane_in;            \
+                const T *wp = w + (o * group_in + c) * taps;                                   \
+                for (int64_t kh = 0; kh < d->kernel_h; kh++) {                                 \
+                    int64_t off_h = kh * d->dilation[0] - d->pad[0];                           \
+                    int64_t oh0, oh1;                                                          \
+                    tap_range(off_h, sh, d->height, d->out_h, &oh0, &oh1);                     \
+                    if (oh0 < row0)                                                            \
+                        oh0 = row0;                                                            \
+                    if (oh1 > row1)                                                            \
+                        oh1 = row1;                                                            \
+                    for (int64_t kw = 0; kw < d->kernel_w; kw++) {                             \
+                        int64_t off_w = kw * d->dilation[1] - d->pad[1];                       \
+                        int64_t ow0, ow1;                                                      \
+                        tap_range(off_w, sw, d->width, d->out_w, &ow0, &ow1);                  \
+                        const T wv = wp[kh * d->kernel_w + kw];                                \
+                        for (int64_t oh = oh0; oh < oh1; oh++) {                               \
+                            const T *xr = xp + (oh * sh + off_h) * d->width;                   \
+                            T *orow = out + oh * d->out_w;                                     \
+                            if (sw == 1)                                                       \
+                                for (int64_t ow = ow0; ow < ow1; ow++)                         \
+                                    orow[ow] += wv * xr[ow + off_w];                           \
+                            else                                                               \
+                                for (int64_t ow = ow0; ow < ow1; ow++)                         \
+                                    orow[ow] += wv * xr[ow * sw + off_w];                      \
+                        }                                                                      \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_CONV_BANDS(f32, float)
+DEFINE_CONV_BANDS(f64, double)
+
+/* ---- op --------------------------------------------------------------------------------- */
+
+static rt_status conv_check_tensors(rt_op_ctx *ctx, const conv_args *args)
+{
+    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->w, "w", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->x, "x", 4));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->w, "w", 4));
+    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->w, "w"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->w, "w"));
+    if (!args->bias)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->bias, "bias", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->bias, "bias", 1));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->bias, "bias"));
+    return rt_op__check_disjoint(ctx, args->out, "out", args->bias, "bias");
+}
+
+/* Channel counts of x, w and bias against groups, for the current sizes. */
+static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args)
+{
+    const conv_dims *d = &args->dims;
+    char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
+    rt_op__shape_text(args->x->sizes, 4, tx);
+    rt_op__shape_text(args->w->sizes, 4, tw);
+    if (d->channels % d->groups != 0 || d->out_channels % d->groups != 0)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "groups %" PRId64 " must divide the input channels of x %s and the output "
+                          "channels of w %s",
+                          d->groups, tx, tw);
+    if (args->w->sizes[1] != d->channels / d->groups)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "w %s must have %" PRId64 " input channels per group for x %s and groups %" PRId64,
+                          tw, d->channels / d->groups, tx, d->groups);
+    if (d->kernel_h < 1 || d->kernel_w < 1)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);
+    if (args->bias && args->bias->sizes[0] != d->out_channels)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "bias has %" PRId64 " elements, but w %s has %" PRId64 " output channels",
+                          args->bias->sizes[0], tw, d->out_channels);
+    return RT_OK;
+}
+
+static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args)
+{
+    conv_dims *d = &args->dims;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 8));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &args->w));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &args->bias));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 3, "stride", 1, d->stride));
+    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 4, "padding", d->pad));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 5, "dilation", 1, d->dilation));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 6, "groups", &d->groups));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 7, "out", &args->out));
+    if (d->groups < 1)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "groups must be >= 1, not %" PRId64, d->groups);
+    RT_RETURN_IF_ERROR(conv_check_tensors(ctx, args));
+
+    const int64_t *xs = args->x->sizes, *ws = args->w->sizes;
+    d->batch = xs[0];
+    d->channels = xs[1];
+    d->height = xs[2];
+    d->width = xs[3];
+    d->out_channels = ws[0];
+    d->kernel_h = ws[2];
+    d->kernel_w = ws[3];
+    RT_RETURN_IF_ERROR(conv_check_channels(ctx, args));
+    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "height", d->height, d->pad[0], d->pad[2],
+                                            d->kernel_h, d->stride[0], d->dilation[0], false,
+                                            &d->out_h));
+    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "width", d->width, d->pad[1], d->pad[3],
+                                            d->kernel_w, d->stride[1], d->dilation[1], false,
+                                            &d->out_w));
+    int64_t sizes[4] = {d->batch, d->out_channels, d->out_h, d->out_w};
+    return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
+}
+
+rt_status rt_ops__conv2d_prepare(rt_op_ctx *ctx)
+{
+    conv_args args;
+    return conv_setup(ctx, &args);
+}
+
+rt_status rt_ops__conv2d_run(rt_op_ctx *ctx)
+{
+    conv_args args;
+    RT_RETURN_IF_ERROR(conv_setup(ctx, &args));
+    const conv_dims *d = &args.dims;
+    if (rt_tensor__numel(args.out) == 0)
+        return RT_OK;
+    conv_job job = {
+        .dims = d,
+        .x = args.x->data,
+        .w = args.w->data,
+        .bias = args.bias ? args.bias->data : NULL,
+        .out = args.out->data,
+        .bands = (d->out_h + CONV_BAND - 1) / CONV_BAND,
+    };
+    /* Bounded by the output's element count. */
+    int64_t items = d->batch * d->out_channels * job.bands;
+    int64_t band_rows = d->out_h < CONV_BAND ? d->out_h : CONV_BAND;
+    int64_t work = rt_op__mul_sat(rt_op__mul_sat(band_rows, d->out_w),
+                                  rt_op__mul_sat(d->channels / d->groups,
+                                                 rt_op__mul_sat(d->kernel_h, d->kernel_w)));
+    rt_range_fn kernel = args.x->type == RT_F32 ? conv_bands__f32 : conv_bands__f64;
+    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    return RT_OK;
+}

@@ -1,0 +1,244 @@
+/* pool.c: max_pool2d and avg_pool2d over [N, C, H, W], with PyTorch's output sizes (floor or
+ * ceil mode) and padding rules. Work items are output rows. */
+#include <inttypes.h>
+#include <math.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct pool_dims {
+    int64_t planes, height, width; /* planes = N * C */
+    int64_t out_h, out_w;
+    int64_t kernel[2], stride[2], dilation[2];
+    int64_t pad[4]; /* top, left, bottom, right */
+    bool ceil_mode;
+    bool count_include_pad; /* avg only */
+} pool_dims;
+
+typedef struct pool_job {
+    const pool_dims *dims;
+    const void *x;
+    void *out;
+} pool_job;
+
+/* Taps t in [0, kernel) with start + t * dilation in [0, size). */
+static void tap_range(int64_t start, int64_t dilation, int64_t kernel, int64_t size,
+                      int64_t *lo, int64_t *hi)
+{
+    *lo = rt_op__ceil_div(-start, dilation);
+    *hi = rt_op__floor_div(size - 1 - start, dilation) + 1;
+    if (*lo < 0)
+        *lo = 0;
+    if (*hi > kernel)
+        *hi = kernel;
+}
+
+/* ---- max -------------------------------------------------------------------------------- */
+
+/* Padding never wins: a window with no input element gives LOWEST (-inf for floats). NaN
+ * propagates, as in PyTorch. */
+#define DEFINE_MAX_POOL(sfx, T, LOWEST, IS_NAN)                                                       \
+    static void max_pool_rows__##sfx(void *arg, size_t begin, size_t end)                     \
+    {                                                                                         \
+        const pool_job *job = arg;                                                            \
+        const pool_dims *d = job->dims;                                                       \
+        for (size_t row = begin; row < end; row++) {                                          \
+            int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;            \
+            const T *x = (const T *)job->x + plane * d->height * d->width;                    \
+            T *out = (T *)job->out + (int64_t)row * d->out_w;                                 \
+            int64_t h0 = oh * d->stride[0] - d->pad[0], kh0, kh1;                             \
+            tap_range(h0, d->dilation[0], d->kernel[0], d->height, &kh0, &kh1);               \
+            for (int64_t ow = 0; ow < d->out_w; ow++) {                                       \
+                int64_t w0 = ow * d->stride[1] - d->pad[1], kw0, kw1;                         \
+                tap_range(w0, d->dilation[1], d->kernel[1], d->width, &kw0, &kw1);            \
+                T best = LOWEST;                                                              \
+                for (int64_t kh = kh0; kh < kh1; kh++) {                                      \
+                    const T *xr = x + (h0 + kh * d->dilation[0]) * d->width;                  \
+                    for (int64_t kw = kw0; kw < kw1; kw++) {                                  \
+                        T v = xr[w0 + kw * d->dilation[1]];                                   \
+                        if (v > best || IS_NAN(v))                                             \
+                            best = v;                                                         \
+                    }                                                                         \
+                }                                                                             \
+                out[ow] = best;                                                               \
+            }                                                                                 \
+        }                                                                                     \
+    }
+#define FLOAT_IS_NAN(v) isnan(v)
+#define INT_IS_NAN(v) false
+DEFINE_MAX_POOL(f32, float, -INFINITY, FLOAT_IS_NAN)
+DEFINE_MAX_POOL(f64, double, -(double)INFINITY, FLOAT_IS_NAN)
+DEFINE_MAX_POOL(i8, int8_t, INT8_MIN, INT_IS_NAN)
+DEFINE_MAX_POOL(i16, int16_t, INT16_MIN, INT_IS_NAN)
+DEFINE_MAX_POOL(i32, int32_t, INT32_MIN, INT_IS_NAN)
+DEFINE_MAX_POOL(i64, int64_t, INT64_MIN, INT_IS_NAN)
+DEFINE_MAX_POOL(u8, uint8_t, 0, INT_IS_NAN)
+DEFINE_MAX_POOL(u16, uint16_t, 0, INT_IS_NAN)
+DEFINE_MAX_POOL(u32, uint32_t, 0, INT_IS_NAN)
+DEFINE_MAX_POOL(u64, uint64_t, 0, INT_IS_NAN)
+
+static rt_range_fn max_pool_kernel_for(rt_type type)
+{
+    switch (type) {
+    case RT_F32: return max_pool_rows__f32;
+    case RT_F64: return max_pool_rows__f64;
+    case RT_I8: return max_pool_rows__i8;
+    case RT_I16: return max_pool_rows__i16;
+    case RT_I32: return max_pool_rows__i32;
+    case RT_I64: return max_pool_rows__i64;
+    case RT_U8: return max_pool_rows__u8;
+    case RT_U16: return max_pool_rows__u16;
+    case RT_U32: return max_pool_rows__u32;
+    case RT_U64: return max_pool_rows__u64;
+    default: return NULL;
+    }
+}
+
+/* ---- avg -------------------------------------------------------------------------------- */
+
+/* The divisor is the window clipped to the padded input (count_include_pad) or the number of
+ * input elements in it; a window with nothing to count gives 0. */
+#define DEFINE_AVG_POOL(sfx, T, ACC)                                                          \
+    static void avg_pool_rows__##sfx(void *arg, size_t begin, size_t end)                     \
+    {                                                                                         \
+        const pool_job *job = arg;                                                            \
+        const pool_dims *d = job->dims;                                                       \
+        for (size_t row = begin; row < end; row++) {                                          \
+            int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;            \
+            const T *x = (const T *)job->x + plane * d->height * d->width;                    \
+            T *out = (T *)job->out + (int64_t)row * d->out_w;                                 \
+            int64_t h0 = oh * d->stride[0] - d->pad[0];                                       \
+            int64_t h1 = h0 + d->kernel[0];                                                   \
+            if (h1 > d->height + d->pad[2])                                                   \
+                h1 = d->height + d->pad[2];                                                   \
+            int64_t padded_h = h1 - h0;                                                       \
+            int64_t ih0 = h0 > 0 ? h0 : 0, ih1 = h1 < d->height ? h1 : d->height;             \
+            for (int64_t ow = 0; ow < d->out_w; ow++) {                                       \
+                int64_t w0 = ow * d->stride[1] - d->pad[1];                                   \
+                int64_t w1 = w0 + d->kernel[1];                                               \
+                if (w1 > d->width + d->pad[3])                                                \
+                    w1 = d->width + d->pad[3];                                                \
+                int64_t padded_w = w1 - w0;                                                   \
+                int64_t iw0 = w0 > 0 ? w0 : 0, iw1 = w1 < d->width ? w1 : d->width;           \
+                ACC sum = 0;                                                                  \
+                for (int64_t ih = ih0; ih < ih1; ih++)                                        \
+                    for (int64_t iw = iw0; iw < iw1; iw++)                                    \
+                        sum += x[ih * d->width + iw];                                         \
+                int64_t real_h = ih1 > ih0 ? ih1 - ih0 : 0;                                   \
+                int64_t real_w = iw1 > iw0 ? iw1 - iw0 : 0;                                   \
+                int64_t count = d->count_include_pad ? padded_h * padded_w : real_h * real_w; \
+                out[ow] = count > 0 ? (T)(sum / (ACC)count) : (T)0;                           \
+            }                                                                                 \
+        }                                                                                     \
+    }
+DEFINE_AVG_POOL(f32, float, double)
+DEFINE_AVG_POOL(f64, double, double)
+
+/* ---- ops -------------------------------------------------------------------------------- */
+
+typedef struct pool_args {
+    rt_tensor_value *x, *out;
+    pool_dims dims;
+} pool_args;
+
+/* Tensor checks and the output shape, once the window parameters are in args->dims. */
+static rt_status pool_shape(rt_op_ctx *ctx, pool_args *args, uint32_t types,
+                            const char *expected)
+{
+    pool_dims *d = &args->dims;
+    RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->x, "x", types, expected));
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->x, "x", 4));
+    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->x, "x"));
+
+    const int64_t *xs = args->x->sizes;
+    if (!rt_op__mul(xs[0], xs[1], &d->planes))
+        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the batch and channel sizes overflow");
+    d->height = xs[2];
+    d->width = xs[3];
+    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "height", d->height, d->pad[0], d->pad[2],
+                                            d->kernel[0], d->stride[0], d->dilation[0],
+                                            d->ceil_mode, &d->out_h));
+    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "width", d->width, d->pad[1], d->pad[3],
+                                            d->kernel[1], d->stride[1], d->dilation[1],
+                                            d->ceil_mode, &d->out_w));
+    int64_t sizes[4] = {xs[0], xs[1], d->out_h, d->out_w};
+    return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
+}
+
+static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn kernel)
+{
+    const pool_dims *d = &args->dims;
+    if (rt_tensor__numel(args->out) == 0)
+        return RT_OK;
+    if (!kernel)
+        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                          rt_tensor__type_name(args->x->type));
+    pool_job job = {.dims = d, .x = args->x->data, .out = args->out->data};
+    int64_t rows = d->planes * d->out_h; /* bounded by the output's element count */
+    int64_t work = rt_op__mul_sat(d->out_w, rt_op__mul_sat(d->kernel[0], d->kernel[1]));
+    rt_parallel_for(rt_op__threads(ctx), (size_t)rows, rt_op__grain(work), kernel, &job);
+    return RT_OK;
+}
+
+/* max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, out) */
+static rt_status max_pool_setup(rt_op_ctx *ctx, pool_args *args)
+{
+    pool_dims *d = &args->dims;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, d->kernel));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, d->stride));
+    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", d->pad));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 4, "dilation", 1, d->dilation));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "ceil_mode", &d->ceil_mode));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "out", &args->out));
+    d->count_include_pad = false;
+    return pool_shape(ctx, args, RT_TYPES_NUMERIC, "float32, float64 and the integer types");
+}
+
+rt_status rt_ops__max_pool2d_prepare(rt_op_ctx *ctx)
+{
+    pool_args args;
+    return max_pool_setup(ctx, &args);
+}
+
+rt_status rt_ops__max_pool2d_run(rt_op_ctx *ctx)
+{
+    pool_args args;
+    RT_RETURN_IF_ERROR(max_pool_setup(ctx, &args));
+    return run_pool(ctx, &args, max_pool_kernel_for(args.x->type));
+}
+
+/* avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, out) */
+static rt_status avg_pool_setup(rt_op_ctx *ctx, pool_args *args)
+{
+    pool_dims *d = &args->dims;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, d->kernel));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, d->stride));
+    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", d->pad));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 4, "ceil_mode", &d->ceil_mode));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "count_include_pad", &d->count_include_pad));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "out", &args->out));
+    d->dilation[0] = d->dilation[1] = 1;
+    return pool_shape(ctx, args, RT_TYPES_FLOAT, "float32 and float64");
+}
+
+rt_status rt_ops__avg_pool2d_prepare(rt_op_ctx *ctx)
+{
+    pool_args args;
+    return avg_pool_setup(ctx, &args);
+}
+
+rt_status rt_ops__avg_pool2d_run(rt_op_ctx *ctx)
+{
+    pool_args args;
+    RT_RETURN_IF_ERROR(avg_pool_setup(ctx, &args));
+    return run_pool(ctx, &args,
+                    args.x->type == RT_F32 ? avg_pool_rows__f32 : avg_pool_rows__f64);
+}

@@ -1,0 +1,263 @@
+/* shape.c: reshape, transpose and concat. Any dtype; data is moved as raw elements. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+/* Output dtype, writability and row-major layout of x and out, shared by the three ops. */
+static rt_status check_data_op(rt_op_ctx *ctx, const rt_tensor_value *x, const char *what_x,
+                               const rt_tensor_value *out)
+{
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, what_x));
+    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, what_x));
+    return rt_op_check_default_layout(ctx, out, "out");
+}
+
+/* ---- reshape ---------------------------------------------------------------------------- */
+
+typedef struct reshape_args {
+    rt_tensor_value *x, *out;
+    const int64_t *shape;
+    size_t count;
+} reshape_args;
+
+/* The new sizes: one -1 is inferred from x's element count, which the others must divide. */
+static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t *sizes)
+{
+    int64_t numel, known = 1;
+    size_t inferred = SIZE_MAX;
+    char tx[RT_OP_SHAPE_TEXT], ts[RT_OP_SHAPE_TEXT];
+    for (size_t i = 0; i < args->count; i++) {
+        int64_t s = args->shape[i];
+        if (s == -1 && inferred == SIZE_MAX) {
+            inferred = i;
+            continue;
+        }
+        if (s < 0)
+            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                              "shape %s may hold sizes >= 0 and a single -1",
+                              rt_op__shape_text(args->shape, (int32_t)args->count, ts));
+        if (!rt_op__mul(known, s, &known))
+            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "shape %s overflows int64",
+                              rt_op__shape_text(args->shape, (int32_t)args->count, ts));
+        sizes[i] = s;
+    }
+    const rt_tensor_value *x = args->x;
+    if (!rt_tensor__checked_numel(x->sizes, x->rank, &numel))
+        return rt_op_fail(ctx, RT_INTERNAL, "x has an invalid shape");
+    rt_op__shape_text(x->sizes, x->rank, tx);
+    rt_op__shape_text(args->shape, (int32_t)args->count, ts);
+    if (inferred != SIZE_MAX) {
+        if (known == 0) /* any size would do: numpy and PyTorch refuse this too */
+            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                              "cannot infer the -1 in shape %s: the other sizes multiply to 0", ts);
+        if (numel % known != 0)
+            return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                              "cannot reshape x %s (%" PRId64 " elements) into shape %s", tx, numel, ts);
+        sizes[inferred] = numel / known;
+    } else if (known != numel) {
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "cannot reshape x %s (%" PRId64 " elements) into shape %s (%" PRId64 " elements)",
+                          tx, numel, ts, known);
+    }
+    return RT_OK;
+}
+
+/* reshape(x, shape, out) */
+static rt_status reshape_setup(rt_op_ctx *ctx, reshape_args *args)
+{
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "shape", &args->shape, &args->count));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(check_data_op(ctx, args->x, "x", args->out));
+    if (args->count > RT_MAX_RANK)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "shape has %zu sizes; the most is %d",
+                          args->count, RT_MAX_RANK);
+    int64_t sizes[RT_MAX_RANK];
+    RT_RETURN_IF_ERROR(reshape_sizes(ctx, args, sizes));
+    return rt_op_set_output_sizes(ctx, args->out, "out", (int32_t)args->count, sizes);
+}
+
+rt_status rt_ops__reshape_prepare(rt_op_ctx *ctx)
+{
+    reshape_args args;
+    return reshape_setup(ctx, &args);
+}
+
+rt_status rt_ops__reshape_run(rt_op_ctx *ctx)
+{
+    reshape_args args;
+    RT_RETURN_IF_ERROR(reshape_setup(ctx, &args));
+    size_t nbytes = rt_tensor__nbytes(args.x);
+    /* A planner may give out the storage of x, making the reshape free. */
+    if (nbytes > 0 && args.out->data != args.x->data)
+        memmove(args.out->data, args.x->data, nbytes);
+    return RT_OK;
+}
+
+/* ---- transpose -------------------------------------------------------------------------- */
+
+typedef struct transpose_args {
+    rt_tensor_value *x, *out;
+    int32_t perm[RT_MAX_RANK];
+} transpose_args;
+
+/* transpose(x, perm, out); perm items may be negative, as numpy allows. */
+static rt_status transpose_setup(rt_op_ctx *ctx, transpose_args *args)
+{
+    const int64_t *perm;
+    size_t count;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "perm", &perm, &count));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    const rt_tensor_value *x = args->x;
+    RT_RETURN_IF_ERROR(check_data_op(ctx, x, "x", args->out));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", x, "x"));
+    if (count != (size_t)x->rank)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                          "perm has %zu items, but x has rank %" PRId32, count, x->rank);
+
+    bool seen[RT_MAX_RANK] = {false};
+    int64_t sizes[RT_MAX_RANK];
+    for (int32_t i = 0; i < x->rank; i++) {
+        int32_t axis;
+        RT_RETURN_IF_ERROR(rt_op_axis(ctx, perm[i], x->rank, "perm item", &axis));
+        if (seen[axis])
+            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                              "perm names dimension %" PRId32 " twice; it must be a permutation",
+                              axis);
+        seen[axis] = true;
+        args->perm[i] = axis;
+        sizes[i] = x->sizes[axis];
+    }
+    return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
+}
+
+rt_status rt_ops__transpose_prepare(rt_op_ctx *ctx)
+{
+    transpose_args args;
+    return transpose_setup(ctx, &args);
+}
+
+rt_status rt_ops__transpose_run(rt_op_ctx *ctx)
+{
+    transpose_args args;
+    RT_RETURN_IF_ERROR(transpose_setup(ctx, &args));
+    const rt_tensor_value *x = args.x, *out = args.out;
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    /* Walk out in order, reading x through its strides permuted. */
+    int64_t x_strides[RT_MAX_RANK], src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+    rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
+    for (int32_t i = 0; i < x->rank; i++)
+        src_strides[i] = x_strides[args.perm[i]];
+    rt_tensor__copy_strided(out->data, dst_strides, x->data, src_strides, out->rank, out->sizes,
+                            out->elem_size);
+    return RT_OK;
+}
+
+/* ---- concat ----------------------------------------------------------------------------- */
+
+typedef struct concat_args {
+    rt_tensor_value **xs, *out;
+    size_t count;
+    int32_t axis;
+} concat_args;
+
+/* Every input against the first: dtype, rank, layout, no shared memory with out. */
+static rt_status concat_check_inputs(rt_op_ctx *ctx, const concat_args *args)
+{
+    const rt_tensor_value *first = args->xs[0];
+    char what[48];
+    for (size_t i = 0; i < args->count; i++) {
+        const rt_tensor_value *x = args->xs[i];
+        snprintf(what, sizeof what, "xs[%zu]", i);
+        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, x, what, first, "xs[0]"));
+        if (x->rank != first->rank)
+            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                              "%s has rank %" PRId32 ", but xs[0] has rank %" PRId32, what,
+                              x->rank, first->rank);
+        RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, what));
+        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", x, what));
+    }
+    return RT_OK;
+}
+
+/* The sizes of xs[0] with the axis summed over all inputs; the rest must agree. */
+static rt_status concat_sizes(rt_op_ctx *ctx, const concat_args *args, int64_t *sizes)
+{
+    const rt_tensor_value *first = args->xs[0];
+    memcpy(sizes, first->sizes, (size_t)first->rank * sizeof *sizes);
+    sizes[args->axis] = 0;
+    for (size_t i = 0; i < args->count; i++) {
+        const rt_tensor_value *x = args->xs[i];
+        for (int32_t d = 0; d < x->rank; d++) {
+            if (d == args->axis || x->sizes[d] == first->sizes[d])
+                continue;
+            char t0[RT_OP_SHAPE_TEXT], ti[RT_OP_SHAPE_TEXT];
+            return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                              "xs[%zu] %s does not match xs[0] %s outside axis %" PRId32, i,
+                              rt_op__shape_text(x->sizes, x->rank, ti),
+                              rt_op__shape_text(first->sizes, first->rank, t0), args->axis);
+        }
+        if (!rt_op__add(sizes[args->axis], x->sizes[args->axis], &sizes[args->axis]))
+            return rt_op_fail(ctx, rt_op__shape_code(ctx), "the concatenated size overflows int64");
+    }
+    return RT_OK;
+}
+
+/* concat(xs, axis, out) */
+static rt_status concat_setup(rt_op_ctx *ctx, concat_args *args)
+{
+    int64_t axis;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op_tensor_list(ctx, 0, "xs", &args->xs, &args->count));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    if (args->count == 0)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "xs is empty; concat needs at least one tensor");
+    RT_RETURN_IF_ERROR(check_data_op(ctx, args->xs[0], "xs[0]", args->out));
+    RT_RETURN_IF_ERROR(concat_check_inputs(ctx, args));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, args->xs[0]->rank, "axis", &args->axis));
+    int64_t sizes[RT_MAX_RANK];
+    RT_RETURN_IF_ERROR(concat_sizes(ctx, args, sizes));
+    return rt_op_set_output_sizes(ctx, args->out, "out", args->xs[0]->rank, sizes);
+}
+
+rt_status rt_ops__concat_prepare(rt_op_ctx *ctx)
+{
+    concat_args args;
+    return concat_setup(ctx, &args);
+}
+
+rt_status rt_ops__concat_run(rt_op_ctx *ctx)
+{
+    concat_args args;
+    RT_RETURN_IF_ERROR(concat_setup(ctx, &args));
+    const rt_tensor_value *out = args.out;
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    /* out is [outer, sum of the inputs' slices]: each input adds a slice of bytes to every
+     * outer row. */
+    int64_t outer = 1;
+    for (int32_t d = 0; d < args.axis; d++)
+        outer *= out->sizes[d]; /* bounded by out's element count, which is not 0 */
+    size_t row_bytes = rt_tensor__nbytes(out) / (size_t)outer;
+    char *dst = out->data;
+    size_t offset = 0;
+    for (size_t i = 0; i < args.count; i++) {
+        const rt_tensor_value *x = args.xs[i];
+        size_t slice = rt_tensor__nbytes(x) / (size_t)outer;
+        const char *src = x->data;
+        for (int64_t o = 0; o < outer && slice > 0; o++)
+            memcpy(dst + (size_t)o * row_bytes + offset, src + (size_t)o * slice, slice);
+        offset += slice;
+    }
+    return RT_OK;
+}

@@ -1,0 +1,263 @@
+/* program.c: loading programs from files and buffers, reference counting, metadata. */
+#include "program.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/log.h"
+
+static rt_program *new_program(void) {
+    rt_program *p = calloc(1, sizeof *p);
+    if (p != NULL)
+        atomic_init(&p->refs, 1);
+    return p;
+}
+
+static void free_program(rt_program *p) {
+    if (p->mapping != NULL)
+        munmap(p->mapping, p->mapping_size);
+    rt_alloc__free(p->owned_copy);
+    free(p);
+}
+
+RT_API rt_status rt_program_load_file(rt_program **out, const char *path, uint32_t flags) {
+    if (out == NULL || path == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_file: out and path must "
+                             "not be NULL");
+    *out = NULL;
+    if (flags & ~(uint32_t)RT_PROGRAM_VERIFY_CONSTANTS)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_file: unknown flags 0x%x",
+                             flags);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return rt_error__set(RT_IO_ERROR, "cannot open program '%s': %s", path,
+                             strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return rt_error__set(RT_IO_ERROR, "program '%s' is not a regular file", path);
+    }
+    rt_program *p = new_program();
+    if (p == NULL) {
+        close(fd);
+        return rt_error__oom("program object");
+    }
+    size_t size = (size_t)st.st_size;
+    const uint8_t *data = (const uint8_t *)"";
+    if (size > 0) {
+        /* Private and read-only: the weights are used in place and paged in on demand. */
+        void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            int err = errno;
+            close(fd);
+            free_program(p);
+            return rt_error__set(err == ENOMEM ? RT_OUT_OF_MEMORY : RT_IO_ERROR,
+                                 "cannot map program '%s': %s", path, strerror(err));
+        }
+        p->mapping = map;
+        p->mapping_size = size;
+        data = map;
+    }
+    close(fd);
+    rt_status status = rt_format__read(&p->format, data, size, flags);
+    if (status != RT_OK) {
+        rt_error__prefix("program '%s': ", path);
+        free_program(p);
+        return status;
+    }
+    rt_log__write(RT_LOG_DEBUG, "loaded program '%s' (%zu bytes, %u methods)", path, size,
+                  p->format.num_methods);
+    *out = p;
+    return RT_OK;
+}
+
+RT_API rt_status rt_program_load_buffer(rt_program **out, const void *data, size_t size,
+                                        uint32_t flags) {
+    if (out == NULL || data == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_buffer: out and data must "
+                             "not be NULL");
+    *out = NULL;
+    if (flags & ~(uint32_t)(RT_PROGRAM_COPY | RT_PROGRAM_VERIFY_CONSTANTS))
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_buffer: unknown flags 0x%x",
+                             flags);
+    if (!(flags & RT_PROGRAM_COPY) && (uintptr_t)data % RT_FORMAT_CONSTANT_ALIGN != 0)
+        return rt_error__set(RT_INVALID_ARGUMENT, "a borrowed program buffer must be %d-byte "
+                             "aligned (address %p is not); pass RT_PROGRAM_COPY to copy it",
+                             RT_FORMAT_CONSTANT_ALIGN, data);
+    rt_program *p = new_program();
+    if (p == NULL)
+        return rt_error__oom("program object");
+    if (flags & RT_PROGRAM_COPY) {
+        p->owned_copy = rt_alloc__aligned(size);
+        if (p->owned_copy == NULL) {
+            free_program(p);
+            return rt_error__oom("copy of the program buffer");
+        }
+        memcpy(p->owned_copy, data, size);
+        data = p->owned_copy;
+    }
+    rt_status status = rt_format__read(&p->format, data, size, flags);
+    if (status != RT_OK) {
+        free_program(p);
+        return status;
+    }
+    *out = p;
+    return RT_OK;
+}
+
+RT_API void rt_program_retain(rt_program *p) {
+    if (p != NULL)
+        atomic_fetch_add(&p->refs, 1);
+}
+
+RT_API void rt_program_release(rt_program *p) {
+    if (p != NULL && atomic_fetch_sub(&p->refs, 1) == 1)
+        free_program(p);
+}
+
+RT_API size_t rt_program_method_count(const rt_program *p) {
+    return p != NULL ? p->format.num_methods : 0;
+}
+
+RT_API const char *rt_program_method_name(const rt_program *p, size_t index) {
+    if (p == NULL || index >= p->format.num_methods)
+        return NULL;
+    return rt_format__string(&p->format, p->format.methods[index].name);
+}
+
+RT_API uint64_t rt_program_constant_bytes(const rt_program *p) {
+    return p != NULL ? p->format.segment_size : 0;
+}
+
+rt_status rt_program__find_method(const rt_program *p, const char *name, uint32_t *out) {
+    if (p == NULL || name == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "program and method name must not be NULL");
+    const rt_format *f = &p->format;
+    for (uint32_t i = 0; i < f->num_methods; i++) {
+        if (strcmp(rt_format__string(f, f->methods[i].name), name) == 0) {
+            *out = i;
+            return RT_OK;
+        }
+    }
+    char list[512] = "";
+    size_t used = 0;
+    for (uint32_t i = 0; i < f->num_methods && used < sizeof list; i++) {
+        int n = snprintf(list + used, sizeof list - used, "%s'%s'", i ? ", " : "",
+                         rt_format__string(f, f->methods[i].name));
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    return rt_error__set(RT_NOT_FOUND, "the program has no method '%s' (it has: %s)", name,
+                         f->num_methods ? list : "no methods");
+}
+
+void rt_program__tensor_info(rt_tensor_info *out, const rt_program *p, uint32_t method,
+                             uint32_t value, const char *name) {
+    const rt_format *f = &p->format;
+    const rt_file_value *v = &f->values[f->methods[method].values + value];
+    memset(out, 0, sizeof *out);
+    out->name = name != NULL ? name : "";
+    out->kind = v->kind;
+    if (v->kind != RT_VALUE_TENSOR)
+        return;
+    out->dtype = v->dtype;
+    out->rank = v->rank;
+    out->dynamic = (v->flags & RT_VALUE_FLAG_DYNAMIC) != 0;
+    out->memory_planned = v->storage == RT_STORAGE_ARENA;
+    out->is_constant = v->storage == RT_STORAGE_CONSTANT;
+    uint64_t nbytes = rt_format__dtype_size(v->dtype);
+    for (uint32_t d = 0; d < v->rank; d++) {
+        out->sizes[d] = f->words[v->a + d];
+        out->dim_order[d] = (uint8_t)f->words[v->b + d];
+        nbytes *= (uint64_t)out->sizes[d];
+    }
+    out->nbytes = nbytes;
+}
+
+RT_API rt_status rt_program_method_info(rt_method_info *out, const rt_program *p,
+                                        const char *method) {
+    uint32_t index;
+    if (out == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_method_info: out is NULL");
+    RT_RETURN_IF_ERROR(rt_program__find_method(p, method, &index));
+    const rt_format *f = &p->format;
+    const rt_file_method *m = &f->methods[index];
+    out->name = rt_format__string(f, m->name);
+    out->num_inputs = m->num_inputs;
+    out->num_outputs = m->num_outputs;
+    out->num_attributes = m->num_attributes;
+    out->num_values = m->num_values;
+    out->num_instructions = m->num_instructions;
+    out->num_arenas = m->num_arenas;
+    out->planned_bytes = 0;
+    for (uint32_t a = 0; a < m->num_arenas; a++)
+        out->planned_bytes += (uint64_t)f->words[m->arenas + a];
+    return RT_OK;
+}
+
+/* Shared by the input, output and attribute queries (which = 0, 1, 2). Inputs and outputs
+ * are (value, name) word pairs, attributes (name, value) pairs. */
+static rt_status io_info(rt_tensor_info *out, const rt_program *p, const char *method,
+                         size_t index, int which) {
+    static const char *what[] = {"input", "output", "attribute"};
+    uint32_t mi;
+    if (out == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "%s info: out is NULL", what[which]);
+    RT_RETURN_IF_ERROR(rt_program__find_method(p, method, &mi));
+    const rt_format *f = &p->format;
+    const rt_file_method *m = &f->methods[mi];
+    uint32_t start = which == 0 ? m->inputs : which == 1 ? m->outputs : m->attributes;
+    uint32_t count = which == 0 ? m->num_inputs : which == 1 ? m->num_outputs
+                                                               : m->num_attributes;
+    if (index >= count)
+        return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': %s index %zu is out of range "
+                             "(the method has %u)", method, what[which], index, count);
+    const int64_t *pair = &f->words[start + 2 * index];
+    int64_t value = which == 2 ? pair[1] : pair[0];
+    int64_t name = which == 2 ? pair[0] : pair[1];
+    rt_program__tensor_info(out, p, mi, (uint32_t)value,
+                            name >= 0 ? rt_format__string(f, (uint32_t)name) : NULL);
+    return RT_OK;
+}
+
+RT_API rt_status rt_program_input_info(rt_tensor_info *out, const rt_program *p,
+                                       const char *method, size_t index) {
+    return io_info(out, p, method, index, 0);
+}
+
+RT_API rt_status rt_program_output_info(rt_tensor_info *out, const rt_program *p,
+                                        const char *method, size_t index) {
+    return io_info(out, p, method, index, 1);
+}
+
+RT_API rt_status rt_program_attribute_info(rt_tensor_info *out, const rt_program *p,
+                                           const char *method, size_t index) {
+    return io_info(out, p, method, index, 2);
+}
+
+RT_API rt_status rt_program_instruction_op(const char **out, const rt_program *p,
+                                           const char *method, size_t instruction) {
+    uint32_t mi;
+    if (out == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_instruction_op: out is NULL");
+    RT_RETURN_IF_ERROR(rt_program__find_method(p, method, &mi));
+    const rt_format *f = &p->format;
+    const rt_file_method *m = &f->methods[mi];
+    if (instruction >= m->num_instructions)
+        return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': instruction %zu is out of "
+                             "range (the method has %u)", method, instruction,
+                             m->num_instructions);
+    const rt_file_instruction *in = &f->instructions[m->instructions + instruction];
+    *out = in->kind == RT_INSTR_KERNEL ? rt_format__string(f, f->ops[in->a]) : NULL;
+    return RT_OK;
+}

@@ -1,0 +1,103 @@
+"""runtime_py: Python bindings of libruntime (cffi ABI mode; numpy optional).
+
+    with runtime_py.Program.load("mlp.rtp") as program:
+        with program.load_method("forward") as forward:
+            (y,) = forward(x)
+"""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+from .errors import (
+    ClosedError,
+    Error,
+    Internal,
+    InvalidArgument,
+    InvalidProgram,
+    InvalidState,
+    NotFound,
+    OutOfMemory,
+    RuntimeIOError,
+    Unsupported,
+)
+from .method import Method, MethodMeta, ProfileEvent, TensorInfo
+from .module import Module, load
+from .program import Program
+from .tensor import Tensor
+
+__all__ = [
+    "Program",
+    "Method",
+    "MethodMeta",
+    "TensorInfo",
+    "ProfileEvent",
+    "Tensor",
+    "Module",
+    "load",
+    "ProgramBuilder",
+    "Error",
+    "InvalidArgument",
+    "InvalidState",
+    "InvalidProgram",
+    "NotFound",
+    "Unsupported",
+    "OutOfMemory",
+    "RuntimeIOError",
+    "Internal",
+    "ClosedError",
+    "registered_ops",
+    "set_num_threads",
+    "get_num_threads",
+    "backend_available",
+    "__version__",
+]
+
+_FALLBACK_VERSION = "0.1.0"
+
+
+def registered_ops() -> Tuple[str, ...]:
+    """Names of the ops this build of libruntime can run."""
+    from ._ffi import get_lib, to_str
+
+    lib = get_lib()
+    return tuple(to_str(lib.rt_op_name(i)) for i in range(lib.rt_op_count()))
+
+
+def set_num_threads(n: int) -> None:
+    """Default number of threads of methods loaded with num_threads=0 (n < 1: the default)."""
+    from ._ffi import get_lib
+
+    get_lib().rt_set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    """The current default number of threads."""
+    from ._ffi import get_lib
+
+    return int(get_lib().rt_get_num_threads())
+
+
+def backend_available(name: str) -> bool:
+    """Whether a backend ("cpu", "cuda") can run methods in this process."""
+    from ._ffi import get_lib
+
+    return bool(get_lib().rt_backend_available(name.encode("utf-8")))
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing runtime_py must neither dlopen the library nor need builder.py.
+    if name == "__version__":
+        from ._ffi import get_lib, to_str
+
+        try:
+            version = to_str(get_lib().rt_version_string()) or _FALLBACK_VERSION
+        except OSError:
+            return _FALLBACK_VERSION  # not cached: the library may load later
+        globals()["__version__"] = version
+        return version
+    if name == "ProgramBuilder":
+        from .builder import ProgramBuilder
+
+        globals()["ProgramBuilder"] = ProgramBuilder
+        return ProgramBuilder
+    raise AttributeError(f"module 'runtime_py' has no attribute {name!r}")

@@ -1,0 +1,220 @@
+"""Turning Python objects into bound method inputs (pure Python; numpy only if the object is one).
+
+Accepted for a tensor input, in this order:
+- runtime_py.Tensor (its memory is bound by pointer);
+- Python bool / int / float: a 0-d tensor of the expected dtype (of the expected shape when
+  that is static with one element);
+- objects with `__array_interface__` (numpy, ...): pointer, typestr, shape and byte strides;
+  byte strides that are not a multiple of the item size are copied to a dense buffer;
+- objects with `__cuda_array_interface__` (device memory of the method's CUDA device);
+- anything with the buffer protocol (bytes, bytearray, array.array, memoryview, mmap): its format,
+  shape and strides; a non-contiguous memoryview is copied with .tobytes(), since a pure-Python
+  reader cannot get its base pointer;
+- `(pointer, dtype, shape, strides)` or `(pointer, dtype, shape, strides, device)`: pointer an
+  int address or cffi pointer, strides in elements or None for dense; the caller keeps the
+  memory valid until the input is set again;
+- nested lists / tuples of numbers, packed into the expected dtype;
+- anything else with `__array__` (torch CPU tensors, ...), through numpy.
+A dense buffer whose rank or dtype differs from a static expected shape is read as that shape
+when its byte count matches exactly and its dtype is the expected one or raw bytes (bytes,
+bytearray, format 'B'): this lets a bytearray or a flat array.array feed a [32, 256] input.
+"""
+from __future__ import annotations
+
+import operator
+import struct
+from typing import Any, Optional, Tuple
+
+from . import dtypes as _dt
+from ._ffi import ffi
+from .errors import InvalidArgument, Unsupported
+from .tensor import Tensor, numel, parse_device
+
+RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL, RT_VALUE_TENSOR = 1, 2, 3, 7
+_MAX_RANK = 16
+_CPU = (1, 0)
+_RAW_FORMATS = ("B", "c", "<B", "=B", "@B")
+
+
+class Slot:
+    """One input: its expectations and the cffi objects reused on every bind."""
+
+    __slots__ = ("index", "label", "kind", "dtype", "shape", "static", "nbytes", "t", "sizes",
+                 "strides", "scalar", "device")
+
+    def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int]) -> None:
+        self.index = index
+        name = f" ({info.name!r})" if info.name else ""
+        self.label = f"method {method!r}: input {index}{name}"
+        self.kind = info.kind_code
+        self.dtype = info.dtype
+        self.shape = info.shape
+        self.static = not info.dynamic
+        self.nbytes = numel(info.shape) * _dt.DTYPES[info.dtype].itemsize if info.dtype else -1
+        self.device = device
+        self.t = ffi.new("rt_tensor *")
+        self.sizes = ffi.new("int64_t[16]")
+        self.strides = ffi.new("int64_t[16]")
+        self.t.sizes = self.sizes
+        self.t.dtype.lanes = 1
+        self.scalar = ffi.new("rt_scalar *")
+
+
+def scalar_value(slot: Slot, value: Any) -> Any:
+    """Fill slot.scalar from a Python (or numpy) scalar; returns the rt_scalar pointer."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    s = slot.scalar
+    kind = slot.kind
+    try:
+        if kind == RT_VALUE_DOUBLE:
+            s.d = float(value)
+        elif kind == RT_VALUE_INT:
+            s.i = operator.index(value)
+        elif kind == RT_VALUE_BOOL:
+            flag = operator.index(value) if not hasattr(value, "dtype") else int(bool(value))
+            if flag not in (0, 1):
+                raise ValueError(flag)
+            s.i = flag
+        else:
+            raise Unsupported(f"{slot.label} is of a kind runtime_py cannot pass ({kind})")
+    except (TypeError, ValueError, OverflowError) as exc:
+        want = {RT_VALUE_DOUBLE: "a float", RT_VALUE_INT: "an int", RT_VALUE_BOOL: "a bool"}[kind]
+        raise InvalidArgument(f"{slot.label} expects {want}, got {value!r}") from exc
+    s.kind = kind
+    return s
+
+
+def _pack(slot: Slot, values: list, shape: Tuple[int, ...]) -> Tuple[Any, str, Tuple[int, ...]]:
+    """Pack Python numbers into a bytearray of the slot's dtype."""
+    dtype = slot.dtype
+    count = len(values)
+    try:
+        if dtype == "bfloat16":
+            bits = struct.unpack(f"={count}I", struct.pack(f"={count}f", *values))
+            data = bytearray(struct.pack(f"={count}H", *(
+                (b + 0x7FFF + ((b >> 16) & 1)) >> 16 for b in bits)))
+        else:
+            data = bytearray(struct.pack(f"={count}{_dt.DTYPES[dtype].format}", *values))
+    except (struct.error, OverflowError) as exc:
+        raise InvalidArgument(f"{slot.label}: cannot store {values[:4]!r} as {dtype}: {exc}") from None
+    return data, dtype, shape
+
+
+def _from_list(slot: Slot, value: Any) -> Tuple[Any, str, Tuple[int, ...]]:
+    shape = []
+    probe = value
+    while isinstance(probe, (list, tuple)):
+        shape.append(len(probe))
+        if not probe:
+            break
+        probe = probe[0]
+    flat = value
+    for _ in range(len(shape) - 1):
+        flat = [x for row in flat for x in row]
+    if len(flat) != numel(tuple(shape)):
+        raise InvalidArgument(f"{slot.label}: nested lists are ragged")
+    return _pack(slot, list(flat), tuple(shape))
+
+
+def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Optional[Tuple], Any]:
+    """(pointer, dtype, shape, element strides, keepalive) of an __array_interface__."""
+    if iface.get("mask") is not None:
+        raise InvalidArgument(f"{slot.label}: masked arrays are not supported")
+    try:
+        dtype = _dt.from_typestr(iface["typestr"])
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{slot.label}: {exc}") from None
+    shape = tuple(iface["shape"])
+    data = iface.get("data")
+    if data is None or not isinstance(data, tuple):
+        buf = ffi.from_buffer(obj if data is None else data)
+        addr = int(ffi.cast("uintptr_t", buf)) + iface.get("offset", 0)
+        keep: Any = (obj, buf)
+    else:
+        addr, keep = data[0], obj
+    strides = iface.get("strides")
+    if strides is None:
+        return addr, dtype, shape, None, keep
+    itemsize = _dt.DTYPES[dtype].itemsize
+    if any(s % itemsize for s in strides):
+        from .tensor import gather
+
+        dense = gather(addr, itemsize, shape, tuple(strides))
+        return ffi.from_buffer(dense), dtype, shape, None, dense
+    return addr, dtype, shape, tuple(s // itemsize for s in strides), keep
+
+
+def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
+    """Fill slot.t from `value`; returns (the rt_tensor pointer, the object to keep alive)."""
+    device = _CPU
+    raw_bytes = False
+    strides: Optional[Tuple[int, ...]] = None
+    if type(value) is Tensor:
+        ptr, dtype, shape, keep = value._address(), value._dtype, value._shape, value
+        strides, device = value._strides, value._device
+    elif isinstance(value, (bool, int, float)):
+        shape = slot.shape if slot.static and numel(slot.shape) == 1 else ()
+        keep, dtype, shape = _pack(slot, [value], shape)
+        ptr = keep = ffi.from_buffer(keep)
+    else:
+        iface = getattr(value, "__array_interface__", None)
+        if iface is None and hasattr(value, "__cuda_array_interface__"):
+            iface = value.__cuda_array_interface__
+            device = slot.device if slot.device[0] == 2 else (2, 0)
+        if iface is not None:
+            ptr, dtype, shape, strides, keep = _interface(slot, iface, value)
+        elif isinstance(value, tuple) and len(value) in (4, 5) and \
+                not isinstance(value[1], (int, float, list, tuple)):
+            ptr, dtype, shape, strides = value[0], _dt.normalize(value[1]), tuple(value[2]), value[3]
+            strides = None if strides is None else tuple(strides)
+            device = parse_device(value[4]) if len(value) == 5 else _CPU
+            keep = value
+        elif isinstance(value, (list, tuple)):
+            keep, dtype, shape = _from_list(slot, value)
+            ptr = keep = ffi.from_buffer(keep)
+        else:
+            try:
+                view = memoryview(value)
+            except TypeError:
+                if hasattr(value, "__array__"):
+                    import numpy
+
+                    return tensor_value(slot, numpy.asarray(value))
+                raise InvalidArgument(
+                    f"{slot.label}: cannot use a {type(value).__name__} as a tensor") from None
+            try:
+                dtype = _dt.from_format(view.format)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"{slot.label}: {exc}") from None
+            raw_bytes = view.format in _RAW_FORMATS
+            shape = tuple(view.shape)
+            if not view.c_contiguous:
+                view = memoryview(view.tobytes())
+            ptr = keep = ffi.from_buffer(view)
+    if strides is None and (dtype != slot.dtype or len(shape) != len(slot.shape)) and \
+            slot.static and slot.nbytes >= 0 and (dtype == slot.dtype or raw_bytes) and \
+            numel(shape) * _dt.DTYPES[dtype].itemsize == slot.nbytes:
+        dtype, shape = slot.dtype, slot.shape
+    rank = len(shape)
+    if slot.dtype is not None and rank != len(slot.shape):
+        raise InvalidArgument(
+            f"{slot.label} expects a {slot.dtype} tensor of shape {slot.shape}; got shape "
+            f"{shape} of {dtype} ({numel(shape) * _dt.DTYPES[dtype].itemsize} bytes)")
+    if rank > _MAX_RANK:
+        raise InvalidArgument(f"{slot.label}: rank {rank} is above the limit of {_MAX_RANK}")
+    t = slot.t
+    t.data = ffi.cast("void *", ptr) if isinstance(ptr, int) else ptr
+    t.rank = rank
+    d = _dt.DTYPES[dtype]
+    t.dtype.code = d.code
+    t.dtype.bits = d.bits
+    t.device.type, t.device.index = device
+    if rank:
+        slot.sizes[0:rank] = shape
+    if strides is None:
+        t.strides = ffi.NULL
+    else:
+        slot.strides[0:rank] = strides
+        t.strides = slot.strides
+    return t, keep

@@ -1,0 +1,121 @@
+"""Serializer for program format v1 (spec: docs/format.md).
+
+Layout written: header, section table, STRINGS, OPS, CONSTANTS, WORDS, VALUES, INSTRUCTIONS,
+METHODS, then the constant SEGMENT last, 64-byte aligned, so an mmap'd file hands each weight
+to kernels in place.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Dict, List, Sequence, Tuple
+
+MAGIC = b"\x89RTP\r\n\x1a\n"
+MAJOR, MINOR = 1, 0
+HEADER_SIZE = 64
+CONSTANT_ALIGN = 64
+NO_INDEX = 0xFFFFFFFF
+
+STRINGS, OPS, CONSTANTS, SEGMENT, WORDS, VALUES, INSTRUCTIONS, METHODS = range(1, 9)
+
+# rt_value_kind
+NONE, INT, DOUBLE, BOOL, STRING, INT_LIST, DOUBLE_LIST, TENSOR, TENSOR_LIST = range(9)
+# storage kinds
+ARENA, CONSTANT, STATE = 1, 2, 3
+FLAG_DYNAMIC = 1
+# instruction kinds
+KERNEL, JUMP, JUMP_IF_TRUE, JUMP_IF_FALSE = 1, 2, 3, 4
+
+VALUE_RECORD = struct.Struct("<BBBBBBHIIIIq")  # 32 bytes
+METHOD_RECORD = struct.Struct("<16I")           # 64 bytes
+INSTRUCTION_RECORD = struct.Struct("<4I")       # 16 bytes
+SECTION_RECORD = struct.Struct("<IIQQ")         # 24 bytes
+CONSTANT_RECORD = struct.Struct("<QQII")        # 24 bytes
+HEADER = struct.Struct("<8sHHIQIIQII16s")       # 64 bytes
+
+
+def _pad(buf: bytearray, alignment: int) -> None:
+    buf.extend(b"\0" * (-len(buf) % alignment))
+
+
+class StringTable:
+    """Interned strings; index order is insertion order."""
+
+    def __init__(self) -> None:
+        self._index: Dict[str, int] = {}
+        self.items: List[str] = []
+
+    def add(self, text: str) -> int:
+        if text not in self._index:
+            if "\0" in text:
+                raise ValueError(f"string {text!r} contains a NUL character")
+            self._index[text] = len(self.items)
+            self.items.append(text)
+        return self._index[text]
+
+    def encode(self) -> bytes:
+        encoded = [s.encode("utf-8") for s in self.items]
+        table = bytearray(struct.pack("<II", len(encoded), 0))
+        offset = 8 + 8 * len(encoded)
+        blob = bytearray()
+        for data in encoded:
+            table += struct.pack("<II", offset + len(blob), len(data))
+            blob += data + b"\0"
+        return bytes(table + blob)
+
+
+def encode_program(strings: StringTable, ops: Sequence[int],
+                   constants: Sequence[Tuple[bytes, int]], words: Sequence[int],
+                   values: Sequence[bytes], instructions: Sequence[bytes],
+                   methods: Sequence[bytes]) -> bytes:
+    """Assemble the sections into a file. `constants` holds (data, name string or NO_INDEX)."""
+    segment = bytearray()
+    constant_table = bytearray(struct.pack("<II", len(constants), 0))
+    for data, name in constants:
+        _pad(segment, CONSTANT_ALIGN)
+        constant_table += CONSTANT_RECORD.pack(len(segment), len(data), name, 0)
+        segment += data
+    bodies = [
+        (STRINGS, strings.encode()),
+        (OPS, struct.pack("<II", len(ops), 0) + struct.pack(f"<{len(ops)}I", *ops)),
+        (CONSTANTS, bytes(constant_table)),
+        (WORDS, struct.pack(f"<{len(words)}q", *words)),
+        (VALUES, b"".join(values)),
+        (INSTRUCTIONS, b"".join(instructions)),
+        (METHODS, b"".join(methods)),
+        (SEGMENT, bytes(segment)),
+    ]
+    table_offset = HEADER_SIZE
+    out = bytearray(HEADER_SIZE + SECTION_RECORD.size * len(bodies))
+    entries = []
+    for kind, body in bodies:
+        _pad(out, CONSTANT_ALIGN if kind == SEGMENT else 8)
+        entries.append(SECTION_RECORD.pack(kind, 0, len(out), len(body)))
+        out += body
+    out[table_offset:table_offset + len(b"".join(entries))] = b"".join(entries)
+    seg_offset = struct.unpack_from("<IIQQ", entries[-1])[2]
+    seg_end = seg_offset + len(segment)
+    header_head = HEADER.pack(MAGIC, MAJOR, MINOR, HEADER_SIZE, len(out), len(bodies), 0,
+                              table_offset, 0, 0, b"\0" * 16)[:40]
+    meta_crc = zlib.crc32(header_head)
+    meta_crc = zlib.crc32(bytes(out[HEADER_SIZE:seg_offset]), meta_crc)
+    meta_crc = zlib.crc32(bytes(out[seg_end:]), meta_crc)
+    data_crc = zlib.crc32(bytes(segment))
+    out[0:HEADER_SIZE] = HEADER.pack(MAGIC, MAJOR, MINOR, HEADER_SIZE, len(out), len(bodies), 0,
+                                     table_offset, meta_crc, data_crc, b"\0" * 16)
+    return bytes(out)
+
+
+def fix_checksums(data: bytearray) -> None:
+    """Recompute both checksums in place (for tests that edit program bytes on purpose)."""
+    header = HEADER.unpack_from(data, 0)
+    count, table_offset = header[5], header[7]
+    seg_offset, seg_end = len(data), len(data)
+    for i in range(count):
+        kind, _, offset, size = SECTION_RECORD.unpack_from(data, table_offset + i * SECTION_RECORD.size)
+        if kind == SEGMENT:
+            seg_offset, seg_end = offset, offset + size
+    crc = zlib.crc32(bytes(data[0:40]))
+    crc = zlib.crc32(bytes(data[HEADER_SIZE:seg_offset]), crc)
+    crc = zlib.crc32(bytes(data[seg_end:]), crc)
+    struct.pack_into("<II", data, 40, crc, zlib.crc32(bytes(data[seg_offset:seg_end])))

@@ -1,0 +1,516 @@
+"""Author programs in Python: inputs, constants, op calls, control flow, attributes, outputs.
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (32, 256))
+    w = m.constant(weights)                      # numpy array, or bytes + dtype + shape
+    y = m.relu(m.linear(x, w))
+    m.output(y, "y")
+    b.save("mlp.rtp")
+
+Tensors get their memory from a planner that lets tensors share bytes when their lifetimes do
+not overlap (`ProgramBuilder.memory_report()` compares the planned total with the unplanned
+sum). A dynamic input (`max_shape=`) makes the program dynamic up to those bounds: memory is
+planned for the bounds and kernels set the actual sizes at run time.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _shapes, _writer as w
+from . import dtypes as _dtypes
+from ._planner import lifetimes, plan
+
+__all__ = ["ProgramBuilder", "MethodBuilder", "Value", "Label"]
+
+
+class Value:
+    """A value of a method under construction: a tensor, scalar, list or none."""
+
+    __slots__ = ("method", "index", "kind", "dtype", "shape", "dynamic", "dim_order",
+                 "storage", "constant", "payload", "items")
+
+    def __init__(self, method: "MethodBuilder", kind: int) -> None:
+        self.method = method
+        self.index = len(method._values)
+        self.kind = kind
+        self.dtype: Optional[str] = None
+        self.shape: Tuple[int, ...] = ()
+        self.dynamic = False
+        self.dim_order: Tuple[int, ...] = ()
+        self.storage = 0
+        self.constant = w.NO_INDEX
+        self.payload: Any = 0
+        self.items: Sequence[Any] = ()
+        method._values.append(self)
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == w.TENSOR
+
+    def __repr__(self) -> str:
+        if self.is_tensor:
+            bound = "<=" if self.dynamic else ""
+            return f"Value(%{self.index}: {self.dtype}{bound}{list(self.shape)})"
+        return f"Value(%{self.index}: kind {self.kind} = {self.payload!r})"
+
+
+class Label:
+    """A position in a method's instruction list, for jumps."""
+
+    __slots__ = ("position",)
+
+    def __init__(self) -> None:
+        self.position: Optional[int] = None
+
+
+Arg = Union[Value, int, float, bool, None, Sequence[int], Sequence[float], Sequence[Value]]
+
+
+class MethodBuilder:
+    """Builds one method. Create with ProgramBuilder.method(name)."""
+
+    def __init__(self, program: "ProgramBuilder", name: str) -> None:
+        self.program = program
+        self.name = name
+        self._values: List[Value] = []
+        self._instructions: List[Tuple[Any, ...]] = []
+        self._inputs: List[Tuple[Value, str]] = []
+        self._outputs: List[Tuple[Value, str]] = []
+        self._attributes: List[Tuple[str, Value]] = []
+
+    # ---- values ------------------------------------------------------------------------------
+
+    def _tensor(self, dtype: Any, shape: Sequence[int], storage: int, dynamic: bool = False,
+                dim_order: Optional[Sequence[int]] = None) -> Value:
+        v = Value(self, w.TENSOR)
+        v.dtype = _dtypes.normalize(dtype)
+        v.shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in v.shape):
+            raise ValueError(f"method '{self.name}': negative size in shape {v.shape}")
+        v.dynamic = bool(dynamic)
+        v.dim_order = tuple(dim_order) if dim_order is not None else tuple(range(len(v.shape)))
+        if sorted(v.dim_order) != list(range(len(v.shape))):
+            raise ValueError(f"dim_order {v.dim_order} is not a permutation for rank {len(v.shape)}")
+        v.storage = storage
+        return v
+
+    def input(self, name: str, dtype: Any, shape: Sequence[int], *,
+              max_shape: Optional[Sequence[int]] = None,
+              dim_order: Optional[Sequence[int]] = None) -> Value:
+        """A tensor input. With `max_shape` the input is dynamic: any sizes up to those bounds
+        (and `shape` is ignored except for its rank)."""
+        if max_shape is not None:
+            if len(max_shape) != len(shape):
+                raise ValueError(f"input '{name}': max_shape {tuple(max_shape)} has a different "
+                                 f"rank than shape {tuple(shape)}")
+            v = self._tensor(dtype, max_shape, w.ARENA, dynamic=True, dim_order=dim_order)
+        else:
+            v = self._tensor(dtype, shape, w.ARENA, dim_order=dim_order)
+        self._inputs.append((v, name))
+        return v
+
+    def input_scalar(self, name: str, kind: str) -> Value:
+        """A scalar input: kind is "int", "double" or "bool"."""
+        kinds = {"int": w.INT, "double": w.DOUBLE, "float": w.DOUBLE, "bool": w.BOOL}
+        if kind not in kinds:
+            raise ValueError(f"input '{name}': scalar kind must be int, double or bool")
+        v = Value(self, kinds[kind])
+        v.payload = False if kind == "bool" else 0
+        self._inputs.append((v, name))
+        return v
+
+    def constant(self, data: Any, dtype: Any = None, shape: Optional[Sequence[int]] = None,
+                 name: Optional[str] = None) -> Value:
+        """A read-only tensor: a numpy array (or anything with __array_interface__), or
+        bytes-like data with dtype and shape."""
+        raw, dtype, shape = _tensor_bytes(data, dtype, shape)
+        v = self._tensor(dtype, shape, w.CONSTANT)
+        v.constant = self.program._add_constant(raw, name)
+        return v
+
+    def attribute(self, name: str, dtype: Any, shape: Sequence[int], init: Any = None) -> Value:
+        """A named tensor whose contents persist across executions (state such as a counter or
+        a cache), initialised from `init` (array or bytes) or zeros."""
+        v = self._tensor(dtype, shape, w.STATE)
+        if init is not None:
+            raw, _, _ = _tensor_bytes(init, v.dtype, v.shape)
+            v.constant = self.program._add_constant(raw, None)
+        self._attributes.append((name, v))
+        return v
+
+    def scalar(self, value: Union[int, float, bool]) -> Value:
+        """An int, double or bool constant argument."""
+        if isinstance(value, bool):
+            v = Value(self, w.BOOL)
+        elif isinstance(value, int):
+            v = Value(self, w.INT)
+        elif isinstance(value, float):
+            v = Value(self, w.DOUBLE)
+        else:
+            raise TypeError(f"not a scalar: {value!r}")
+        v.payload = value
+        return v
+
+    def none(self) -> Value:
+        return Value(self, w.NONE)
+
+    def int_list(self, items: Sequence[int]) -> Value:
+        v = Value(self, w.INT_LIST)
+        v.items = [int(i) for i in items]
+        return v
+
+    def double_list(self, items: Sequence[float]) -> Value:
+        v = Value(self, w.DOUBLE_LIST)
+        v.items = [float(i) for i in items]
+        return v
+
+    def tensor_list(self, items: Sequence[Value]) -> Value:
+        v = Value(self, w.TENSOR_LIST)
+        v.items = [self._own(t) for t in items]
+        if not all(t.is_tensor for t in v.items):
+            raise TypeError("tensor_list items must be tensors")
+        return v
+
+    def tensor(self, dtype: Any, shape: Sequence[int], dynamic: bool = False) -> Value:
+        """A planned tensor with no producer yet, for ops called with out=."""
+        return self._tensor(dtype, shape, w.ARENA, dynamic=dynamic)
+
+    def _own(self, v: Value) -> Value:
+        if not isinstance(v, Value) or v.method is not self:
+            raise ValueError(f"{v!r} does not belong to method '{self.name}'")
+        return v
+
+    def _arg(self, a: Arg) -> Value:
+        if isinstance(a, Value):
+            return self._own(a)
+        if a is None:
+            return self.none()
+        if isinstance(a, (bool, int, float)):
+            return self.scalar(a)
+        if isinstance(a, (list, tuple)):
+            if all(isinstance(i, Value) for i in a) and a:
+                return self.tensor_list(a)
+            if all(isinstance(i, int) and not isinstance(i, bool) for i in a):
+                return self.int_list(a)
+            return self.double_list(a)
+        raise TypeError(f"cannot pass {a!r} as an op argument")
+
+    # ---- instructions ------------------------------------------------------------------------
+
+    def call(self, op: str, *args: Arg, outputs: Sequence[Tuple[Any, Sequence[int], bool]] = (),
+             out: Optional[Union[Value, Sequence[Value]]] = None) -> List[Value]:
+        """Append a kernel call. Outputs are new tensors described by (dtype, shape, dynamic)
+        or existing tensors given as `out` (to update state or loop-carried values)."""
+        arg_values = [self._arg(a) for a in args]
+        if out is not None:
+            results = [self._own(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
+        else:
+            results = [self._tensor(d, s, w.ARENA, dynamic=dyn) for d, s, dyn in outputs]
+        self._instructions.append(("kernel", op, [v.index for v in arg_values + results]))
+        return results
+
+    def _unary_like(self, op: str, x: Value, shape: Sequence[int], dtype: Optional[str],
+                    params: Sequence[Arg], out: Optional[Value], dynamic: bool) -> Value:
+        spec = [(dtype or x.dtype, shape, dynamic)]
+        return self.call(op, x, *params, outputs=spec, out=out)[0]
+
+    def _binary(self, op: str, a: Value, b: Value, out: Optional[Value],
+                dtype: Optional[str] = None) -> Value:
+        a, b = self._own(a), self._own(b)
+        shape = _shapes.broadcast(op, a.shape, b.shape)
+        spec = [(dtype or a.dtype, shape, a.dynamic or b.dynamic)]
+        return self.call(op, a, b, outputs=spec, out=out)[0]
+
+    def add(self, a: Value, b: Value, out: Optional[Value] = None) -> Value:
+        return self._binary("add", a, b, out)
+
+    def sub(self, a: Value, b: Value, out: Optional[Value] = None) -> Value:
+        return self._binary("sub", a, b, out)
+
+    def mul(self, a: Value, b: Value, out: Optional[Value] = None) -> Value:
+        return self._binary("mul", a, b, out)
+
+    def div(self, a: Value, b: Value, out: Optional[Value] = None) -> Value:
+        return self._binary("div", a, b, out)
+
+    def less(self, a: Value, b: Value, out: Optional[Value] = None) -> Value:
+        return self._binary("less", a, b, out, dtype="bool")
+
+    def equal(self, a: Value, b: Value, out: Optional[Value] = None) -> Value:
+        return self._binary("equal", a, b, out, dtype="bool")
+
+    def copy(self, x: Value, out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        return self._unary_like("copy", x, x.shape, None, (), out, x.dynamic)
+
+    def relu(self, x: Value, out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        return self._unary_like("relu", x, x.shape, None, (), out, x.dynamic)
+
+    def softmax(self, x: Value, axis: int = -1, out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        _shapes.normalize_axis("softmax", axis, len(x.shape))
+        return self._unary_like("softmax", x, x.shape, None, (int(axis),), out, x.dynamic)
+
+    def matmul(self, a: Value, b: Value, out: Optional[Value] = None) -> Value:
+        a, b = self._own(a), self._own(b)
+        shape = _shapes.matmul("matmul", a.shape, b.shape)
+        return self.call("matmul", a, b, outputs=[(a.dtype, shape, a.dynamic or b.dynamic)],
+                         out=out)[0]
+
+    def linear(self, x: Value, weight: Value, bias: Optional[Value] = None,
+               out: Optional[Value] = None) -> Value:
+        """x @ weight^T + bias, weight of shape [out_features, in_features]."""
+        x, weight = self._own(x), self._own(weight)
+        shape = _shapes.linear("linear", x.shape, weight.shape,
+                               bias.shape if bias is not None else None)
+        return self.call("linear", x, weight, bias, outputs=[(x.dtype, shape, x.dynamic)],
+                         out=out)[0]
+
+    def conv2d(self, x: Value, weight: Value, bias: Optional[Value] = None, stride: Any = 1,
+               padding: Any = 0, dilation: Any = 1, groups: int = 1,
+               out: Optional[Value] = None) -> Value:
+        """2-D convolution, NCHW; padding is 1, 2 (h, w) or 4 (top, left, bottom, right) ints."""
+        x, weight = self._own(x), self._own(weight)
+        stride, dilation = _pair(stride), _pair(dilation)
+        padding = _pair(padding) if isinstance(padding, int) or len(padding) != 4 else list(padding)
+        shape = _shapes.conv2d("conv2d", x.shape, weight.shape,
+                               bias.shape if bias is not None else None, stride, padding,
+                               dilation, groups)
+        return self.call("conv2d", x, weight, bias, stride, padding, dilation, int(groups),
+                         outputs=[(x.dtype, shape, x.dynamic)], out=out)[0]
+
+    def max_pool2d(self, x: Value, kernel: Any, stride: Any = None, padding: Any = 0,
+                   dilation: Any = 1, ceil_mode: bool = False,
+                   out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        kernel = _pair(kernel)
+        stride = _pair(stride) if stride is not None else kernel
+        padding = _pair(padding) if isinstance(padding, int) or len(padding) != 4 else list(padding)
+        dilation = _pair(dilation)
+        shape = _shapes.pool2d("max_pool2d", x.shape, kernel, stride, padding, dilation, ceil_mode)
+        return self.call("max_pool2d", x, kernel, stride, padding, dilation, bool(ceil_mode),
+                         outputs=[(x.dtype, shape, x.dynamic)], out=out)[0]
+
+    def avg_pool2d(self, x: Value, kernel: Any, stride: Any = None, padding: Any = 0,
+                   ceil_mode: bool = False, count_include_pad: bool = True,
+                   out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        kernel = _pair(kernel)
+        stride = _pair(stride) if stride is not None else kernel
+        padding = _pair(padding) if isinstance(padding, int) or len(padding) != 4 else list(padding)
+        shape = _shapes.pool2d("avg_pool2d", x.shape, kernel, stride, padding, [1, 1], ceil_mode)
+        return self.call("avg_pool2d", x, kernel, stride, padding, bool(ceil_mode),
+                         bool(count_include_pad), outputs=[(x.dtype, shape, x.dynamic)],
+                         out=out)[0]
+
+    def reshape(self, x: Value, shape: Sequence[int], out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        result = _shapes.reshape("reshape", x.shape, shape)
+        return self.call("reshape", x, [int(s) for s in shape],
+                         outputs=[(x.dtype, result, x.dynamic)], out=out)[0]
+
+    def transpose(self, x: Value, perm: Sequence[int], out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        shape = _shapes.transpose("transpose", x.shape, perm)
+        return self.call("transpose", x, [int(p) for p in perm],
+                         outputs=[(x.dtype, shape, x.dynamic)], out=out)[0]
+
+    def concat(self, xs: Sequence[Value], axis: int = 0, out: Optional[Value] = None) -> Value:
+        xs = [self._own(x) for x in xs]
+        shape = _shapes.concat("concat", [x.shape for x in xs], axis)
+        return self.call("concat", self.tensor_list(xs), int(axis),
+                         outputs=[(xs[0].dtype, shape, any(x.dynamic for x in xs))],
+                         out=out)[0]
+
+    # ---- control flow ------------------------------------------------------------------------
+
+    def label(self) -> Label:
+        """A new, unplaced label; place it with place(label)."""
+        return Label()
+
+    def place(self, label: Label) -> Label:
+        """Put the label at the next instruction."""
+        if label.position is not None:
+            raise ValueError("label placed twice")
+        label.position = len(self._instructions)
+        return label
+
+    def jump(self, label: Label) -> None:
+        self._instructions.append(("jump", w.JUMP, label, None))
+
+    def jump_if(self, cond: Value, label: Label) -> None:
+        """Jump when cond (bool/int scalar, or the first element of a tensor) is true."""
+        self._instructions.append(("jump", w.JUMP_IF_TRUE, label, self._own(cond).index))
+
+    def jump_if_not(self, cond: Value, label: Label) -> None:
+        self._instructions.append(("jump", w.JUMP_IF_FALSE, label, self._own(cond).index))
+
+    # ---- interface ---------------------------------------------------------------------------
+
+    def output(self, value: Value, name: str = "") -> Value:
+        self._outputs.append((self._own(value), name))
+        return value
+
+    def _plan(self):
+        """Lifetimes and offsets of every arena tensor."""
+        uses: Dict[int, List[int]] = {}
+        loops = []
+        for pc, ins in enumerate(self._instructions):
+            if ins[0] == "kernel":
+                for idx in ins[2]:
+                    v = self._values[idx]
+                    for t in (v.items if v.kind == w.TENSOR_LIST else [v]):
+                        uses.setdefault(t.index, []).append(pc)
+            else:
+                label = ins[2]
+                if label.position is None:
+                    raise ValueError(f"method '{self.name}': a jump targets an unplaced label")
+                if ins[3] is not None:
+                    uses.setdefault(ins[3], []).append(pc)
+                if label.position <= pc:
+                    loops.append((label.position, pc))
+        planned = {v.index: _nbytes(v) for v in self._values if v.is_tensor and v.storage == w.ARENA}
+        live = lifetimes(len(self._instructions), uses, [v.index for v, _ in self._inputs],
+                         [v.index for v, _ in self._outputs], loops)
+        return plan(planned, live)
+
+
+class ProgramBuilder:
+    """Collects methods and constants and serializes them into program format v1."""
+
+    def __init__(self) -> None:
+        self._methods: List[MethodBuilder] = []
+        self._constants: List[Tuple[bytes, Optional[str]]] = []
+
+    def method(self, name: str = "forward") -> MethodBuilder:
+        if any(m.name == name for m in self._methods):
+            raise ValueError(f"method '{name}' already exists")
+        m = MethodBuilder(self, name)
+        self._methods.append(m)
+        return m
+
+    def _add_constant(self, raw: bytes, name: Optional[str]) -> int:
+        self._constants.append((raw, name))
+        return len(self._constants) - 1
+
+    def memory_report(self) -> Dict[str, Tuple[int, int]]:
+        """Per method: (planned arena bytes, unplanned sum of tensor bytes)."""
+        return {m.name: (p.arena_size, p.unplanned_size)
+                for m, p in ((m, m._plan()) for m in self._methods)}
+
+    def to_bytes(self) -> bytes:
+        strings = w.StringTable()
+        op_index: Dict[str, int] = {}
+        ops: List[int] = []
+        words: List[int] = []
+        values: List[bytes] = []
+        instructions: List[bytes] = []
+        methods: List[bytes] = []
+
+        def put_words(items: Sequence[int]) -> int:
+            start = len(words)
+            words.extend(items)
+            return start
+
+        for m in self._methods:
+            p = m._plan()
+            value_start = len(values)
+            for v in m._values:
+                values.append(_encode_value(v, p.offsets, strings, put_words))
+            instr_start = len(instructions)
+            for ins in m._instructions:
+                if ins[0] == "kernel":
+                    if ins[1] not in op_index:
+                        op_index[ins[1]] = len(ops)
+                        ops.append(strings.add(ins[1]))
+                    instructions.append(w.INSTRUCTION_RECORD.pack(
+                        w.KERNEL, op_index[ins[1]], put_words(ins[2]), len(ins[2])))
+                else:
+                    cond = ins[3] if ins[3] is not None else 0
+                    instructions.append(w.INSTRUCTION_RECORD.pack(ins[1], ins[2].position, cond, 0))
+            io = lambda pairs: put_words([x for v, n in pairs for x in (v.index, strings.add(n) if n else -1)])
+            inputs = io(m._inputs)
+            outputs = io(m._outputs)
+            arenas = put_words([p.arena_size] if p.offsets else [])
+            attrs = put_words([x for n, v in m._attributes for x in (strings.add(n), v.index)])
+            methods.append(w.METHOD_RECORD.pack(
+                strings.add(m.name), 0, value_start, len(m._values), instr_start,
+                len(m._instructions), inputs, len(m._inputs), outputs, len(m._outputs), arenas,
+                1 if p.offsets else 0, attrs, len(m._attributes), 0, 0))
+        constants = [(raw, strings.add(name) if name else w.NO_INDEX) for raw, name in self._constants]
+        return w.encode_program(strings, ops, constants, words, values, instructions, methods)
+
+    def save(self, path: Any) -> None:
+        with open(path, "wb") as f:
+            f.write(self.to_bytes())
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def _pair(v: Any) -> List[int]:
+    if isinstance(v, int):
+        return [v, v]
+    return [int(x) for x in v]
+
+
+def _nbytes(v: Value) -> int:
+    n = _dtypes.itemsize(v.dtype)
+    for s in v.shape:
+        n *= s
+    return n
+
+
+def _tensor_bytes(data: Any, dtype: Any, shape: Optional[Sequence[int]]):
+    """(raw bytes, dtype name, shape) of a constant given as an array or as bytes."""
+    iface = getattr(data, "__array_interface__", None)
+    if iface is not None:
+        import numpy as np  # only reached when the caller already holds a numpy-like array
+
+        arr = np.ascontiguousarray(data)
+        name = _dtypes.normalize(arr.dtype if dtype is None else dtype)
+        if dtype is not None and _dtypes.normalize(arr.dtype) != name:
+            arr = arr.astype(name)
+        if shape is not None and tuple(shape) != arr.shape:
+            arr = arr.reshape(tuple(shape))
+        return arr.tobytes(), name, arr.shape
+    if dtype is None or shape is None:
+        raise ValueError("a constant from raw bytes needs dtype and shape")
+    raw = bytes(memoryview(data).cast("B"))
+    name = _dtypes.normalize(dtype)
+    n = _dtypes.itemsize(name)
+    for s in shape:
+        n *= int(s)
+    if n != len(raw):
+        raise ValueError(f"constant data holds {len(raw)} bytes but {name}{list(shape)} needs {n}")
+    return raw, name, tuple(int(s) for s in shape)
+
+
+def _encode_value(v: Value, offsets: Dict[int, int], strings: "w.StringTable", put_words) -> bytes:
+    rec = w.VALUE_RECORD
+    if v.kind == w.TENSOR:
+        d = _dtypes.get(v.dtype)
+        a = put_words(v.shape)
+        b = put_words(v.dim_order)
+        c = 0 if v.storage == w.ARENA else v.constant
+        payload = offsets.get(v.index, 0) if v.storage == w.ARENA else 0
+        return rec.pack(w.TENSOR, w.FLAG_DYNAMIC if v.dynamic else 0, len(v.shape), v.storage,
+                        d.code, d.bits, 1, a, b, c, 0, payload)
+    if v.kind in (w.INT, w.BOOL):
+        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, int(v.payload))
+    if v.kind == w.DOUBLE:
+        bits = struct.unpack("<q", struct.pack("<d", float(v.payload)))[0]
+        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bits)
+    if v.kind == w.STRING:
+        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, strings.add(v.payload))
+    if v.kind == w.INT_LIST:
+        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, put_words(v.items), len(v.items), 0, 0, 0)
+    if v.kind == w.DOUBLE_LIST:
+        bits = [struct.unpack("<q", struct.pack("<d", x))[0] for x in v.items]
+        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, put_words(bits), len(v.items), 0, 0, 0)
+    if v.kind == w.TENSOR_LIST:
+        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, put_words([t.index for t in v.items]),
+                        len(v.items), 0, 0, 0)
+    return rec.pack(w.NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -1,0 +1,368 @@
+"""MethodMeta / TensorInfo (metadata read without loading a method) and Method (one instance).
+
+A Method is used by one thread at a time (a second concurrent caller gets InvalidState). It
+keeps its Program and every bound input object alive for as long as libruntime may read them.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+from . import _inputs
+from . import dtypes as _dt
+from ._ffi import ffi, get_lib, to_str
+from .errors import ClosedError, InvalidArgument, InvalidState, NotFound, _check, raise_status
+from .tensor import Tensor, device_name
+
+__all__ = ["TensorInfo", "MethodMeta", "Method", "ProfileEvent"]
+
+KIND_NAMES = ("none", "int", "double", "bool", "string", "int_list", "double_list", "tensor",
+              "tensor_list")
+_TENSOR, _INT, _DOUBLE, _BOOL = 7, 1, 2, 3
+
+
+@dataclass(frozen=True, repr=False)
+class TensorInfo:
+    """Metadata of one input, output or attribute; shape holds upper bounds when dynamic."""
+
+    name: str
+    kind: str
+    dtype: Optional[str]
+    shape: Tuple[int, ...]
+    dynamic: bool
+    dim_order: Tuple[int, ...]
+    nbytes: int
+    is_memory_planned: bool
+    is_constant: bool
+
+    @property
+    def kind_code(self) -> int:
+        return KIND_NAMES.index(self.kind) if self.kind in KIND_NAMES else -1
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @classmethod
+    def _from_rt(cls, info: Any) -> "TensorInfo":
+        kind = int(info.kind)
+        rank = max(0, min(int(info.rank), 16))
+        is_tensor = kind in (_TENSOR, 8)
+        dtype = None
+        if is_tensor:
+            try:
+                dtype = _dt.from_dlpack(info.dtype.code, info.dtype.bits)
+            except InvalidArgument:
+                dtype = None
+        return cls(
+            name=to_str(info.name),
+            kind=KIND_NAMES[kind] if 0 <= kind < len(KIND_NAMES) else f"kind{kind}",
+            dtype=dtype,
+            shape=tuple(info.sizes[0:rank]) if is_tensor else (),
+            dynamic=bool(info.dynamic),
+            dim_order=tuple(info.dim_order[0:rank]) if is_tensor else (),
+            nbytes=int(info.nbytes),
+            is_memory_planned=bool(info.memory_planned),
+            is_constant=bool(info.is_constant),
+        )
+
+    def __repr__(self) -> str:
+        if self.kind != "tensor":
+            return f"TensorInfo(name={self.name!r}, kind={self.kind!r})"
+        return (f"TensorInfo(name={self.name!r}, shape={self.shape}, dtype={self.dtype!r}, "
+                f"dynamic={self.dynamic})")
+
+
+@dataclass(frozen=True, repr=False)
+class MethodMeta:
+    """Summary of one method of a program: its inputs, outputs, attributes and plan."""
+
+    name: str
+    inputs: Tuple[TensorInfo, ...]
+    outputs: Tuple[TensorInfo, ...]
+    attributes: Tuple[TensorInfo, ...]
+    planned_bytes: int
+    num_instructions: int
+    num_values: int
+    num_arenas: int
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.outputs)
+
+    def input_tensor_meta(self, index: int) -> TensorInfo:
+        return self.inputs[index]
+
+    def output_tensor_meta(self, index: int) -> TensorInfo:
+        return self.outputs[index]
+
+    def attribute_meta(self, name: str) -> TensorInfo:
+        for info in self.attributes:
+            if info.name == name:
+                return info
+        raise NotFound(f"method {self.name!r} has no attribute {name!r}")
+
+    @classmethod
+    def _read(cls, program: Any, name: str) -> "MethodMeta":
+        """Copy everything out of rt_program_*_info into Python values."""
+        lib = get_lib()
+        cname = name.encode("utf-8")
+        info = ffi.new("rt_method_info *")
+        _check(lib.rt_program_method_info(info, program, cname))
+        tinfo = ffi.new("rt_tensor_info *")
+
+        def infos(fn: Any, count: int) -> Tuple[TensorInfo, ...]:
+            out = []
+            for i in range(count):
+                _check(fn(tinfo, program, cname, i))
+                out.append(TensorInfo._from_rt(tinfo))
+            return tuple(out)
+
+        return cls(
+            name=to_str(info.name) or name,
+            inputs=infos(lib.rt_program_input_info, info.num_inputs),
+            outputs=infos(lib.rt_program_output_info, info.num_outputs),
+            attributes=infos(lib.rt_program_attribute_info, info.num_attributes),
+            planned_bytes=int(info.planned_bytes),
+            num_instructions=int(info.num_instructions),
+            num_values=int(info.num_values),
+            num_arenas=int(info.num_arenas),
+        )
+
+    def __repr__(self) -> str:
+        return (f"MethodMeta(name={self.name!r}, inputs={list(self.inputs)!r}, "
+                f"outputs={list(self.outputs)!r})")
+
+
+class ProfileEvent(NamedTuple):
+    """One profiled instruction of the last execute (monotonic nanoseconds)."""
+
+    op_name: str
+    instruction: int
+    start_ns: int
+    end_ns: int
+
+
+class Method:
+    """A loaded method: bind inputs, execute, read outputs. Use Program.load_method()."""
+
+    def __init__(self, program: Any, ptr: Any, meta: MethodMeta, *, device: Tuple[int, int],
+                 clone_outputs: bool, profile: bool) -> None:
+        lib = get_lib()
+        self._program = program  # the C side retains too; this keeps borrowed bytes alive
+        self._ptr = ptr  # ffi.gc(..., rt_method_destroy)
+        self._name = meta.name
+        self._meta = meta
+        self._device = device
+        self._clone = clone_outputs
+        self._profile = profile
+        self._busy = threading.Lock()
+        self._slots = tuple(_inputs.Slot(meta.name, i, info, device)
+                            for i, info in enumerate(meta.inputs))
+        self._bound: List[Any] = [None] * len(self._slots)
+        self._out_kinds = tuple(info.kind_code for info in meta.outputs)
+        self._out_t = ffi.new("rt_tensor *")
+        self._out_s = ffi.new("rt_scalar *")
+        self._set_input = lib.rt_method_set_input
+        self._set_scalar = lib.rt_method_set_input_scalar
+        self._execute = lib.rt_method_execute
+        self._output = lib.rt_method_output
+        self._output_scalar = lib.rt_method_output_scalar
+        self._lib = lib
+
+    # ---- state --------------------------------------------------------------------------
+
+    def _closed_error(self) -> ClosedError:
+        return ClosedError(f"operation on closed method {self._name!r}")
+
+    def _enter(self) -> Any:
+        ptr = self._ptr
+        if ptr is None:
+            raise self._closed_error()
+        if not self._busy.acquire(False):
+            raise InvalidState(f"method {self._name!r} is in use by another thread")
+        return ptr
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def method_meta(self) -> MethodMeta:
+        return self._meta
+
+    @property
+    def program(self) -> Any:
+        return self._program
+
+    @property
+    def device(self) -> str:
+        return device_name(self._device)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._slots)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._out_kinds)
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def close(self) -> None:
+        """Destroy the method now (idempotent); its views become invalid."""
+        ptr = self._ptr
+        if ptr is None:
+            return
+        if not self._busy.acquire(False):
+            raise InvalidState(f"method {self._name!r} is in use by another thread")
+        try:
+            self._ptr = None
+            ffi.release(ptr)
+            self._bound = [None] * len(self._slots)
+        finally:
+            self._busy.release()
+
+    def __enter__(self) -> "Method":
+        if self._ptr is None:
+            raise self._closed_error()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = ", closed" if self._ptr is None else ""
+        return (f"Method(name={self._name!r}, device={self.device!r}, "
+                f"inputs={len(self._slots)}, outputs={len(self._out_kinds)}{state})")
+
+    # ---- inputs -------------------------------------------------------------------------
+
+    def _bind(self, ptr: Any, index: int, value: Any) -> None:
+        slot = self._slots[index]
+        if slot.kind == _TENSOR:
+            t, keep = _inputs.tensor_value(slot, value)
+            status = self._set_input(ptr, index, t, 0)
+        else:
+            keep = None
+            status = self._set_scalar(ptr, index, _inputs.scalar_value(slot, value))
+        if status:
+            self._bound[index] = None  # the library unset the input
+            raise_status(status)
+        self._bound[index] = keep
+
+    def _bind_all(self, ptr: Any, inputs: Tuple[Any, ...]) -> None:
+        if len(inputs) != len(self._slots):
+            raise InvalidArgument(
+                f"method {self._name!r} takes {len(self._slots)} inputs, got {len(inputs)}")
+        for index, value in enumerate(inputs):
+            self._bind(ptr, index, value)
+
+    def set_input(self, index: int, value: Any) -> None:
+        """Bind input `index` (zero copy when the library can; kept referenced until rebound)."""
+        ptr = self._enter()
+        try:
+            if not 0 <= index < len(self._slots):
+                raise InvalidArgument(f"method {self._name!r} has no input {index} "
+                                      f"(it has {len(self._slots)})")
+            self._bind(ptr, index, value)
+        finally:
+            self._busy.release()
+
+    def set_inputs(self, *inputs: Any) -> None:
+        """Bind every input, in order."""
+        ptr = self._enter()
+        try:
+            self._bind_all(ptr, inputs)
+        finally:
+            self._busy.release()
+
+    # ---- execution and outputs ----------------------------------------------------------
+
+    def execute(self) -> None:
+        """Run the method on the bound inputs (the GIL is released meanwhile)."""
+        ptr = self._enter()
+        try:
+            status = self._execute(ptr)
+            if status:
+                raise_status(status)
+        finally:
+            self._busy.release()
+
+    def _collect(self, ptr: Any, clone: bool) -> List[Any]:
+        outputs: List[Any] = []
+        t, s = self._out_t, self._out_s
+        for index, kind in enumerate(self._out_kinds):
+            if kind in (_INT, _DOUBLE, _BOOL):
+                status = self._output_scalar(s, ptr, index)
+                if status:
+                    raise_status(status)
+                outputs.append(s.d if s.kind == _DOUBLE else bool(s.i) if s.kind == _BOOL
+                               else int(s.i))
+            else:
+                status = self._output(t, ptr, index)
+                if status:
+                    raise_status(status)
+                outputs.append(Tensor._from_rt(t, self, clone, True))
+        return outputs
+
+    def get_outputs(self, clone: Optional[bool] = None) -> List[Any]:
+        """Outputs of the last execute: Tensors (copies, or views valid until the next execute
+        when clone is False; default: the method's clone_outputs) and Python scalars."""
+        ptr = self._enter()
+        try:
+            return self._collect(ptr, self._clone if clone is None else clone)
+        finally:
+            self._busy.release()
+
+    def get_output(self, index: int, clone: Optional[bool] = None) -> Any:
+        """One output of the last execute."""
+        return self.get_outputs(clone)[index]
+
+    def __call__(self, *inputs: Any) -> List[Any]:
+        """set_inputs(*inputs) (skipped when called with none), execute(), get_outputs()."""
+        ptr = self._enter()
+        try:
+            if inputs:
+                self._bind_all(ptr, inputs)
+            status = self._execute(ptr)
+            if status:
+                raise_status(status)
+            return self._collect(ptr, self._clone)
+        finally:
+            self._busy.release()
+
+    def get_attribute(self, name: str) -> Tensor:
+        """A writable view of a named attribute (state kept across executions), valid until the
+        method is closed."""
+        ptr = self._enter()
+        try:
+            t = ffi.new("rt_tensor *")
+            _check(self._lib.rt_method_attribute(t, ptr, name.encode("utf-8")))
+            return Tensor._from_rt(t, self, False, False)
+        finally:
+            self._busy.release()
+
+    def profile_events(self) -> List[ProfileEvent]:
+        """Per-instruction times of the last execute (methods loaded with profile=True)."""
+        ptr = self._enter()
+        try:
+            if not self._profile:
+                raise InvalidState(f"method {self._name!r} was not loaded with profile=True")
+            lib = self._lib
+            event = ffi.new("rt_profile_event *")
+            events = []
+            for i in range(lib.rt_method_profile_event_count(ptr)):
+                _check(lib.rt_method_profile_event(event, ptr, i))
+                events.append(ProfileEvent(to_str(event.op_name), int(event.instruction),
+                                           int(event.start_ns), int(event.end_ns)))
+            return events
+        finally:
+            self._busy.release()

@@ -1,0 +1,103 @@
+"""Module: the convenience wrapper (program plus methods, all loaded on first use).
+
+    module = runtime_py.load("model.rtp")
+    (y,) = module.forward(x)
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .errors import ClosedError
+from .method import Method, MethodMeta
+from .program import Program
+
+__all__ = ["Module", "load"]
+
+_METHOD_OPTIONS = ("device", "num_threads", "profile", "memory_limit", "clone_outputs")
+
+
+class Module:
+    """A program and its methods, each loaded lazily with the same method options."""
+
+    def __init__(self, source: Any, *, copy: Optional[bool] = None,
+                 verify_constants: bool = False, **method_options: Any) -> None:
+        unknown = sorted(set(method_options) - set(_METHOD_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown method option(s) {', '.join(unknown)}; "
+                            f"expected some of {', '.join(_METHOD_OPTIONS)}")
+        self._source = source
+        self._load_options = {"copy": copy, "verify_constants": verify_constants}
+        self._method_options = method_options
+        self._program: Optional[Program] = None
+        self._methods: Dict[str, Method] = {}
+        self._closed = False
+
+    @property
+    def program(self) -> Program:
+        """The Program, loaded on first use."""
+        if self._closed:
+            raise ClosedError("operation on closed module")
+        if self._program is None:
+            self._program = Program.load(self._source, **self._load_options)
+            self._source = None  # the Program keeps what it borrows
+        return self._program
+
+    @property
+    def method_names(self) -> Tuple[str, ...]:
+        return self.program.method_names
+
+    def method_meta(self, name: str = "forward") -> MethodMeta:
+        return self.program.method_meta(name)
+
+    def load_method(self, name: str = "forward") -> Method:
+        """The loaded method `name` (loaded once, then cached)."""
+        method = self._methods.get(name)
+        if method is None:
+            method = self._methods[name] = self.program.load_method(name, **self._method_options)
+        return method
+
+    def run_method(self, name: str, inputs: Sequence[Any] = ()) -> List[Any]:
+        """Bind `inputs`, execute method `name` and return its outputs."""
+        return self.load_method(name)(*inputs)
+
+    def forward(self, *inputs: Any) -> List[Any]:
+        """run_method("forward", inputs)."""
+        return self.load_method("forward")(*inputs)
+
+    __call__ = forward
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close every loaded method and the program (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for method in self._methods.values():
+            method.close()
+        self._methods.clear()
+        if self._program is not None:
+            self._program.close()
+        self._source = None
+
+    def __enter__(self) -> "Module":
+        if self._closed:
+            raise ClosedError("operation on closed module")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return "Module(closed)"
+        loaded = ", ".join(repr(name) for name in self._methods)
+        return f"Module(program={'loaded' if self._program else 'not loaded'}, methods=[{loaded}])"
+
+
+def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = False,
+         **method_options: Any) -> Module:
+    """A Module for a program file or buffer; method_options go to every load_method()."""
+    return Module(source, copy=copy, verify_constants=verify_constants, **method_options)

@@ -1,0 +1,179 @@
+"""Program: a verified, immutable program (file mapped or buffer), shareable across threads.
+
+Methods loaded from a program keep it alive (the C side retains it, and each Method references
+this object, which in turn references any borrowed buffer), so closing a Program while its
+methods are in use is safe.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Tuple, Union
+
+from ._ffi import ffi, get_lib, to_str
+from .errors import ClosedError, InvalidArgument, _check
+from .method import Method, MethodMeta
+from .tensor import parse_device
+
+__all__ = ["Program"]
+
+RT_PROGRAM_COPY = 1
+RT_PROGRAM_VERIFY_CONSTANTS = 2
+RT_METHOD_PROFILE = 1
+_ALIGNMENT = 64
+
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]
+
+
+def _is_immutable(obj: Any) -> bool:
+    if isinstance(obj, memoryview):
+        obj = obj.obj
+    return isinstance(obj, bytes)
+
+
+class Program:
+    """A loaded program. Create with Program.load(); close() or `with` releases it."""
+
+    def __init__(self) -> None:
+        raise TypeError("use Program.load(path_or_buffer)")
+
+    @classmethod
+    def load(cls, source: Source, *, copy: Optional[bool] = None,
+             verify_constants: bool = False) -> "Program":
+        """Load and verify a program.
+
+        A str / os.PathLike is a file, mapped read-only (constants used in place). Anything
+        else is a buffer holding the program: borrowed (zero copy, kept referenced) when it is
+        64-byte aligned and immutable (bytes) or copy=False, copied otherwise or with copy=True.
+        With copy=False the caller promises not to change the buffer while the program lives.
+        """
+        lib = get_lib()
+        flags = RT_PROGRAM_VERIFY_CONSTANTS if verify_constants else 0
+        out = ffi.new("rt_program **")
+        keepalive: Any = None
+        if isinstance(source, (str, os.PathLike)):
+            path = os.fsencode(source)
+            _check(lib.rt_program_load_file(out, path, flags))
+        else:
+            try:
+                view = memoryview(source)
+            except TypeError:
+                raise InvalidArgument(
+                    f"Program.load needs a path or a buffer, not {type(source).__name__}"
+                ) from None
+            if not view.c_contiguous:
+                if copy is False:
+                    raise InvalidArgument("Program.load(copy=False) needs a contiguous buffer")
+                view = memoryview(view.tobytes())
+            buf = ffi.from_buffer(view)
+            address = int(ffi.cast("uintptr_t", buf))
+            aligned = address % _ALIGNMENT == 0
+            if copy is False and not aligned:
+                raise InvalidArgument(
+                    f"Program.load(copy=False) needs a {_ALIGNMENT}-byte aligned buffer; this "
+                    f"one starts {address % _ALIGNMENT} bytes past a boundary")
+            borrow = copy is False or (copy is None and aligned and _is_immutable(source))
+            if borrow:
+                keepalive = (source, buf)
+            else:
+                flags |= RT_PROGRAM_COPY
+            _check(lib.rt_program_load_buffer(out, buf, len(buf), flags))
+        self = object.__new__(cls)
+        self._ptr = ffi.gc(out[0], lib.rt_program_release)
+        self._keepalive = keepalive  # never dropped: methods may outlive close()
+        self._borrowed = keepalive is not None
+        self._lib = lib
+        self._metas: Dict[str, MethodMeta] = {}
+        count = lib.rt_program_method_count(self._ptr)
+        self._method_names = tuple(to_str(lib.rt_program_method_name(self._ptr, i))
+                                   for i in range(count))
+        return self
+
+    def _live(self) -> Any:
+        ptr = self._ptr
+        if ptr is None:
+            raise ClosedError("operation on closed program")
+        return ptr
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    @property
+    def borrowed(self) -> bool:
+        """True when the program reads the caller's buffer in place (no copy)."""
+        return self._borrowed
+
+    @property
+    def method_names(self) -> Tuple[str, ...]:
+        self._live()
+        return self._method_names
+
+    @property
+    def constant_bytes(self) -> int:
+        """Bytes of the constant segment (weights)."""
+        return int(self._lib.rt_program_constant_bytes(self._live()))
+
+    def method_meta(self, name: str = "forward") -> MethodMeta:
+        """Metadata of a method, without loading it (NotFound when there is none)."""
+        ptr = self._live()
+        meta = self._metas.get(name)
+        if meta is None:
+            meta = self._metas[name] = MethodMeta._read(ptr, name)
+        return meta
+
+    def instruction_ops(self, name: str = "forward") -> Tuple[Optional[str], ...]:
+        """The op each instruction of a method calls (None for a jump)."""
+        ptr = self._live()
+        cname = name.encode("utf-8")
+        out = ffi.new("const char **")
+        ops = []
+        for i in range(self.method_meta(name).num_instructions):
+            _check(self._lib.rt_program_instruction_op(out, ptr, cname, i))
+            ops.append(None if out[0] == ffi.NULL else to_str(out[0]))
+        return tuple(ops)
+
+    def load_method(self, name: str = "forward", *, device: Any = "cpu", num_threads: int = 0,
+                    profile: bool = False, memory_limit: int = 0,
+                    clone_outputs: bool = True) -> Method:
+        """Load an instance of a method: resolve and type-check it, allocate its memory once.
+
+        clone_outputs=False makes outputs views into the method's memory, valid until its
+        next execute; num_threads=0 uses the global default; memory_limit=0 sets no limit.
+        """
+        ptr = self._live()
+        meta = self.method_meta(name)
+        lib = self._lib
+        dev = parse_device(device)
+        opts = ffi.new("rt_method_options *")
+        lib.rt_method_options_init(opts)
+        opts.flags = RT_METHOD_PROFILE if profile else 0
+        opts.device.type, opts.device.index = dev
+        opts.num_threads = int(num_threads)
+        if memory_limit < 0:
+            raise InvalidArgument("memory_limit must be >= 0 (0: no limit)")
+        opts.memory_limit = int(memory_limit)
+        out = ffi.new("rt_method **")
+        _check(lib.rt_method_load(out, ptr, name.encode("utf-8"), opts))
+        handle = ffi.gc(out[0], lib.rt_method_destroy)
+        return Method(self, handle, meta, device=dev, clone_outputs=clone_outputs,
+                      profile=profile)
+
+    def close(self) -> None:
+        """Release the program now (idempotent); loaded methods keep working."""
+        ptr = self._ptr
+        if ptr is not None:
+            self._ptr = None
+            ffi.release(ptr)
+
+    def __enter__(self) -> "Program":
+        self._live()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._ptr is None:
+            return "Program(closed)"
+        return (f"Program(methods={self._method_names!r}, "
+                f"constant_bytes={self.constant_bytes})")

@@ -1,0 +1,374 @@
+"""Tensor: a method output (an owned copy or a view) or an attribute view, readable without numpy.
+
+An owned tensor keeps its bytes in a Python bytearray (dense, row-major). A view borrows the
+method's memory and keeps the Method object alive: an output view is valid until the method's
+next execute or set_input (and reads whatever is there then); an attribute view until the method
+is closed. Accessing the data of a view whose method was closed raises ClosedError.
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import Any, List, Optional, Tuple
+
+from . import dtypes as _dt
+from ._ffi import ffi
+from .errors import ClosedError, InvalidArgument, Unsupported
+
+__all__ = ["Tensor"]
+
+_CPU = (1, 0)
+_DEVICE_NAMES = {1: "cpu", 2: "cuda"}
+_PREVIEW = 8  # elements shown by repr
+
+
+def device_name(device: Tuple[int, int]) -> str:
+    """"cpu" or "cuda:N" for an rt_device (type, index)."""
+    kind, index = device
+    name = _DEVICE_NAMES.get(kind, f"device{kind}")
+    return name if kind == 1 else f"{name}:{index}"
+
+
+def parse_device(device: Any) -> Tuple[int, int]:
+    """(type, index) of "cpu", "cuda", "cuda:N" or an (type, index) pair."""
+    if isinstance(device, tuple) and len(device) == 2:
+        return int(device[0]), int(device[1])
+    if isinstance(device, str):
+        name, _, index = device.partition(":")
+        kinds = {"cpu": 1, "cuda": 2}
+        if name in kinds and (index.isdigit() or not index):
+            if name == "cpu" and index not in ("", "0"):
+                raise InvalidArgument(f"invalid device {device!r}: the CPU has index 0")
+            return kinds[name], int(index or 0)
+    raise InvalidArgument(f"invalid device {device!r}; expected 'cpu', 'cuda' or 'cuda:N'")
+
+
+def contiguous_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """Row-major strides, in elements."""
+    strides = []
+    step = 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def is_contiguous(shape: Tuple[int, ...], strides: Optional[Tuple[int, ...]]) -> bool:
+    """Whether strides (in elements, None = dense) describe dense row-major memory."""
+    if strides is None:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size == 0:
+            return True
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def numel(shape: Tuple[int, ...]) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+def gather(addr: int, itemsize: int, shape: Tuple[int, ...], byte_strides: Tuple[int, ...]) -> bytearray:
+    """Copy strided memory at `addr` into a dense row-major bytearray (strides in bytes)."""
+    out = bytearray(numel(shape) * itemsize)
+    if not out:
+        return out
+    if not shape:
+        ffi.memmove(out, ffi.cast("char *", addr), itemsize)
+        return out
+    dst = ffi.from_buffer(out)
+    inner, inner_stride = shape[-1], byte_strides[-1]
+    if inner_stride == itemsize:  # rows are contiguous: one memmove per row
+        runs, run, step = 1, inner * itemsize, 0
+    else:
+        runs, run, step = inner, itemsize, inner_stride
+    pos = 0
+    for index in itertools.product(*[range(s) for s in shape[:-1]]):
+        base = addr + sum(i * s for i, s in zip(index, byte_strides))
+        for k in range(runs):
+            ffi.memmove(dst + pos, ffi.cast("char *", base + k * step), run)
+            pos += run
+    return out
+
+
+def _nest(flat: Any, shape: Tuple[int, ...]) -> Any:
+    if not shape:
+        return flat[0]
+    if len(shape) == 1:
+        return list(flat)
+    step = numel(shape[1:])
+    rest = shape[1:]
+    return [_nest(flat[i * step:(i + 1) * step], rest) for i in range(shape[0])]
+
+
+def _unpack(raw: Any, dtype: str, count: int) -> Tuple[Any, ...]:
+    """Flat Python values of `count` dense elements (bfloat16 widened to float32)."""
+    if dtype == "bfloat16":
+        bits = struct.unpack(f"={count}H", raw)
+        return struct.unpack(f"={count}f", struct.pack(f"={count}I", *(b << 16 for b in bits)))
+    return struct.unpack(f"={count}{_dt.DTYPES[dtype].format}", raw)
+
+
+class Tensor:
+    """A dense or strided n-d array of one dtype on one device (strides in elements)."""
+
+    __slots__ = ("_addr", "_shape", "_strides", "_dtype", "_device", "_owner", "_readonly",
+                 "_cbuf", "__weakref__")
+
+    def __init__(self) -> None:
+        raise TypeError("Tensor objects come from Method outputs, attributes or Tensor.from_bytes")
+
+    # ---- construction (internal) --------------------------------------------------------
+
+    @classmethod
+    def _owned(cls, data: bytearray, dtype: str, shape: Tuple[int, ...]) -> "Tensor":
+        self = object.__new__(cls)
+        self._owner = data
+        self._cbuf = None
+        self._addr = 0
+        self._shape = shape
+        self._strides = None
+        self._dtype = dtype
+        self._device = _CPU
+        self._readonly = False
+        return self
+
+    @classmethod
+    def _view(cls, addr: int, dtype: str, shape: Tuple[int, ...],
+              strides: Optional[Tuple[int, ...]], device: Tuple[int, int], owner: Any,
+              readonly: bool) -> "Tensor":
+        self = object.__new__(cls)
+        self._owner = owner
+        self._cbuf = None
+        self._addr = addr
+        self._shape = shape
+        self._strides = None if is_contiguous(shape, strides) else strides
+        self._dtype = dtype
+        self._device = device
+        self._readonly = readonly
+        return self
+
+    @classmethod
+    def _from_rt(cls, t: Any, owner: Any, clone: bool, readonly: bool) -> "Tensor":
+        """Build from a filled rt_tensor: a dense owned copy, or a view kept alive by owner."""
+        rank = t.rank
+        shape = tuple(ffi.unpack(t.sizes, rank)) if rank else ()
+        strides = tuple(ffi.unpack(t.strides, rank)) if rank and t.strides != ffi.NULL else None
+        dtype = _dt.from_dlpack(t.dtype.code, t.dtype.bits)
+        device = (t.device.type, t.device.index)
+        addr = int(ffi.cast("uintptr_t", t.data))
+        if not clone or device != _CPU:
+            return cls._view(addr, dtype, shape, strides, device, owner, readonly)
+        itemsize = _dt.DTYPES[dtype].bits >> 3
+        nbytes = numel(shape) * itemsize
+        if strides is None or is_contiguous(shape, strides):
+            data = bytearray(nbytes)
+            if nbytes:
+                ffi.memmove(data, t.data, nbytes)
+        else:
+            data = gather(addr, itemsize, shape, tuple(s * itemsize for s in strides))
+        return cls._owned(data, dtype, shape)
+
+    @classmethod
+    def from_bytes(cls, data: Any, dtype: Any, shape: Any) -> "Tensor":
+        """An owned tensor holding a copy of `data` (any buffer) read as dense dtype/shape."""
+        name = _dt.normalize(dtype)
+        shape = tuple(int(s) for s in shape)
+        view = memoryview(data)
+        raw = bytearray(view) if view.c_contiguous else bytearray(view.tobytes())
+        if len(raw) != numel(shape) * _dt.DTYPES[name].itemsize:
+            raise InvalidArgument(
+                f"{len(raw)} bytes do not hold a {name} tensor of shape {shape}")
+        return cls._owned(raw, name, shape)
+
+    # ---- properties ---------------------------------------------------------------------
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        """Strides in elements."""
+        return self._strides if self._strides is not None else contiguous_strides(self._shape)
+
+    @property
+    def device(self) -> str:
+        return device_name(self._device)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return numel(self._shape)
+
+    @property
+    def itemsize(self) -> int:
+        return _dt.DTYPES[self._dtype].bits >> 3
+
+    @property
+    def nbytes(self) -> int:
+        return numel(self._shape) * self.itemsize
+
+    @property
+    def is_view(self) -> bool:
+        """True when the tensor borrows a method's memory instead of owning a copy."""
+        return not isinstance(self._owner, bytearray)
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self._strides is None
+
+    # ---- data access --------------------------------------------------------------------
+
+    def _address(self) -> int:
+        """Data pointer as an int; raises ClosedError for a view of a closed method."""
+        owner = self._owner
+        if isinstance(owner, bytearray):
+            if self._cbuf is None:
+                self._cbuf = ffi.from_buffer(owner)
+                self._addr = int(ffi.cast("uintptr_t", self._cbuf))
+            return self._addr
+        if getattr(owner, "closed", False):
+            raise ClosedError(f"tensor is a view of closed method {getattr(owner, 'name', '?')!r}")
+        return self._addr
+
+    def _require_cpu(self, what: str) -> None:
+        if self._device != _CPU:
+            raise Unsupported(f"{what} needs a CPU tensor; this one is on {self.device}")
+
+    def _dense(self) -> Any:
+        """A 1-d byte memoryview of the dense data (a copy when the tensor is strided)."""
+        self._require_cpu("reading the data")
+        owner = self._owner
+        if isinstance(owner, bytearray):
+            return memoryview(owner)
+        addr = self._address()
+        itemsize = self.itemsize
+        if self._strides is not None:
+            return memoryview(gather(addr, itemsize, self._shape,
+                                     tuple(s * itemsize for s in self._strides)))
+        nbytes = self.nbytes
+        if nbytes == 0:
+            return memoryview(b"")
+        mv = memoryview(ffi.buffer(ffi.cast("char *", addr), nbytes))
+        return mv.toreadonly() if self._readonly else mv
+
+    @property
+    def __array_interface__(self) -> dict:
+        if self._device != _CPU:
+            raise AttributeError("__array_interface__ (the tensor is not on the CPU)")
+        itemsize = self.itemsize
+        return {
+            "version": 3,
+            "typestr": _dt.DTYPES[self._dtype].typestr,
+            "data": (self._address(), self._readonly),
+            "shape": self._shape,
+            "strides": None if self._strides is None else tuple(s * itemsize for s in self._strides),
+        }
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if self._device[0] != 2:
+            raise AttributeError("__cuda_array_interface__ (the tensor is not on a CUDA device)")
+        itemsize = self.itemsize
+        return {
+            "version": 3,
+            "typestr": _dt.DTYPES[self._dtype].typestr,
+            "data": (self._address(), self._readonly),
+            "shape": self._shape,
+            "strides": None if self._strides is None else tuple(s * itemsize for s in self._strides),
+            "stream": None,
+        }
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
+        """numpy conversion: zero copy through __array_interface__ unless asked otherwise."""
+        import numpy as np
+
+        self._require_cpu("numpy conversion")
+        arr = np.asarray(self)
+        if self._dtype == "bfloat16":
+            try:
+                import ml_dtypes
+
+                arr = arr.view(ml_dtypes.bfloat16)
+            except ImportError:
+                pass
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError(f"converting {self._dtype} to {np.dtype(dtype)} needs a copy")
+            return arr.astype(dtype)
+        return arr.copy() if copy else arr
+
+    def numpy(self) -> Any:
+        """A numpy array sharing this tensor's memory (imports numpy)."""
+        return self.__array__()
+
+    def memoryview(self) -> memoryview:
+        """A memoryview cast to the dtype's format char and the shape (1-d and empty when the
+        tensor is empty; float16 falls back to 'H' bits where memoryview can't cast to 'e';
+        bfloat16 is 'H' bits). Zero copy for dense CPU tensors, a copy for strided ones."""
+        mv = self._dense()
+        fmt = _dt.DTYPES[self._dtype].format
+        shape = self._shape if self.size else (0,)
+        try:
+            return mv.cast(fmt) if not self.size else mv.cast(fmt, shape)
+        except ValueError:
+            if fmt != "e":
+                raise
+            return mv.cast("H") if not self.size else mv.cast("H", shape)
+
+    def tobytes(self) -> bytes:
+        """The data as dense row-major bytes."""
+        return bytes(self._dense())
+
+    def tolist(self) -> Any:
+        """Nested lists of Python numbers (a scalar for a 0-d tensor); bfloat16 as floats."""
+        count = self.size
+        flat = _unpack(self._dense(), self._dtype, count) if count else ()
+        return _nest(flat, self._shape)
+
+    def item(self) -> Any:
+        """The single element as a Python number."""
+        if self.size != 1:
+            raise InvalidArgument(f"item() needs a tensor of one element; shape is {self._shape}")
+        return _unpack(self._dense(), self._dtype, 1)[0]
+
+    def copy(self) -> "Tensor":
+        """An owned dense copy (CPU tensors)."""
+        return Tensor._owned(bytearray(self._dense()), self._dtype, self._shape)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        head = f"Tensor(shape={self._shape}, dtype={self._dtype!r}, device={self.device!r}"
+        if self._device != _CPU or (self.is_view and getattr(self._owner, "closed", False)):
+            return head + ")"
+        count = self.size
+        if count <= _PREVIEW:
+            data = repr(self.tolist())
+        else:
+            mv = self._dense()
+            first = _unpack(mv[:_PREVIEW * self.itemsize], self._dtype, _PREVIEW)
+            data = "[" + ", ".join(repr(v) for v in first) + ", ...]"
+        return f"{head}, data={data})"
