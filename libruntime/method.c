@@ -44,19 +44,21 @@ static rt_status check_options(const rt_method_options *o, const char *method) {
     return RT_OK;
 }
 
+static uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 /* Sum of what the method allocates up front, for the memory limit. */
 static rt_status check_memory_limit(rt_method *m) {
     const rt_format *f = &m->program->format;
     uint64_t total = 0;
-    for (uint32_t a = 0; a < m->num_arenas; a++)
-        total += (uint64_t)f->words[m->file->arenas + a];
-    for (uint32_t v = 0; v < m->num_values; v++) {
+    for (uint32_t a = 0; a < m->file->num_arenas; a++)
+        total = saturating_add(total, (uint64_t)f->words[m->file->arenas + a]);
+    for (uint32_t v = 0; v < m->file->num_values; v++) {
         const rt_file_value *fv = &f->values[m->file->values + v];
         if (fv->kind == RT_VALUE_TENSOR && fv->storage == RT_STORAGE_STATE) {
             uint64_t n = rt_format__dtype_size(fv->dtype);
             for (uint32_t d = 0; d < fv->rank; d++)
                 n *= (uint64_t)f->words[fv->a + d];
-            total += n;
+            total = saturating_add(total, n);
         }
     }
     uint64_t limit = m->options.memory_limit;

@@ -107,14 +107,19 @@ def encode_program(strings: StringTable, ops: Sequence[int],
 
 
 def fix_checksums(data: bytearray) -> None:
-    """Recompute both checksums in place (for tests that edit program bytes on purpose)."""
+    """Recompute both checksums in place, for tests that edit program bytes on purpose. Works on
+    damaged files too: a section table that cannot be read means no segment."""
     header = HEADER.unpack_from(data, 0)
     count, table_offset = header[5], header[7]
     seg_offset, seg_end = len(data), len(data)
-    for i in range(count):
-        kind, _, offset, size = SECTION_RECORD.unpack_from(data, table_offset + i * SECTION_RECORD.size)
-        if kind == SEGMENT:
+    for i in range(min(count, 64)):
+        at = table_offset + i * SECTION_RECORD.size
+        if at + SECTION_RECORD.size > len(data):
+            break
+        kind, _, offset, size = SECTION_RECORD.unpack_from(data, at)
+        if kind == SEGMENT and HEADER_SIZE <= offset <= offset + size <= len(data):
             seg_offset, seg_end = offset, offset + size
+            break
     crc = zlib.crc32(bytes(data[0:40]))
     crc = zlib.crc32(bytes(data[HEADER_SIZE:seg_offset]), crc)
     crc = zlib.crc32(bytes(data[seg_end:]), crc)

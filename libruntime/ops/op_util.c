@@ -81,7 +81,7 @@ static rt_status arg_value(rt_op_ctx *ctx, size_t i, const char *what, rt_value 
 static rt_status wrong_kind(rt_op_ctx *ctx, size_t i, const char *what, const char *expected,
                             const rt_value *v)
 {
-    return rt_op_fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s) must be %s, but it is %s", i,
+    return rt_op_fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s) must be %s, not %s", i,
                       what, expected, rt_value__kind_name(v->kind));
 }
 
@@ -277,6 +277,8 @@ rt_status rt_op_set_output_sizes(rt_op_ctx *ctx, rt_tensor_value *out, const cha
     }
     memmove(out->sizes, sizes, (size_t)rank * sizeof *sizes); /* sizes may be out->sizes */
     rt_tensor__update_strides(out);
+    if (ctx->preparing)
+        out->written = true; /* set_input must then never bind the caller's memory to it */
     return RT_OK;
 }
 
