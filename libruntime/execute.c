@@ -237,9 +237,14 @@ static rt_status run_instructions(rt_method *m) {
     int32_t threads = m->options.num_threads > 0 ? m->options.num_threads
                                                  : rt_threadpool__default_threads();
     bool profile = (m->options.flags & RT_METHOD_PROFILE) != 0;
+    uint64_t max_steps = m->options.max_steps, steps = 0;
     m->num_events = 0;
     uint32_t pc = 0;
     while (pc < m->num_instructions) {
+        if (max_steps != 0 && ++steps > max_steps)
+            return METHOD_ERROR(m, RT_INVALID_STATE, "execution stopped at instruction %u after "
+                                "%llu steps, the method's max_steps limit", pc,
+                                (unsigned long long)max_steps);
         rt_instruction *ins = &m->instructions[pc];
         switch (ins->kind) {
         case RT_INSTR_KERNEL: {

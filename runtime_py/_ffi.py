@@ -138,6 +138,8 @@ typedef struct rt_method_options {
     int32_t num_threads;    /* 0: the global default (rt_set_num_threads) */
     int32_t reserved;
     uint64_t memory_limit;  /* bytes the method may allocate; 0: no limit of ours */
+    uint64_t max_steps;     /* instructions one execute may run (loops count each time);
+                               0: no limit. Set it when running untrusted programs. */
 } rt_method_options;
 
 /* set_input flags. */

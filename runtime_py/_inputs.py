@@ -198,9 +198,11 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
         dtype, shape = slot.dtype, slot.shape
     rank = len(shape)
     if slot.dtype is not None and rank != len(slot.shape):
+        want = f"shape {slot.shape}" if slot.static else \
+            f"rank {len(slot.shape)} (sizes up to {slot.shape})"
         raise InvalidArgument(
-            f"{slot.label} expects a {slot.dtype} tensor of shape {slot.shape}; got shape "
-            f"{shape} of {dtype} ({numel(shape) * _dt.DTYPES[dtype].itemsize} bytes)")
+            f"{slot.label} expects a {slot.dtype} tensor of {want}; got shape {shape} of "
+            f"{dtype} ({numel(shape) * _dt.DTYPES[dtype].itemsize} bytes)")
     if rank > _MAX_RANK:
         raise InvalidArgument(f"{slot.label}: rank {rank} is above the limit of {_MAX_RANK}")
     t = slot.t

@@ -13,7 +13,8 @@ from .program import Program
 
 __all__ = ["Module", "load"]
 
-_METHOD_OPTIONS = ("device", "num_threads", "profile", "memory_limit", "clone_outputs")
+_METHOD_OPTIONS = ("device", "num_threads", "profile", "memory_limit", "max_steps",
+                   "clone_outputs")
 
 
 class Module:

@@ -133,12 +133,13 @@ class Program:
         return tuple(ops)
 
     def load_method(self, name: str = "forward", *, device: Any = "cpu", num_threads: int = 0,
-                    profile: bool = False, memory_limit: int = 0,
+                    profile: bool = False, memory_limit: int = 0, max_steps: int = 0,
                     clone_outputs: bool = True) -> Method:
         """Load an instance of a method: resolve and type-check it, allocate its memory once.
 
         clone_outputs=False makes outputs views into the method's memory, valid until its
-        next execute; num_threads=0 uses the global default; memory_limit=0 sets no limit.
+        next execute; num_threads=0 uses the global default; memory_limit=0 sets no limit;
+        max_steps bounds the instructions one execute may run (0: none; for untrusted programs).
         """
         ptr = self._live()
         meta = self.method_meta(name)
@@ -152,6 +153,9 @@ class Program:
         if memory_limit < 0:
             raise InvalidArgument("memory_limit must be >= 0 (0: no limit)")
         opts.memory_limit = int(memory_limit)
+        if max_steps < 0:
+            raise InvalidArgument("max_steps must be >= 0 (0: no limit)")
+        opts.max_steps = int(max_steps)
         out = ffi.new("rt_method **")
         _check(lib.rt_method_load(out, ptr, name.encode("utf-8"), opts))
         handle = ffi.gc(out[0], lib.rt_method_destroy)

@@ -29,7 +29,7 @@ static rt_status unary_setup(rt_op_ctx *ctx, size_t out_index, uint32_t types,
 typedef void (*relu_kernel)(void *out, const void *x, size_t begin, size_t end);
 
 /* x < 0 ? 0 : x keeps NaN as NaN, like PyTorch. */
-#define DEFINE_RELU(name, T)                                            \
+#define DEFINE_RELU(name, T)                                             \
     static void name(void *out, const void *x, size_t begin, size_t end) \
     {                                                                    \
         T *o = out;                                                      \
@@ -109,60 +109,60 @@ typedef struct softmax_job {
 
 /* T: element type, ACC: the type sums accumulate in, EXP: exp for T. Items are rows
  * (inner == 1) or (outer, column block) pairs. Subtracting the maximum keeps exp finite. */
-#define DEFINE_SOFTMAX(sfx, T, ACC, EXP)                                                      \
-    static void softmax_rows__##sfx(void *arg, size_t begin, size_t end)                      \
-    {                                                                                         \
-        const softmax_job *job = arg;                                                         \
-        int64_t n = job->n;                                                                   \
-        for (size_t row = begin; row < end; row++) {                                          \
-            const T *x = (const T *)job->x + (int64_t)row * n;                                \
-            T *o = (T *)job->out + (int64_t)row * n;                                          \
-            T max = -(T)INFINITY;                                                             \
-            for (int64_t k = 0; k < n; k++)                                                   \
-                max = x[k] > max ? x[k] : max;                                                \
-            ACC sum = 0;                                                                      \
-            for (int64_t k = 0; k < n; k++) {                                                 \
-                T e = EXP(x[k] - max);                                                        \
-                o[k] = e;                                                                     \
-                sum += e;                                                                     \
-            }                                                                                 \
-            for (int64_t k = 0; k < n; k++)                                                   \
-                o[k] = (T)(o[k] / sum);                                                       \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    static void softmax_columns__##sfx(void *arg, size_t begin, size_t end)                   \
-    {                                                                                         \
-        const softmax_job *job = arg;                                                         \
-        int64_t n = job->n, inner = job->inner;                                               \
-        int64_t blocks = (inner + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;                         \
-        for (size_t item = begin; item < end; item++) {                                       \
-            int64_t o_index = (int64_t)item / blocks;                                         \
-            int64_t first = ((int64_t)item % blocks) * SOFTMAX_BLOCK;                         \
-            int64_t width = inner - first < SOFTMAX_BLOCK ? inner - first : SOFTMAX_BLOCK;    \
-            const T *x = (const T *)job->x + o_index * n * inner + first;                     \
-            T *o = (T *)job->out + o_index * n * inner + first;                               \
-            T max[SOFTMAX_BLOCK];                                                             \
-            ACC sum[SOFTMAX_BLOCK];                                                           \
-            for (int64_t c = 0; c < width; c++) {                                             \
-                max[c] = -(T)INFINITY;                                                        \
-                sum[c] = 0;                                                                   \
-            }                                                                                 \
-            for (int64_t k = 0; k < n; k++)                                                   \
-                for (int64_t c = 0; c < width; c++) {                                         \
-                    T v = x[k * inner + c];                                                   \
-                    max[c] = v > max[c] ? v : max[c];                                         \
-                }                                                                             \
-            for (int64_t k = 0; k < n; k++)                                                   \
-                for (int64_t c = 0; c < width; c++) {                                         \
-                    T e = EXP(x[k * inner + c] - max[c]);                                     \
-                    o[k * inner + c] = e;                                                     \
-                    sum[c] += e;                                                              \
-                }                                                                             \
-            for (int64_t k = 0; k < n; k++)                                                   \
-                for (int64_t c = 0; c < width; c++)                                           \
-                    o[k * inner + c] = (T)(o[k * inner + c] / sum[c]);                        \
-        }                                                                                     \
+#define DEFINE_SOFTMAX(sfx, T, ACC, EXP)                                                   \
+    static void softmax_rows__##sfx(void *arg, size_t begin, size_t end)                   \
+    {                                                                                      \
+        const softmax_job *job = arg;                                                      \
+        int64_t n = job->n;                                                                \
+        for (size_t row = begin; row < end; row++) {                                       \
+            const T *x = (const T *)job->x + (int64_t)row * n;                             \
+            T *o = (T *)job->out + (int64_t)row * n;                                       \
+            T max = -(T)INFINITY;                                                          \
+            for (int64_t k = 0; k < n; k++)                                                \
+                max = x[k] > max ? x[k] : max;                                             \
+            ACC sum = 0;                                                                   \
+            for (int64_t k = 0; k < n; k++) {                                              \
+                T e = EXP(x[k] - max);                                                     \
+                o[k] = e;                                                                  \
+                sum += e;                                                                  \
+            }                                                                              \
+            for (int64_t k = 0; k < n; k++)                                                \
+                o[k] = (T)(o[k] / sum);                                                    \
+        }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    static void softmax_columns__##sfx(void *arg, size_t begin, size_t end)                \
+    {                                                                                      \
+        const softmax_job *job = arg;                                                      \
+        int64_t n = job->n, inner = job->inner;                                            \
+        int64_t blocks = (inner + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;                      \
+        for (size_t item = begin; item < end; item++) {                                    \
+            int64_t o_index = (int64_t)item / blocks;                                      \
+            int64_t first = ((int64_t)item % blocks) * SOFTMAX_BLOCK;                      \
+            int64_t width = inner - first < SOFTMAX_BLOCK ? inner - first : SOFTMAX_BLOCK; \
+            const T *x = (const T *)job->x + o_index * n * inner + first;                  \
+            T *o = (T *)job->out + o_index * n * inner + first;                            \
+            T max[SOFTMAX_BLOCK];                                                          \
+            ACC sum[SOFTMAX_BLOCK];                                                        \
+            for (int64_t c = 0; c < width; c++) {                                          \
+                max[c] = -(T)INFINITY;                                                     \
+                sum[c] = 0;                                                                \
+            }                                                                              \
+            for (int64_t k = 0; k < n; k++)                                                \
+                for (int64_t c = 0; c < width; c++) {                                      \
+                    T v = x[k * inner + c];                                                \
+                    max[c] = v > max[c] ? v : max[c];                                      \
+                }                                                                          \
+            for (int64_t k = 0; k < n; k++)                                                \
+                for (int64_t c = 0; c < width; c++) {                                      \
+                    T e = EXP(x[k * inner + c] - max[c]);                                  \
+                    o[k * inner + c] = e;                                                  \
+                    sum[c] += e;                                                           \
+                }                                                                          \
+            for (int64_t k = 0; k < n; k++)                                                \
+                for (int64_t c = 0; c < width; c++)                                        \
+                    o[k * inner + c] = (T)(o[k * inner + c] / sum[c]);                     \
+        }                                                                                  \
     }
 DEFINE_SOFTMAX(f32, float, double, expf)
 DEFINE_SOFTMAX(f64, double, double, exp)

@@ -47,57 +47,57 @@ static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t coun
         *hi = count;
 }
 
-#define DEFINE_CONV_BANDS(sfx, T)                                                              \
-    static void conv_bands__##sfx(void *arg, size_t begin, size_t end)                         \
-    {                                                                                          \
-        const conv_job *job = arg;                                                             \
-        const conv_dims *d = job->dims;                                                        \
-        const T *x = job->x, *w = job->w, *bias = job->bias;                                   \
-        int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups;   \
-        int64_t plane_in = d->height * d->width, plane_out = d->out_h * d->out_w;              \
-        int64_t taps = d->kernel_h * d->kernel_w;                                              \
-        int64_t sh = d->stride[0], sw = d->stride[1];                                          \
-        for (size_t item = begin; item < end; item++) {                                        \
-            int64_t plane = (int64_t)item / job->bands; /* n * out_channels + o */             \
-            int64_t band = (int64_t)item % job->bands;                                         \
-            int64_t n = plane / d->out_channels, o = plane % d->out_channels;                  \
-            int64_t row0 = band * CONV_BAND;                                                   \
-            int64_t row1 = row0 + CONV_BAND < d->out_h ? row0 + CONV_BAND : d->out_h;          \
-            T *out = (T *)job->out + plane * plane_out;                                        \
-            T b = bias ? bias[o] : (T)0;                                                       \
-            for (int64_t i = row0 * d->out_w; i < row1 * d->out_w; i++)                        \
-                out[i] = b;                                                                    \
-            int64_t first_channel = o / group_out * group_in;                                  \
-            for (int64_t c = 0; c < group_in; c++) {                                           \
-                const T *xp = x + (n * d->channels + first_channel + c) * plane_in;            \
-                const T *wp = w + (o * group_in + c) * taps;                                   \
-                for (int64_t kh = 0; kh < d->kernel_h; kh++) {                                 \
-                    int64_t off_h = kh * d->dilation[0] - d->pad[0];                           \
-                    int64_t oh0, oh1;                                                          \
-                    tap_range(off_h, sh, d->height, d->out_h, &oh0, &oh1);                     \
-                    if (oh0 < row0)                                                            \
-                        oh0 = row0;                                                            \
-                    if (oh1 > row1)                                                            \
-                        oh1 = row1;                                                            \
-                    for (int64_t kw = 0; kw < d->kernel_w; kw++) {                             \
-                        int64_t off_w = kw * d->dilation[1] - d->pad[1];                       \
-                        int64_t ow0, ow1;                                                      \
-                        tap_range(off_w, sw, d->width, d->out_w, &ow0, &ow1);                  \
-                        const T wv = wp[kh * d->kernel_w + kw];                                \
-                        for (int64_t oh = oh0; oh < oh1; oh++) {                               \
-                            const T *xr = xp + (oh * sh + off_h) * d->width;                   \
-                            T *orow = out + oh * d->out_w;                                     \
-                            if (sw == 1)                                                       \
-                                for (int64_t ow = ow0; ow < ow1; ow++)                         \
-                                    orow[ow] += wv * xr[ow + off_w];                           \
-                            else                                                               \
-                                for (int64_t ow = ow0; ow < ow1; ow++)                         \
-                                    orow[ow] += wv * xr[ow * sw + off_w];                      \
-                        }                                                                      \
-                    }                                                                          \
-                }                                                                              \
-            }                                                                                  \
-        }                                                                                      \
+#define DEFINE_CONV_BANDS(sfx, T)                                                            \
+    static void conv_bands__##sfx(void *arg, size_t begin, size_t end)                       \
+    {                                                                                        \
+        const conv_job *job = arg;                                                           \
+        const conv_dims *d = job->dims;                                                      \
+        const T *x = job->x, *w = job->w, *bias = job->bias;                                 \
+        int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups; \
+        int64_t plane_in = d->height * d->width, plane_out = d->out_h * d->out_w;            \
+        int64_t taps = d->kernel_h * d->kernel_w;                                            \
+        int64_t sh = d->stride[0], sw = d->stride[1];                                        \
+        for (size_t item = begin; item < end; item++) {                                      \
+            int64_t plane = (int64_t)item / job->bands; /* n * out_channels + o */           \
+            int64_t band = (int64_t)item % job->bands;                                       \
+            int64_t n = plane / d->out_channels, o = plane % d->out_channels;                \
+            int64_t row0 = band * CONV_BAND;                                                 \
+            int64_t row1 = row0 + CONV_BAND < d->out_h ? row0 + CONV_BAND : d->out_h;        \
+            T *out = (T *)job->out + plane * plane_out;                                      \
+            T b = bias ? bias[o] : (T)0;                                                     \
+            for (int64_t i = row0 * d->out_w; i < row1 * d->out_w; i++)                      \
+                out[i] = b;                                                                  \
+            int64_t first_channel = o / group_out * group_in;                                \
+            for (int64_t c = 0; c < group_in; c++) {                                         \
+                const T *xp = x + (n * d->channels + first_channel + c) * plane_in;          \
+                const T *wp = w + (o * group_in + c) * taps;                                 \
+                for (int64_t kh = 0; kh < d->kernel_h; kh++) {                               \
+                    int64_t off_h = kh * d->dilation[0] - d->pad[0];                         \
+                    int64_t oh0, oh1;                                                        \
+                    tap_range(off_h, sh, d->height, d->out_h, &oh0, &oh1);                   \
+                    if (oh0 < row0)                                                          \
+                        oh0 = row0;                                                          \
+                    if (oh1 > row1)                                                          \
+                        oh1 = row1;                                                          \
+                    for (int64_t kw = 0; kw < d->kernel_w; kw++) {                           \
+                        int64_t off_w = kw * d->dilation[1] - d->pad[1];                     \
+                        int64_t ow0, ow1;                                                    \
+                        tap_range(off_w, sw, d->width, d->out_w, &ow0, &ow1);                \
+                        const T wv = wp[kh * d->kernel_w + kw];                              \
+                        for (int64_t oh = oh0; oh < oh1; oh++) {                             \
+                            const T *xr = xp + (oh * sh + off_h) * d->width;                 \
+                            T *orow = out + oh * d->out_w;                                   \
+                            if (sw == 1)                                                     \
+                                for (int64_t ow = ow0; ow < ow1; ow++)                       \
+                                    orow[ow] += wv * xr[ow + off_w];                         \
+                            else                                                             \
+                                for (int64_t ow = ow0; ow < ow1; ow++)                       \
+                                    orow[ow] += wv * xr[ow * sw + off_w];                    \
+                        }                                                                    \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
     }
 DEFINE_CONV_BANDS(f32, float)
 DEFINE_CONV_BANDS(f64, double)
@@ -134,12 +134,13 @@ static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args)
     rt_op__shape_text(args->w->sizes, 4, tw);
     if (d->channels % d->groups != 0 || d->out_channels % d->groups != 0)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "groups %" PRId64 " must divide the input channels of x %s and the output "
-                          "channels of w %s",
+                          "groups %" PRId64 " must divide the input channels of x %s and the "
+                          "output channels of w %s",
                           d->groups, tx, tw);
     if (args->w->sizes[1] != d->channels / d->groups)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "w %s must have %" PRId64 " input channels per group for x %s and groups %" PRId64,
+                          "w %s must have %" PRId64 " input channels per group for x %s and "
+                          "groups %" PRId64,
                           tw, d->channels / d->groups, tx, d->groups);
     if (d->kernel_h < 1 || d->kernel_w < 1)
         return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);

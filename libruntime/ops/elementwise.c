@@ -199,7 +199,7 @@ static rt_status binary_run(rt_op_ctx *ctx, rt_binary_op op)
     return RT_OK;
 }
 
-#define DEFINE_BINARY_OP(symbol, op)                                                          \
+#define DEFINE_BINARY_OP(symbol, op)                                                         \
     rt_status rt_ops__##symbol##_prepare(rt_op_ctx *ctx) { return binary_prepare(ctx, op); } \
     rt_status rt_ops__##symbol##_run(rt_op_ctx *ctx) { return binary_run(ctx, op); }
 

@@ -7,59 +7,60 @@
 
 /* Loop over n elements; the common stride patterns get their own loop so the compiler can
  * vectorise them (strides are 1 for a dense operand, 0 for a broadcast one). */
-#define DEFINE_BINARY(name, T, OUT_T, EXPR)                                                    \
-    static void name(void *out, const void *a, int64_t sa, const void *b, int64_t sb,          \
-                     int64_t n)                                                                \
-    {                                                                                          \
-        OUT_T *o = out;                                                                        \
-        const T *x = a, *y = b;                                                                \
-        if (sa == 1 && sb == 1) {                                                              \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                T p = x[i], q = y[i];                                                          \
-                o[i] = (OUT_T)(EXPR);                                                          \
-            }                                                                                  \
-        } else if (sa == 1 && sb == 0) {                                                       \
-            const T q = y[0];                                                                  \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                T p = x[i];                                                                    \
-                o[i] = (OUT_T)(EXPR);                                                          \
-            }                                                                                  \
-        } else if (sa == 0 && sb == 1) {                                                       \
-            const T p = x[0];                                                                  \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                T q = y[i];                                                                    \
-                o[i] = (OUT_T)(EXPR);                                                          \
-            }                                                                                  \
-        } else {                                                                               \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                T p = x[i * sa], q = y[i * sb];                                                \
-                o[i] = (OUT_T)(EXPR);                                                          \
-            }                                                                                  \
-        }                                                                                      \
+#define DEFINE_BINARY(name, T, OUT_T, EXPR)                                           \
+    static void name(void *out, const void *a, int64_t sa, const void *b, int64_t sb, \
+                     int64_t n)                                                       \
+    {                                                                                 \
+        OUT_T *o = out;                                                               \
+        const T *x = a, *y = b;                                                       \
+        if (sa == 1 && sb == 1) {                                                     \
+            for (int64_t i = 0; i < n; i++) {                                         \
+                T p = x[i], q = y[i];                                                 \
+                o[i] = (OUT_T)(EXPR);                                                 \
+            }                                                                         \
+        } else if (sa == 1 && sb == 0) {                                              \
+            const T q = y[0];                                                         \
+            for (int64_t i = 0; i < n; i++) {                                         \
+                T p = x[i];                                                           \
+                o[i] = (OUT_T)(EXPR);                                                 \
+            }                                                                         \
+        } else if (sa == 0 && sb == 1) {                                              \
+            const T p = x[0];                                                         \
+            for (int64_t i = 0; i < n; i++) {                                         \
+                T q = y[i];                                                           \
+                o[i] = (OUT_T)(EXPR);                                                 \
+            }                                                                         \
+        } else {                                                                      \
+            for (int64_t i = 0; i < n; i++) {                                         \
+                T p = x[i * sa], q = y[i * sb];                                       \
+                o[i] = (OUT_T)(EXPR);                                                 \
+            }                                                                         \
+        }                                                                             \
     }
 
 /* suffix, C type, unsigned type the arithmetic wraps in */
 #define FLOAT_TYPES(X) X(f32, float, float) X(f64, double, double)
-#define SIGNED_TYPES(X) \
-    X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) X(i64, int64_t, uint64_t)
-#define UNSIGNED_TYPES(X)                                                                     \
-    X(u8, uint8_t, uint32_t) X(u16, uint16_t, uint32_t) X(u32, uint32_t, uint32_t)             \
+#define SIGNED_TYPES(X)                                                         \
+    X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) \
+    X(i64, int64_t, uint64_t)
+#define UNSIGNED_TYPES(X)                                                          \
+    X(u8, uint8_t, uint32_t) X(u16, uint16_t, uint32_t) X(u32, uint32_t, uint32_t) \
     X(u64, uint64_t, uint64_t)
 #define INTEGER_TYPES(X) SIGNED_TYPES(X) UNSIGNED_TYPES(X)
 #define NUMERIC_TYPES(X) FLOAT_TYPES(X) INTEGER_TYPES(X)
 
 /* ---- arithmetic ------------------------------------------------------------------------- */
 
-#define DEFINE_FLOAT_ARITH(sfx, T, W)                        \
-    DEFINE_BINARY(binary_add__##sfx, T, T, p + q)            \
-    DEFINE_BINARY(binary_sub__##sfx, T, T, p - q)            \
-    DEFINE_BINARY(binary_mul__##sfx, T, T, p * q)            \
+#define DEFINE_FLOAT_ARITH(sfx, T, W)             \
+    DEFINE_BINARY(binary_add__##sfx, T, T, p + q) \
+    DEFINE_BINARY(binary_sub__##sfx, T, T, p - q) \
+    DEFINE_BINARY(binary_mul__##sfx, T, T, p * q) \
     DEFINE_BINARY(binary_div__##sfx, T, T, p / q)
 FLOAT_TYPES(DEFINE_FLOAT_ARITH)
 
-#define DEFINE_INT_ARITH(sfx, T, W)                           \
-    DEFINE_BINARY(binary_add__##sfx, T, T, (W)p + (W)q)       \
-    DEFINE_BINARY(binary_sub__##sfx, T, T, (W)p - (W)q)       \
+#define DEFINE_INT_ARITH(sfx, T, W)                     \
+    DEFINE_BINARY(binary_add__##sfx, T, T, (W)p + (W)q) \
+    DEFINE_BINARY(binary_sub__##sfx, T, T, (W)p - (W)q) \
     DEFINE_BINARY(binary_mul__##sfx, T, T, (W)p * (W)q)
 INTEGER_TYPES(DEFINE_INT_ARITH)
 
@@ -74,8 +75,8 @@ UNSIGNED_TYPES(DEFINE_UNSIGNED_DIV)
 
 /* ---- comparisons ------------------------------------------------------------------------ */
 
-#define DEFINE_COMPARE(sfx, T, W)                             \
-    DEFINE_BINARY(binary_less__##sfx, T, uint8_t, p < q)      \
+#define DEFINE_COMPARE(sfx, T, W)                        \
+    DEFINE_BINARY(binary_less__##sfx, T, uint8_t, p < q) \
     DEFINE_BINARY(binary_equal__##sfx, T, uint8_t, p == q)
 NUMERIC_TYPES(DEFINE_COMPARE)
 
@@ -85,12 +86,12 @@ DEFINE_BINARY(binary_equal__bool, uint8_t, uint8_t, (p != 0) == (q != 0))
 /* ---- table ------------------------------------------------------------------------------ */
 
 #define ENTRY(op, type, fn) [op][type] = fn,
-#define ARITH_ENTRIES(sfx, type)                            \
-    ENTRY(RT_BINARY_ADD, type, binary_add__##sfx)           \
-    ENTRY(RT_BINARY_SUB, type, binary_sub__##sfx)           \
-    ENTRY(RT_BINARY_MUL, type, binary_mul__##sfx)           \
-    ENTRY(RT_BINARY_DIV, type, binary_div__##sfx)           \
-    ENTRY(RT_BINARY_LESS, type, binary_less__##sfx)         \
+#define ARITH_ENTRIES(sfx, type)                    \
+    ENTRY(RT_BINARY_ADD, type, binary_add__##sfx)   \
+    ENTRY(RT_BINARY_SUB, type, binary_sub__##sfx)   \
+    ENTRY(RT_BINARY_MUL, type, binary_mul__##sfx)   \
+    ENTRY(RT_BINARY_DIV, type, binary_div__##sfx)   \
+    ENTRY(RT_BINARY_LESS, type, binary_less__##sfx) \
     ENTRY(RT_BINARY_EQUAL, type, binary_equal__##sfx)
 
 static const rt_binary_kernel binary_kernels[RT_BINARY_OP_COUNT][RT_TYPE_COUNT] = {
@@ -116,14 +117,14 @@ rt_binary_kernel rt_ops__binary_kernel(rt_binary_op op, rt_type type)
 
 /* ---- zero scan (integer division) ------------------------------------------------------- */
 
-#define DEFINE_ANY_ZERO(name, T)                      \
-    static bool name(const void *data, int64_t n)     \
-    {                                                 \
-        const T *x = data;                            \
-        bool zero = false;                            \
-        for (int64_t i = 0; i < n; i++)               \
-            zero |= x[i] == 0;                        \
-        return zero;                                  \
+#define DEFINE_ANY_ZERO(name, T)                  \
+    static bool name(const void *data, int64_t n) \
+    {                                             \
+        const T *x = data;                        \
+        bool zero = false;                        \
+        for (int64_t i = 0; i < n; i++)           \
+            zero |= x[i] == 0;                    \
+        return zero;                              \
     }
 DEFINE_ANY_ZERO(any_zero__u8, uint8_t)
 DEFINE_ANY_ZERO(any_zero__u16, uint16_t)

@@ -50,7 +50,8 @@ static rt_status matmul_shape(rt_op_ctx *ctx, const rt_tensor_value *a, const rt
     if (k_b != dims->k) {
         char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "a %s and b %s do not match: a has %" PRId64 " columns, b has %" PRId64 " rows",
+                          "a %s and b %s do not match: a has %" PRId64 " columns, b has %" PRId64
+                          " rows",
                           rt_op__shape_text(a->sizes, a->rank, ta),
                           rt_op__shape_text(b->sizes, b->rank, tb), dims->k, k_b);
     }
@@ -117,39 +118,39 @@ static void batch_offsets(const matmul_dims *dims, int64_t batch, int64_t *a_off
 #define INT_MADD(T, W, acc, x, y) ((T)((W)(acc) + (W)(x) * (W)(y)))
 
 /* i-k-j order: the innermost loop runs along contiguous rows of b and out. */
-#define DEFINE_MATMUL_TILES(sfx, T, W, MADD)                                                   \
-    static void matmul_tiles__##sfx(void *arg, size_t begin, size_t end)                       \
-    {                                                                                          \
-        const matmul_job *job = arg;                                                           \
-        const matmul_dims *dims = job->dims;                                                   \
-        int64_t m = dims->m, k = dims->k, n = dims->n;                                         \
-        int64_t tiles = job->row_tiles * job->col_tiles;                                       \
-        for (size_t item = begin; item < end; item++) {                                        \
-            int64_t batch = (int64_t)item / tiles, tile = (int64_t)item % tiles;               \
-            int64_t i0 = tile / job->col_tiles * TILE_M, j0 = tile % job->col_tiles * TILE_N;  \
-            int64_t i1 = i0 + TILE_M < m ? i0 + TILE_M : m;                                    \
-            int64_t j1 = j0 + TILE_N < n ? j0 + TILE_N : n;                                    \
-            int64_t a_off, b_off;                                                              \
-            batch_offsets(dims, batch, &a_off, &b_off);                                        \
-            const T *a = (const T *)job->a + a_off;                                            \
-            const T *b = (const T *)job->b + b_off;                                            \
-            T *out = (T *)job->out + batch * m * n;                                            \
-            for (int64_t i = i0; i < i1; i++)                                                  \
-                for (int64_t j = j0; j < j1; j++)                                              \
-                    out[i * n + j] = 0;                                                        \
-            for (int64_t p0 = 0; p0 < k; p0 += TILE_K) {                                       \
-                int64_t p1 = p0 + TILE_K < k ? p0 + TILE_K : k;                                \
-                for (int64_t i = i0; i < i1; i++) {                                            \
-                    T *o = out + i * n;                                                        \
-                    for (int64_t p = p0; p < p1; p++) {                                        \
-                        const T x = a[i * k + p];                                              \
-                        const T *brow = b + p * n;                                             \
-                        for (int64_t j = j0; j < j1; j++)                                      \
-                            o[j] = MADD(T, W, o[j], x, brow[j]);                               \
-                    }                                                                          \
-                }                                                                              \
-            }                                                                                  \
-        }                                                                                      \
+#define DEFINE_MATMUL_TILES(sfx, T, W, MADD)                                                  \
+    static void matmul_tiles__##sfx(void *arg, size_t begin, size_t end)                      \
+    {                                                                                         \
+        const matmul_job *job = arg;                                                          \
+        const matmul_dims *dims = job->dims;                                                  \
+        int64_t m = dims->m, k = dims->k, n = dims->n;                                        \
+        int64_t tiles = job->row_tiles * job->col_tiles;                                      \
+        for (size_t item = begin; item < end; item++) {                                       \
+            int64_t batch = (int64_t)item / tiles, tile = (int64_t)item % tiles;              \
+            int64_t i0 = tile / job->col_tiles * TILE_M, j0 = tile % job->col_tiles * TILE_N; \
+            int64_t i1 = i0 + TILE_M < m ? i0 + TILE_M : m;                                   \
+            int64_t j1 = j0 + TILE_N < n ? j0 + TILE_N : n;                                   \
+            int64_t a_off, b_off;                                                             \
+            batch_offsets(dims, batch, &a_off, &b_off);                                       \
+            const T *a = (const T *)job->a + a_off;                                           \
+            const T *b = (const T *)job->b + b_off;                                           \
+            T *out = (T *)job->out + batch * m * n;                                           \
+            for (int64_t i = i0; i < i1; i++)                                                 \
+                for (int64_t j = j0; j < j1; j++)                                             \
+                    out[i * n + j] = 0;                                                       \
+            for (int64_t p0 = 0; p0 < k; p0 += TILE_K) {                                      \
+                int64_t p1 = p0 + TILE_K < k ? p0 + TILE_K : k;                               \
+                for (int64_t i = i0; i < i1; i++) {                                           \
+                    T *o = out + i * n;                                                       \
+                    for (int64_t p = p0; p < p1; p++) {                                       \
+                        const T x = a[i * k + p];                                             \
+                        const T *brow = b + p * n;                                            \
+                        for (int64_t j = j0; j < j1; j++)                                     \
+                            o[j] = MADD(T, W, o[j], x, brow[j]);                              \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
     }
 DEFINE_MATMUL_TILES(f32, float, float, FLOAT_MADD)
 DEFINE_MATMUL_TILES(f64, double, double, FLOAT_MADD)
@@ -189,7 +190,8 @@ static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args)
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", a, "a"));
     if (a->rank < 1 || b->rank < 1)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "a has rank %" PRId32 " and b rank %" PRId32 "; matmul needs both at least 1-D",
+                          "a has rank %" PRId32 " and b rank %" PRId32
+                          "; matmul needs both at least 1-D",
                           a->rank, b->rank);
     RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
     RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a, "a"));
@@ -252,38 +254,38 @@ typedef struct linear_job {
 
 /* Dot products in 8 independent lanes: the compiler can vectorise them, and the result
  * differs from a serial sum only by rounding. */
-#define DEFINE_LINEAR_TILES(sfx, T)                                                            \
-    static T dot__##sfx(const T *x, const T *y, int64_t n)                                     \
-    {                                                                                          \
-        T lanes[8] = {0};                                                                      \
-        int64_t i = 0;                                                                         \
-        for (; i + 8 <= n; i += 8)                                                             \
-            for (int l = 0; l < 8; l++)                                                        \
-                lanes[l] += x[i + l] * y[i + l];                                               \
-        T sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +                              \
-                ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));                               \
-        for (; i < n; i++)                                                                     \
-            sum += x[i] * y[i];                                                                \
-        return sum;                                                                            \
-    }                                                                                          \
-                                                                                               \
-    static void linear_tiles__##sfx(void *arg, size_t begin, size_t end)                       \
-    {                                                                                          \
-        const linear_job *job = arg;                                                           \
-        const T *x = job->x, *w = job->w, *bias = job->bias;                                   \
-        T *out = job->out;                                                                     \
-        int64_t k = job->k, n = job->n;                                                        \
-        for (size_t item = begin; item < end; item++) {                                        \
-            int64_t r0 = (int64_t)item / job->col_tiles * LINEAR_ROWS;                         \
-            int64_t c0 = (int64_t)item % job->col_tiles * LINEAR_COLS;                         \
-            int64_t r1 = r0 + LINEAR_ROWS < job->rows ? r0 + LINEAR_ROWS : job->rows;          \
-            int64_t c1 = c0 + LINEAR_COLS < n ? c0 + LINEAR_COLS : n;                          \
-            for (int64_t c = c0; c < c1; c++) {                                                \
-                T b = bias ? bias[c] : (T)0;                                                   \
-                for (int64_t r = r0; r < r1; r++)                                              \
-                    out[r * n + c] = dot__##sfx(x + r * k, w + c * k, k) + b;                  \
-            }                                                                                  \
-        }                                                                                      \
+#define DEFINE_LINEAR_TILES(sfx, T)                                                   \
+    static T dot__##sfx(const T *x, const T *y, int64_t n)                            \
+    {                                                                                 \
+        T lanes[8] = {0};                                                             \
+        int64_t i = 0;                                                                \
+        for (; i + 8 <= n; i += 8)                                                    \
+            for (int l = 0; l < 8; l++)                                               \
+                lanes[l] += x[i + l] * y[i + l];                                      \
+        T sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +                     \
+                ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));                      \
+        for (; i < n; i++)                                                            \
+            sum += x[i] * y[i];                                                       \
+        return sum;                                                                   \
+    }                                                                                 \
+                                                                                      \
+    static void linear_tiles__##sfx(void *arg, size_t begin, size_t end)              \
+    {                                                                                 \
+        const linear_job *job = arg;                                                  \
+        const T *x = job->x, *w = job->w, *bias = job->bias;                          \
+        T *out = job->out;                                                            \
+        int64_t k = job->k, n = job->n;                                               \
+        for (size_t item = begin; item < end; item++) {                               \
+            int64_t r0 = (int64_t)item / job->col_tiles * LINEAR_ROWS;                \
+            int64_t c0 = (int64_t)item % job->col_tiles * LINEAR_COLS;                \
+            int64_t r1 = r0 + LINEAR_ROWS < job->rows ? r0 + LINEAR_ROWS : job->rows; \
+            int64_t c1 = c0 + LINEAR_COLS < n ? c0 + LINEAR_COLS : n;                 \
+            for (int64_t c = c0; c < c1; c++) {                                       \
+                T b = bias ? bias[c] : (T)0;                                          \
+                for (int64_t r = r0; r < r1; r++)                                     \
+                    out[r * n + c] = dot__##sfx(x + r * k, w + c * k, k) + b;         \
+            }                                                                         \
+        }                                                                             \
     }
 DEFINE_LINEAR_TILES(f32, float)
 DEFINE_LINEAR_TILES(f64, double)
@@ -342,7 +344,8 @@ static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args)
     memcpy(sizes, x->sizes, (size_t)x->rank * sizeof *sizes);
     sizes[x->rank - 1] = args->n;
     if (!rt_tensor__checked_numel(x->sizes, x->rank - 1, &args->rows))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the leading dimensions of x overflow int64");
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "the leading dimensions of x overflow int64");
     return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
 }
 

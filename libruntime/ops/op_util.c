@@ -62,8 +62,8 @@ static const char *type_name(const rt_tensor_value *t)
 rt_status rt_op_expect_nargs(rt_op_ctx *ctx, size_t n)
 {
     if (ctx->nargs != n)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "expects %zu arguments, but the instruction has %zu",
-                          n, ctx->nargs);
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                          "expects %zu arguments, but the instruction has %zu", n, ctx->nargs);
     return RT_OK;
 }
 
@@ -169,8 +169,8 @@ rt_status rt_op_tensor_list(rt_op_ctx *ctx, size_t i, const char *what,
         return wrong_kind(ctx, i, what, "a tensor list", v);
     for (size_t k = 0; k < v->u.tensors.count; k++)
         if (!v->u.tensors.items[k])
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s): item %zu is not a tensor",
-                              i, what, k);
+            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                              "argument %zu (%s): item %zu is not a tensor", i, what, k);
     *items = v->u.tensors.items;
     *count = v->u.tensors.count;
     return RT_OK;
@@ -203,8 +203,9 @@ rt_status rt_op_check_rank(rt_op_ctx *ctx, const rt_tensor_value *t, const char 
                            int32_t rank)
 {
     if (t->rank != rank)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s has rank %" PRId32 ", but must have rank %" PRId32,
-                          what, t->rank, rank);
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                          "%s has rank %" PRId32 ", but must have rank %" PRId32, what, t->rank,
+                          rank);
     return RT_OK;
 }
 
@@ -226,8 +227,8 @@ rt_status rt_op_check_float(rt_op_ctx *ctx, const rt_tensor_value *t, const char
 rt_status rt_op_check_writable(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what)
 {
     if (!t->writable)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s is read-only (a constant) and cannot be written",
-                          what);
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                          "%s is read-only (a constant) and cannot be written", what);
     return RT_OK;
 }
 
@@ -245,7 +246,8 @@ rt_status rt_op_axis(rt_op_ctx *ctx, int64_t axis, int32_t rank, const char *wha
 {
     if (rank <= 0 || axis < -(int64_t)rank || axis >= (int64_t)rank)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "%s %" PRId64 " is out of range for rank %" PRId32 " (valid: %" PRId32 " to %" PRId32 ")",
+                          "%s %" PRId64 " is out of range for rank %" PRId32 " (valid: %" PRId32
+                          " to %" PRId32 ")",
                           what, axis, rank, -rank, rank - 1);
     *out = (int32_t)(axis < 0 ? axis + rank : axis);
     return RT_OK;
@@ -258,8 +260,9 @@ rt_status rt_op_set_output_sizes(rt_op_ctx *ctx, rt_tensor_value *out, const cha
 {
     char have[RT_OP_SHAPE_TEXT], want[RT_OP_SHAPE_TEXT];
     if (rank != out->rank || rank < 0 || rank > RT_MAX_RANK)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s has rank %" PRId32 ", but the result has rank %" PRId32,
-                          what, out->rank, rank);
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                          "%s has rank %" PRId32 ", but the result has rank %" PRId32, what,
+                          out->rank, rank);
     for (int32_t i = 0; i < rank; i++) {
         bool fits = out->dynamic ? sizes[i] >= 0 && sizes[i] <= out->bounds[i]
                                  : sizes[i] == out->bounds[i];
@@ -294,7 +297,8 @@ rt_status rt_op_broadcast_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
         if (sa != sb && sa != 1 && sb != 1) {
             char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
             return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "a %s and b %s cannot be broadcast together (dimension %" PRId32 ": %" PRId64 " vs %" PRId64 ")",
+                              "a %s and b %s cannot be broadcast together (dimension %" PRId32
+                              ": %" PRId64 " vs %" PRId64 ")",
                               rt_op__shape_text(a->sizes, a->rank, ta),
                               rt_op__shape_text(b->sizes, b->rank, tb), i - rank, sa, sb);
         }
@@ -332,7 +336,8 @@ rt_status rt_op__padding(rt_op_ctx *ctx, size_t index, const char *what, int64_t
     RT_RETURN_IF_ERROR(rt_op_int_list(ctx, index, what, &items, &count));
     if (count != 2 && count != 4)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "%s must have 2 items (height, width) or 4 (top, left, bottom, right), not %zu",
+                          "%s must have 2 items (height, width) or 4 (top, left, bottom, "
+                          "right), not %zu",
                           what, count);
     for (size_t i = 0; i < count; i++)
         if (items[i] < 0 || items[i] > RT_OP_MAX_WINDOW_PARAM)
@@ -368,7 +373,8 @@ rt_status rt_op__window_output(rt_op_ctx *ctx, const char *what, int64_t size,
         length--;
     if (length < 0)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "the input %s %" PRId64 " (padded: %" PRId64 ") is too small for a window spanning %" PRId64,
+                          "the input %s %" PRId64 " (padded: %" PRId64
+                          ") is too small for a window spanning %" PRId64,
                           what, size, padded, extent);
     *out = length;
     return RT_OK;
@@ -422,7 +428,8 @@ rt_status rt_op__check_in_place_ok(rt_op_ctx *ctx, const rt_tensor_value *out,
                                    const char *what_in, int32_t rank, const int64_t *sizes)
 {
     int64_t numel;
-    if (!rt_tensor__checked_numel(sizes, rank, &numel) || !rt_op__mul(numel, out->elem_size, &numel))
+    if (!rt_tensor__checked_numel(sizes, rank, &numel) ||
+        !rt_op__mul(numel, out->elem_size, &numel))
         numel = INT64_MAX;
     bool same_start = out == in || (storage(out) && storage(out) == storage(in));
     bool overlap = same_start || ranges_overlap(storage(out), (size_t)numel, storage(in),

@@ -37,32 +37,32 @@ static void tap_range(int64_t start, int64_t dilation, int64_t kernel, int64_t s
 
 /* Padding never wins: a window with no input element gives LOWEST (-inf for floats). NaN
  * propagates, as in PyTorch. */
-#define DEFINE_MAX_POOL(sfx, T, LOWEST, IS_NAN)                                                       \
-    static void max_pool_rows__##sfx(void *arg, size_t begin, size_t end)                     \
-    {                                                                                         \
-        const pool_job *job = arg;                                                            \
-        const pool_dims *d = job->dims;                                                       \
-        for (size_t row = begin; row < end; row++) {                                          \
-            int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;            \
-            const T *x = (const T *)job->x + plane * d->height * d->width;                    \
-            T *out = (T *)job->out + (int64_t)row * d->out_w;                                 \
-            int64_t h0 = oh * d->stride[0] - d->pad[0], kh0, kh1;                             \
-            tap_range(h0, d->dilation[0], d->kernel[0], d->height, &kh0, &kh1);               \
-            for (int64_t ow = 0; ow < d->out_w; ow++) {                                       \
-                int64_t w0 = ow * d->stride[1] - d->pad[1], kw0, kw1;                         \
-                tap_range(w0, d->dilation[1], d->kernel[1], d->width, &kw0, &kw1);            \
-                T best = LOWEST;                                                              \
-                for (int64_t kh = kh0; kh < kh1; kh++) {                                      \
-                    const T *xr = x + (h0 + kh * d->dilation[0]) * d->width;                  \
-                    for (int64_t kw = kw0; kw < kw1; kw++) {                                  \
-                        T v = xr[w0 + kw * d->dilation[1]];                                   \
-                        if (v > best || IS_NAN(v))                                             \
-                            best = v;                                                         \
-                    }                                                                         \
-                }                                                                             \
-                out[ow] = best;                                                               \
-            }                                                                                 \
-        }                                                                                     \
+#define DEFINE_MAX_POOL(sfx, T, LOWEST, IS_NAN)                                    \
+    static void max_pool_rows__##sfx(void *arg, size_t begin, size_t end)          \
+    {                                                                              \
+        const pool_job *job = arg;                                                 \
+        const pool_dims *d = job->dims;                                            \
+        for (size_t row = begin; row < end; row++) {                               \
+            int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h; \
+            const T *x = (const T *)job->x + plane * d->height * d->width;         \
+            T *out = (T *)job->out + (int64_t)row * d->out_w;                      \
+            int64_t h0 = oh * d->stride[0] - d->pad[0], kh0, kh1;                  \
+            tap_range(h0, d->dilation[0], d->kernel[0], d->height, &kh0, &kh1);    \
+            for (int64_t ow = 0; ow < d->out_w; ow++) {                            \
+                int64_t w0 = ow * d->stride[1] - d->pad[1], kw0, kw1;              \
+                tap_range(w0, d->dilation[1], d->kernel[1], d->width, &kw0, &kw1); \
+                T best = LOWEST;                                                   \
+                for (int64_t kh = kh0; kh < kh1; kh++) {                           \
+                    const T *xr = x + (h0 + kh * d->dilation[0]) * d->width;       \
+                    for (int64_t kw = kw0; kw < kw1; kw++) {                       \
+                        T v = xr[w0 + kw * d->dilation[1]];                        \
+                        if (v > best || IS_NAN(v))                                 \
+                            best = v;                                              \
+                    }                                                              \
+                }                                                                  \
+                out[ow] = best;                                                    \
+            }                                                                      \
+        }                                                                          \
     }
 #define FLOAT_IS_NAN(v) isnan(v)
 #define INT_IS_NAN(v) false

@@ -56,11 +56,13 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
                               "cannot infer the -1 in shape %s: the other sizes multiply to 0", ts);
         if (numel % known != 0)
             return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "cannot reshape x %s (%" PRId64 " elements) into shape %s", tx, numel, ts);
+                              "cannot reshape x %s (%" PRId64 " elements) into shape %s", tx,
+                              numel, ts);
         sizes[inferred] = numel / known;
     } else if (known != numel) {
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "cannot reshape x %s (%" PRId64 " elements) into shape %s (%" PRId64 " elements)",
+                          "cannot reshape x %s (%" PRId64 " elements) into shape %s (%" PRId64
+                          " elements)",
                           tx, numel, ts, known);
     }
     return RT_OK;

@@ -1,0 +1,54 @@
+"""runtime_py imports, builds, loads and runs with numpy unavailable (a fresh interpreter in
+which `import numpy` fails)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent("""
+    import array, struct, sys
+    sys.modules["numpy"] = None          # any `import numpy` now raises ImportError
+    import runtime_py as rt
+    from runtime_py.builder import ProgramBuilder
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (2, 3))
+    w = m.constant(struct.pack("<6f", 1, 0, 0, 0, 1, 0), "float32", (2, 3))
+    bias = m.constant(array.array("f", [0.5, -0.5]), "float32", (2,))
+    y = m.linear(x, w, bias)
+    m.output(m.relu(y), "y")
+    m.output(m.concat([x, x], axis=0), "xx")
+    data = b.to_bytes()
+
+    with rt.Program.load(data) as program:
+        meta = program.method_meta("forward")
+        assert meta.input_tensor_meta(0).shape == (2, 3), meta
+        with program.load_method("forward") as forward:
+            for source in (array.array("f", [1, 2, 3, -4, -5, -6]),
+                           bytearray(struct.pack("<6f", 1, 2, 3, -4, -5, -6)),
+                           memoryview(array.array("f", [1, 2, 3, -4, -5, -6])).cast("B").cast("f", (2, 3))):
+                y, xx = forward(source)
+                assert y.tolist() == [[1.5, 1.5], [0.0, 0.0]], y.tolist()
+                assert xx.shape == (4, 3) and xx.tolist()[3] == [-4.0, -5.0, -6.0]
+                assert y.memoryview().tolist() == y.tolist()
+            try:
+                forward(array.array("d", [0.0] * 6))
+            except rt.InvalidArgument as e:
+                assert "input 0" in str(e) and "float64" in str(e), e
+            else:
+                raise AssertionError("float64 input accepted")
+    assert sys.modules["numpy"] is None
+    print("numpy-free OK")
+""")
+
+
+def test_runs_without_numpy():
+    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "numpy-free OK" in result.stdout
