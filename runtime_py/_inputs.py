@@ -31,7 +31,6 @@ from .errors import InvalidArgument, Unsupported
 from .tensor import Tensor, numel, parse_device
 
 RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL, RT_VALUE_TENSOR = 1, 2, 3, 7
-_MAX_RANK = 16
 _CPU = (1, 0)
 _RAW_FORMATS = ("B", "c", "<B", "=B", "@B")
 
@@ -39,8 +38,9 @@ _RAW_FORMATS = ("B", "c", "<B", "=B", "@B")
 class Slot:
     """One input: its expectations and the cffi objects reused on every bind."""
 
-    __slots__ = ("index", "label", "kind", "dtype", "shape", "static", "nbytes", "t", "sizes",
-                 "strides", "scalar", "device")
+    __slots__ = ("index", "label", "kind", "dtype", "shape", "rank", "static", "nbytes", "t",
+                 "sizes", "strides", "scalar", "device", "last_dtype", "last_shape",
+                 "last_strided", "last_device")
 
     def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int]) -> None:
         self.index = index
@@ -49,6 +49,7 @@ class Slot:
         self.kind = info.kind_code
         self.dtype = info.dtype
         self.shape = info.shape
+        self.rank = len(info.shape)
         self.static = not info.dynamic
         self.nbytes = numel(info.shape) * _dt.DTYPES[info.dtype].itemsize if info.dtype else -1
         self.device = device
@@ -57,6 +58,12 @@ class Slot:
         self.strides = ffi.new("int64_t[16]")
         self.t.sizes = self.sizes
         self.t.dtype.lanes = 1
+        self.t.strides = ffi.NULL
+        # What slot.t holds now, so that a bind rewrites only the fields that change.
+        self.last_dtype: Optional[str] = None
+        self.last_shape: Optional[Tuple[int, ...]] = None
+        self.last_strided = False
+        self.last_device: Optional[Tuple[int, int]] = None
         self.scalar = ffi.new("rt_scalar *")
 
 
@@ -145,78 +152,108 @@ def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Opti
     return addr, dtype, shape, tuple(s // itemsize for s in strides), keep
 
 
+# memoryview format -> dtype name: the native chars up front, other spellings on first sight.
+_FORMATS = {c: _dt.from_format(c) for c in "bBhHiIlLqQnNefd?c"}
+
+
+def _format_dtype(slot: Slot, fmt: str) -> str:
+    dtype = _FORMATS.get(fmt)
+    if dtype is None:
+        try:
+            dtype = _FORMATS[fmt] = _dt.from_format(fmt)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{slot.label}: {exc}") from None
+    return dtype
+
+
+def _slow(slot: Slot, value: Any, view: Optional[memoryview]) -> Tuple[Any, ...]:
+    """(pointer, dtype, shape, strides, device, keep, raw_bytes) of the less common inputs."""
+    iface = getattr(value, "__array_interface__", None)
+    if iface is not None:
+        return _interface(slot, iface, value) + (_CPU, False)
+    iface = getattr(value, "__cuda_array_interface__", None)
+    if iface is not None:
+        device = slot.device if slot.device[0] == 2 else (2, 0)
+        return _interface(slot, iface, value) + (device, False)
+    if view is not None:  # non-contiguous (copied), or a format spelled unusually
+        dtype = _format_dtype(slot, view.format)
+        data = view if view.c_contiguous else view.tobytes()
+        keep = ffi.from_buffer(data)
+        return keep, dtype, tuple(view.shape), None, _CPU, keep, view.format in _RAW_FORMATS
+    if isinstance(value, tuple) and len(value) in (4, 5) and \
+            not isinstance(value[1], (int, float, list, tuple)):
+        strides = None if value[3] is None else tuple(value[3])
+        device = parse_device(value[4]) if len(value) == 5 else _CPU
+        return value[0], _dt.normalize(value[1]), tuple(value[2]), strides, device, value, False
+    if isinstance(value, (list, tuple)):
+        data, dtype, shape = _from_list(slot, value)
+        keep = ffi.from_buffer(data)
+        return keep, dtype, shape, None, _CPU, keep, False
+    if hasattr(value, "__array__"):
+        import numpy
+
+        return _slow(slot, numpy.asarray(value), None)
+    raise InvalidArgument(f"{slot.label}: cannot use a {type(value).__name__} as a tensor")
+
+
 def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
     """Fill slot.t from `value`; returns (the rt_tensor pointer, the object to keep alive)."""
+    tp = type(value)
+    strides: Optional[Tuple[int, ...]] = None
     device = _CPU
     raw_bytes = False
-    strides: Optional[Tuple[int, ...]] = None
-    if type(value) is Tensor:
+    if tp is Tensor:
         ptr, dtype, shape, keep = value._address(), value._dtype, value._shape, value
         strides, device = value._strides, value._device
-    elif isinstance(value, (bool, int, float)):
+    elif tp is float or tp is int or tp is bool or isinstance(value, (bool, int, float)):
         shape = slot.shape if slot.static and numel(slot.shape) == 1 else ()
-        keep, dtype, shape = _pack(slot, [value], shape)
-        ptr = keep = ffi.from_buffer(keep)
+        data, dtype, shape = _pack(slot, [value], shape)
+        ptr = keep = ffi.from_buffer(data)
     else:
-        iface = getattr(value, "__array_interface__", None)
-        if iface is None and hasattr(value, "__cuda_array_interface__"):
-            iface = value.__cuda_array_interface__
-            device = slot.device if slot.device[0] == 2 else (2, 0)
-        if iface is not None:
-            ptr, dtype, shape, strides, keep = _interface(slot, iface, value)
-        elif isinstance(value, tuple) and len(value) in (4, 5) and \
-                not isinstance(value[1], (int, float, list, tuple)):
-            ptr, dtype, shape, strides = value[0], _dt.normalize(value[1]), tuple(value[2]), value[3]
-            strides = None if strides is None else tuple(strides)
-            device = parse_device(value[4]) if len(value) == 5 else _CPU
-            keep = value
-        elif isinstance(value, (list, tuple)):
-            keep, dtype, shape = _from_list(slot, value)
-            ptr = keep = ffi.from_buffer(keep)
-        else:
-            try:
-                view = memoryview(value)
-            except TypeError:
-                if hasattr(value, "__array__"):
-                    import numpy
-
-                    return tensor_value(slot, numpy.asarray(value))
-                raise InvalidArgument(
-                    f"{slot.label}: cannot use a {type(value).__name__} as a tensor") from None
-            try:
-                dtype = _dt.from_format(view.format)
-            except InvalidArgument as exc:
-                raise InvalidArgument(f"{slot.label}: {exc}") from None
-            raw_bytes = view.format in _RAW_FORMATS
-            shape = tuple(view.shape)
-            if not view.c_contiguous:
-                view = memoryview(view.tobytes())
+        try:
+            view: Optional[memoryview] = memoryview(value) if tp is not list else None
+        except TypeError:
+            view = None
+        fmt = view.format if view is not None else None
+        dtype = _FORMATS.get(fmt) if fmt is not None else None
+        if dtype is not None and view.c_contiguous:  # the fast path: buffers and numpy
             ptr = keep = ffi.from_buffer(view)
-    if strides is None and (dtype != slot.dtype or len(shape) != len(slot.shape)) and \
-            slot.static and slot.nbytes >= 0 and (dtype == slot.dtype or raw_bytes) and \
-            numel(shape) * _dt.DTYPES[dtype].itemsize == slot.nbytes:
-        dtype, shape = slot.dtype, slot.shape
+            shape = view.shape
+            raw_bytes = fmt in _RAW_FORMATS
+        else:
+            ptr, dtype, shape, strides, device, keep, raw_bytes = _slow(slot, value, view)
     rank = len(shape)
-    if slot.dtype is not None and rank != len(slot.shape):
-        want = f"shape {slot.shape}" if slot.static else \
-            f"rank {len(slot.shape)} (sizes up to {slot.shape})"
-        raise InvalidArgument(
-            f"{slot.label} expects a {slot.dtype} tensor of {want}; got shape {shape} of "
-            f"{dtype} ({numel(shape) * _dt.DTYPES[dtype].itemsize} bytes)")
-    if rank > _MAX_RANK:
-        raise InvalidArgument(f"{slot.label}: rank {rank} is above the limit of {_MAX_RANK}")
+    if rank != slot.rank or dtype != slot.dtype:
+        if strides is None and slot.static and (dtype == slot.dtype or raw_bytes) and \
+                numel(shape) * _dt.DTYPES[dtype].itemsize == slot.nbytes:
+            dtype, shape, rank = slot.dtype, slot.shape, slot.rank
+        elif rank != slot.rank:
+            want = f"shape {slot.shape}" if slot.static else \
+                f"rank {slot.rank} (sizes up to {slot.shape})"
+            raise InvalidArgument(
+                f"{slot.label} expects a {slot.dtype} tensor of {want}; got shape {shape} of "
+                f"{dtype} ({numel(shape) * _dt.DTYPES[dtype].itemsize} bytes)")
     t = slot.t
     t.data = ffi.cast("void *", ptr) if isinstance(ptr, int) else ptr
-    t.rank = rank
-    d = _dt.DTYPES[dtype]
-    t.dtype.code = d.code
-    t.dtype.bits = d.bits
-    t.device.type, t.device.index = device
-    if rank:
-        slot.sizes[0:rank] = shape
+    if dtype is not slot.last_dtype:
+        d = _dt.DTYPES[dtype]
+        t.dtype.code = d.code
+        t.dtype.bits = d.bits
+        slot.last_dtype = dtype
+    if shape != slot.last_shape:
+        t.rank = rank
+        if rank:
+            slot.sizes[0:rank] = shape
+        slot.last_shape = shape
     if strides is None:
-        t.strides = ffi.NULL
+        if slot.last_strided:
+            t.strides = ffi.NULL
+            slot.last_strided = False
     else:
         slot.strides[0:rank] = strides
         t.strides = slot.strides
+        slot.last_strided = True
+    if device is not slot.last_device:
+        t.device.type, t.device.index = device
+        slot.last_device = device
     return t, keep

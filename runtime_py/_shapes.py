@@ -97,19 +97,18 @@ def conv2d(op: str, x: Shape, w: Shape, bias: Optional[Shape], stride: Sequence[
     top, left, bottom, right = pads4(op, padding)
     ho = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
     wo = (wd + left + right - dw * (kw - 1) - 1) // sw + 1
-    if ho < 0 or wo < 0 or h + top + bottom < dh * (kh - 1) + 1 or wd + left + right < dw * (kw - 1) + 1:
+    if ho < 0 or wo < 0:
         raise _fail(op, f"kernel {kh}x{kw} (dilation {dh}x{dw}) is larger than the padded input")
     return (n, o, ho, wo)
 
 
 def _pool_extent(size: int, k: int, s: int, pad_begin: int, pad_end: int, d: int,
                  ceil_mode: bool) -> int:
+    # Floor division, as the C kernels do: a window that never fits gives 0 or a negative size.
     span = size + pad_begin + pad_end - d * (k - 1) - 1
-    if span < 0:
-        return -1
     out = (span + (s - 1 if ceil_mode else 0)) // s + 1
     # PyTorch: with ceil_mode the last window must start inside the input or left padding.
-    if ceil_mode and (out - 1) * s >= size + pad_begin:
+    if ceil_mode and out > 0 and (out - 1) * s >= size + pad_begin:
         out -= 1
     return out
 

@@ -195,6 +195,9 @@ rt_status rt_ops__softmax_run(rt_op_ctx *ctx)
     softmax_args args;
     RT_RETURN_IF_ERROR(softmax_setup(ctx, &args));
     const rt_tensor_value *x = args.x;
+    if (rt_tensor__numel(x) == 0)
+        return RT_OK;
+    /* The products are bounded by the element count of x, which is not 0. */
     softmax_job job = {.x = x->data, .out = args.out->data, .outer = 1, .n = 1, .inner = 1};
     for (int32_t d = 0; d < x->rank; d++) {
         if (d < args.axis)
@@ -204,8 +207,6 @@ rt_status rt_ops__softmax_run(rt_op_ctx *ctx)
         else
             job.inner *= x->sizes[d];
     }
-    if (job.outer == 0 || job.n == 0 || job.inner == 0)
-        return RT_OK;
 
     bool is_f32 = x->type == RT_F32;
     int32_t threads = rt_op__threads(ctx);

@@ -233,7 +233,7 @@ rt_status rt_ops__matmul_run(rt_op_ctx *ctx)
     };
     /* Each count is at most the output's element count, so the product cannot overflow. */
     int64_t items = dims->batch_count * job.row_tiles * job.col_tiles;
-    int64_t work = (int64_t)TILE_M * TILE_N * (dims->k > 0 ? dims->k : 1);
+    int64_t work = rt_op__mul_sat((int64_t)TILE_M * TILE_N, dims->k > 0 ? dims->k : 1);
     rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
 }
@@ -372,7 +372,7 @@ rt_status rt_ops__linear_run(rt_op_ctx *ctx)
         .col_tiles = (args.n + LINEAR_COLS - 1) / LINEAR_COLS,
     };
     int64_t items = (args.rows + LINEAR_ROWS - 1) / LINEAR_ROWS * job.col_tiles;
-    int64_t work = (int64_t)LINEAR_ROWS * LINEAR_COLS * (args.k > 0 ? args.k : 1);
+    int64_t work = rt_op__mul_sat((int64_t)LINEAR_ROWS * LINEAR_COLS, args.k > 0 ? args.k : 1);
     rt_range_fn kernel = args.x->type == RT_F32 ? linear_tiles__f32 : linear_tiles__f64;
     rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
