@@ -401,3 +401,34 @@ def install_log_callback() -> None:
             _LOGGER.warning("runtime_py: cannot install the log callback: %s", exc)
             return
     lib.rt_set_log_callback(_log_callback, ffi.NULL, _min_level())
+
+
+def from_buffer(obj: Any) -> Any:
+    """(keepalive, char pointer) of a C-contiguous buffer, never exporting from a memoryview.
+
+    A cffi buffer exported from a memoryview crashes CPython's garbage collector when both end
+    up in one reference cycle (an exception's traceback suffices): the memoryview is cleared
+    while exported, then freed when the export goes. So for a memoryview we export from the
+    object under it and offset the pointer, or copy when that object isn't a plain buffer.
+    """
+    if not isinstance(obj, memoryview):
+        keep = ffi.from_buffer(obj)
+        return keep, keep
+    base = obj.obj
+    if base is not None and not isinstance(base, memoryview):
+        try:
+            whole = ffi.from_buffer(base)
+        except (TypeError, BufferError, ValueError):
+            whole = None
+        if whole is not None:
+            part = ffi.from_buffer(obj)
+            try:
+                offset = int(ffi.cast("uintptr_t", part)) - int(ffi.cast("uintptr_t", whole))
+                size = len(part)
+            finally:
+                ffi.release(part)
+            if 0 <= offset and offset + size <= len(whole):
+                return whole, whole + offset
+            ffi.release(whole)
+    keep = ffi.from_buffer(obj.tobytes())
+    return keep, keep

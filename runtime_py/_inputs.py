@@ -17,16 +17,19 @@ Accepted for a tensor input, in this order:
 - anything else with `__array__` (torch CPU tensors, ...), through numpy.
 A dense buffer whose rank or dtype differs from a static expected shape is read as that shape
 when its byte count matches exactly and its dtype is the expected one or raw bytes (bytes,
-bytearray, format 'B'): this lets a bytearray or a flat array.array feed a [32, 256] input.
+bytearray, a memoryview of format 'B'; not a numpy uint8 array): this lets a bytearray or a
+flat array.array feed a [32, 256] input. Other dtype mismatches are left to the library, whose
+message names the method, the input and both dtypes.
 """
 from __future__ import annotations
 
+import array
 import operator
 import struct
 from typing import Any, Optional, Tuple
 
 from . import dtypes as _dt
-from ._ffi import ffi
+from ._ffi import ffi, from_buffer
 from .errors import InvalidArgument, Unsupported
 from .tensor import Tensor, numel, parse_device
 
@@ -135,8 +138,8 @@ def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Opti
     shape = tuple(iface["shape"])
     data = iface.get("data")
     if data is None or not isinstance(data, tuple):
-        buf = ffi.from_buffer(obj if data is None else data)
-        addr = int(ffi.cast("uintptr_t", buf)) + iface.get("offset", 0)
+        buf, start = from_buffer(obj if data is None else data)
+        addr = int(ffi.cast("uintptr_t", start)) + iface.get("offset", 0)
         keep: Any = (obj, buf)
     else:
         addr, keep = data[0], obj
@@ -148,7 +151,8 @@ def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Opti
         from .tensor import gather
 
         dense = gather(addr, itemsize, shape, tuple(strides))
-        return ffi.from_buffer(dense), dtype, shape, None, dense
+        keep = ffi.from_buffer(dense)
+        return keep, dtype, shape, None, keep
     return addr, dtype, shape, tuple(s // itemsize for s in strides), keep
 
 
@@ -170,16 +174,17 @@ def _slow(slot: Slot, value: Any, view: Optional[memoryview]) -> Tuple[Any, ...]
     """(pointer, dtype, shape, strides, device, keep, raw_bytes) of the less common inputs."""
     iface = getattr(value, "__array_interface__", None)
     if iface is not None:
-        return _interface(slot, iface, value) + (_CPU, False)
+        ptr, dtype, shape, strides, keep = _interface(slot, iface, value)
+        return ptr, dtype, shape, strides, _CPU, keep, False
     iface = getattr(value, "__cuda_array_interface__", None)
     if iface is not None:
+        ptr, dtype, shape, strides, keep = _interface(slot, iface, value)
         device = slot.device if slot.device[0] == 2 else (2, 0)
-        return _interface(slot, iface, value) + (device, False)
+        return ptr, dtype, shape, strides, device, keep, False
     if view is not None:  # non-contiguous (copied), or a format spelled unusually
         dtype = _format_dtype(slot, view.format)
-        data = view if view.c_contiguous else view.tobytes()
-        keep = ffi.from_buffer(data)
-        return keep, dtype, tuple(view.shape), None, _CPU, keep, view.format in _RAW_FORMATS
+        keep, ptr = from_buffer(view if view.c_contiguous else view.tobytes())
+        return ptr, dtype, tuple(view.shape), None, _CPU, keep, view.format in _RAW_FORMATS
     if isinstance(value, tuple) and len(value) in (4, 5) and \
             not isinstance(value[1], (int, float, list, tuple)):
         strides = None if value[3] is None else tuple(value[3])
@@ -209,6 +214,12 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
         shape = slot.shape if slot.static and numel(slot.shape) == 1 else ()
         data, dtype, shape = _pack(slot, [value], shape)
         ptr = keep = ffi.from_buffer(data)
+    elif tp is array.array and value.typecode in _FORMATS:  # skip building a memoryview
+        ptr = keep = ffi.from_buffer(value)
+        dtype, shape = _FORMATS[value.typecode], (len(value),)
+    elif tp is bytearray or tp is bytes:
+        ptr = keep = ffi.from_buffer(value)
+        dtype, shape, raw_bytes = "uint8", (len(value),), True
     else:
         try:
             view: Optional[memoryview] = memoryview(value) if tp is not list else None
@@ -217,9 +228,13 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
         fmt = view.format if view is not None else None
         dtype = _FORMATS.get(fmt) if fmt is not None else None
         if dtype is not None and view.c_contiguous:  # the fast path: buffers and numpy
-            ptr = keep = ffi.from_buffer(view)
+            if tp is memoryview:
+                keep, ptr = from_buffer(view)
+            else:  # export from the object itself, never from a memoryview (see from_buffer)
+                ptr = keep = ffi.from_buffer(value)
             shape = view.shape
-            raw_bytes = fmt in _RAW_FORMATS
+            # Untyped bytes may be read as the expected dtype; a numpy uint8 array may not.
+            raw_bytes = fmt in _RAW_FORMATS and not hasattr(tp, "__array_interface__")
         else:
             ptr, dtype, shape, strides, device, keep, raw_bytes = _slow(slot, value, view)
     rank = len(shape)

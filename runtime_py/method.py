@@ -167,6 +167,7 @@ class Method:
         self._bound: List[Any] = [None] * len(self._slots)
         self._out_kinds = tuple(info.kind_code for info in meta.outputs)
         self._out_t = ffi.new("rt_tensor *")
+        self._out_raw = ffi.buffer(self._out_t)
         self._out_s = ffi.new("rt_scalar *")
         self._set_input = lib.rt_method_set_input
         self._set_scalar = lib.rt_method_set_input_scalar
@@ -298,7 +299,7 @@ class Method:
 
     def _collect(self, ptr: Any, clone: bool) -> List[Any]:
         outputs: List[Any] = []
-        t, s = self._out_t, self._out_s
+        t, s, raw = self._out_t, self._out_s, self._out_raw
         for index, kind in enumerate(self._out_kinds):
             if kind in (_INT, _DOUBLE, _BOOL):
                 status = self._output_scalar(s, ptr, index)
@@ -310,7 +311,7 @@ class Method:
                 status = self._output(t, ptr, index)
                 if status:
                     raise_status(status)
-                outputs.append(Tensor._from_rt(t, self, clone, True))
+                outputs.append(Tensor._from_rt(t, self, clone, True, raw))
         return outputs
 
     def get_outputs(self, clone: Optional[bool] = None) -> List[Any]:

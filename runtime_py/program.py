@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Tuple, Union
 
-from ._ffi import ffi, get_lib, to_str
+from ._ffi import ffi, from_buffer, get_lib, to_str
 from .errors import ClosedError, InvalidArgument, _check
 from .method import Method, MethodMeta
 from .tensor import parse_device
@@ -64,7 +64,7 @@ class Program:
                 if copy is False:
                     raise InvalidArgument("Program.load(copy=False) needs a contiguous buffer")
                 view = memoryview(view.tobytes())
-            buf = ffi.from_buffer(view)
+            holder, buf = from_buffer(view)
             address = int(ffi.cast("uintptr_t", buf))
             aligned = address % _ALIGNMENT == 0
             if copy is False and not aligned:
@@ -73,10 +73,10 @@ class Program:
                     f"one starts {address % _ALIGNMENT} bytes past a boundary")
             borrow = copy is False or (copy is None and aligned and _is_immutable(source))
             if borrow:
-                keepalive = (source, buf)
+                keepalive = (source, holder)
             else:
                 flags |= RT_PROGRAM_COPY
-            _check(lib.rt_program_load_buffer(out, buf, len(buf), flags))
+            _check(lib.rt_program_load_buffer(out, buf, view.nbytes, flags))
         self = object.__new__(cls)
         self._ptr = ffi.gc(out[0], lib.rt_program_release)
         self._keepalive = keepalive  # never dropped: methods may outlive close()

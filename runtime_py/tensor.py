@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from typing import Any, List, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from . import dtypes as _dt
 from ._ffi import ffi
@@ -18,6 +18,11 @@ from .errors import ClosedError, InvalidArgument, Unsupported
 __all__ = ["Tensor"]
 
 _CPU = (1, 0)
+# rt_tensor as laid out in C: data, device {type, index}, rank, dtype {code, bits, lanes},
+# sizes, strides (pointers read as integers).
+_RT_TENSOR = struct.Struct("=QiiiBBHQQ")
+assert _RT_TENSOR.size == ffi.sizeof("rt_tensor")
+_BY_CODE_BITS = {d.code << 8 | d.bits: d.name for d in _dt.DTYPES.values()}
 _DEVICE_NAMES = {1: "cpu", 2: "cuda"}
 _PREVIEW = 8  # elements shown by repr
 
@@ -51,6 +56,19 @@ def contiguous_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
         strides.append(step)
         step *= max(size, 1)
     return tuple(reversed(strides))
+
+
+_DENSE: dict = {}
+
+
+def _dense_strides(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """contiguous_strides(), memoized (outputs keep asking about the same few shapes)."""
+    strides = _DENSE.get(shape)
+    if strides is None:
+        if len(_DENSE) > 256:
+            _DENSE.clear()
+        strides = _DENSE[shape] = contiguous_strides(shape)
+    return strides
 
 
 def is_contiguous(shape: Tuple[int, ...], strides: Optional[Tuple[int, ...]]) -> bool:
@@ -148,24 +166,30 @@ class Tensor:
         self._cbuf = None
         self._addr = addr
         self._shape = shape
-        self._strides = None if is_contiguous(shape, strides) else strides
+        self._strides = None if strides is None or is_contiguous(shape, strides) else strides
         self._dtype = dtype
         self._device = device
         self._readonly = readonly
         return self
 
     @classmethod
-    def _from_rt(cls, t: Any, owner: Any, clone: bool, readonly: bool) -> "Tensor":
-        """Build from a filled rt_tensor: a dense owned copy, or a view kept alive by owner."""
-        rank = t.rank
-        shape = tuple(ffi.unpack(t.sizes, rank)) if rank else ()
-        strides = tuple(ffi.unpack(t.strides, rank)) if rank and t.strides != ffi.NULL else None
-        dtype = _dt.from_dlpack(t.dtype.code, t.dtype.bits)
-        device = (t.device.type, t.device.index)
-        addr = int(ffi.cast("uintptr_t", t.data))
-        if not clone or device != _CPU:
+    def _from_rt(cls, t: Any, owner: Any, clone: bool, readonly: bool,
+                 raw: Any = None) -> "Tensor":
+        """Build from a filled rt_tensor: a dense owned copy, or a view kept alive by owner.
+
+        `raw` may be a cached ffi.buffer(t): the fields are then read in one struct unpack,
+        which is what keeps get_outputs cheap."""
+        addr, kind, index, rank, code, bits, _, sizes, strided = _RT_TENSOR.unpack_from(
+            raw if raw is not None else ffi.buffer(t))
+        shape = tuple(ffi.unpack(t.sizes, rank)) if rank > 0 and sizes else ()
+        strides = tuple(ffi.unpack(t.strides, rank)) if rank > 0 and strided else None
+        if strides is not None and strides == _dense_strides(shape):
+            strides = None
+        dtype = _BY_CODE_BITS.get(code << 8 | bits) or _dt.from_dlpack(code, bits)
+        device = _CPU if kind == 1 and index == 0 else (kind, index)
+        if not clone or device is not _CPU:
             return cls._view(addr, dtype, shape, strides, device, owner, readonly)
-        itemsize = _dt.DTYPES[dtype].bits >> 3
+        itemsize = bits >> 3
         nbytes = numel(shape) * itemsize
         if strides is None or is_contiguous(shape, strides):
             data = bytearray(nbytes)

@@ -506,3 +506,74 @@ def test_dtype_spellings():
     assert dtypes.itemsize("uint64") == 8
     with pytest.raises(rt.InvalidArgument):
         dtypes.normalize("complex64")
+
+
+# ---- loading the library, logging, threads ---------------------------------------------
+
+
+def test_library_override_and_failures_are_gathered(monkeypatch, tmp_path):
+    from runtime_py import _ffi
+
+    monkeypatch.setattr(_ffi, "_lib", None)
+    monkeypatch.setenv("RUNTIME_PY_LIBRARY", str(tmp_path / "nope.so"))
+    with pytest.raises(OSError, match="RUNTIME_PY_LIBRARY") as info:
+        _ffi.get_lib()
+    assert "nope.so" in str(info.value)
+
+
+def test_wrong_abi_version_is_refused(monkeypatch):
+    from runtime_py import _ffi
+
+    _ffi.get_lib()
+    path = _ffi.library_path()
+    monkeypatch.setattr(_ffi, "ABI_VERSION", 999)
+    with pytest.raises(OSError, match="ABI version is 1, but this runtime_py knows ABI version 999"):
+        _ffi._open(path)
+
+
+def test_log_messages_reach_logging(caplog):
+    from runtime_py import _ffi
+
+    logger = "runtime_py"
+    with caplog.at_level("DEBUG", logger=logger):
+        _ffi.install_log_callback()
+        with rt.Program.load(double_program()) as p, p.load_method():
+            pass
+    _ffi.install_log_callback()  # back to the restored level
+    assert any(r.name == logger and "forward" in r.getMessage() for r in caplog.records)
+
+
+def test_second_thread_gets_invalid_state(forward):
+    forward._busy.acquire()  # as if another thread were inside execute()
+    try:
+        with pytest.raises(rt.InvalidState, match="in use by another thread"):
+            forward(floats(6))
+        with pytest.raises(rt.InvalidState):
+            forward.close()
+    finally:
+        forward._busy.release()
+    assert forward(floats(6))[0].tolist() == EXPECTED
+
+
+def test_methods_run_concurrently_in_threads(program):
+    results = []
+
+    def worker(start):
+        with program.load_method() as m:
+            for _ in range(100):
+                (y,) = m(floats(6, start))
+            results.append(y.tolist()[0][0] == 2 * start)
+
+    threads = [threading.Thread(target=worker, args=(float(i),)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
+
+
+def test_numpy_bytes_are_not_reinterpreted(forward):
+    np = pytest.importorskip("numpy")
+    with pytest.raises(rt.InvalidArgument, match="input 0"):
+        forward(np.zeros(24, np.uint8))  # same byte count as float32 (2, 3), but typed
+    assert forward(np.zeros(6, np.float32))[0].tolist() == [[0, 0, 0], [0, 0, 0]]
