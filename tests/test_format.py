@@ -170,7 +170,7 @@ def load_and_run_everything(data: bytes) -> None:
         for name in program.method_names:
             try:
                 meta = program.method_meta(name)
-                with program.load_method(name, memory_limit=1 << 28) as method:
+                with program.load_method(name, memory_limit=1 << 28, max_steps=10000) as method:
                     inputs = []
                     for info in meta.inputs:
                         if info.kind == "tensor":

@@ -39,11 +39,18 @@ static struct {
 
 static atomic_int default_threads = 0;
 
-int32_t rt_threadpool__hardware_threads(void) {
+static int32_t hardware_threads;
+static pthread_once_t hardware_once = PTHREAD_ONCE_INIT;
+
+/* sysconf reads /sys on every call (microseconds), so ask once per process. */
+static void count_hardware_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1)
-        return 1;
-    return n > RT_MAX_WORKERS ? RT_MAX_WORKERS : (int32_t)n;
+    hardware_threads = n < 1 ? 1 : n > RT_MAX_WORKERS ? RT_MAX_WORKERS : (int32_t)n;
+}
+
+int32_t rt_threadpool__hardware_threads(void) {
+    pthread_once(&hardware_once, count_hardware_threads);
+    return hardware_threads;
 }
 
 int32_t rt_threadpool__default_threads(void) {
