@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -206,10 +207,43 @@ static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args)
     return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
+/* float32 goes through the packed GEMM; its packing buffers come from the method's scratch,
+ * sized for as many threads as the pool can ever give one call. */
+static int32_t gemm_threads(const rt_op_ctx *ctx)
+{
+    int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
+    return threads < most ? threads : most;
+}
+
+static void request_gemm_scratch(rt_op_ctx *ctx)
+{
+    ctx->scratch_bytes = rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
+}
+
+static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args)
+{
+    const matmul_dims *d = &args->dims;
+    int32_t threads = gemm_threads(ctx);
+    for (int64_t batch = 0; batch < d->batch_count; batch++) {
+        int64_t a_off, b_off;
+        batch_offsets(d, batch, &a_off, &b_off);
+        rt_gemm_f32_args g = {
+            .m = d->m, .n = d->n, .k = d->k,
+            .a = (const float *)args->a->data + a_off, .a_row_stride = d->k, .a_col_stride = 1,
+            .b = (const float *)args->b->data + b_off, .b_row_stride = d->n, .b_col_stride = 1,
+            .c = (float *)args->out->data + batch * d->m * d->n, .c_row_stride = d->n,
+        };
+        rt_gemm_f32(&g, ctx->scratch, threads);
+    }
+}
+
 rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx)
 {
     matmul_args args;
-    return matmul_setup(ctx, &args);
+    RT_RETURN_IF_ERROR(matmul_setup(ctx, &args));
+    if (args.a->type == RT_F32)
+        request_gemm_scratch(ctx);
+    return RT_OK;
 }
 
 rt_status rt_ops__matmul_run(rt_op_ctx *ctx)
@@ -219,6 +253,10 @@ rt_status rt_ops__matmul_run(rt_op_ctx *ctx)
     const matmul_dims *dims = &args.dims;
     if (dims->batch_count == 0 || dims->m == 0 || dims->n == 0)
         return RT_OK;
+    if (args.a->type == RT_F32) {
+        matmul_f32(ctx, &args);
+        return RT_OK;
+    }
     rt_range_fn kernel = matmul_kernel_for(args.a->type);
     if (!kernel)
         return rt_op_fail(ctx, RT_INTERNAL, "no matmul kernel for dtype %s",
@@ -352,7 +390,23 @@ static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args)
 rt_status rt_ops__linear_prepare(rt_op_ctx *ctx)
 {
     linear_args args;
-    return linear_setup(ctx, &args);
+    RT_RETURN_IF_ERROR(linear_setup(ctx, &args));
+    if (args.x->type == RT_F32)
+        request_gemm_scratch(ctx);
+    return RT_OK;
+}
+
+/* x [rows, K] @ w^T: w read as a [K, N] matrix with row stride 1 and column stride K. */
+static void linear_f32(const rt_op_ctx *ctx, const linear_args *args)
+{
+    rt_gemm_f32_args g = {
+        .m = args->rows, .n = args->n, .k = args->k,
+        .a = args->x->data, .a_row_stride = args->k, .a_col_stride = 1,
+        .b = args->w->data, .b_row_stride = 1, .b_col_stride = args->k,
+        .c = args->out->data, .c_row_stride = args->n,
+        .column_bias = args->bias ? args->bias->data : NULL,
+    };
+    rt_gemm_f32(&g, ctx->scratch, gemm_threads(ctx));
 }
 
 rt_status rt_ops__linear_run(rt_op_ctx *ctx)
@@ -361,6 +415,10 @@ rt_status rt_ops__linear_run(rt_op_ctx *ctx)
     RT_RETURN_IF_ERROR(linear_setup(ctx, &args));
     if (args.rows == 0 || args.n == 0)
         return RT_OK;
+    if (args.x->type == RT_F32) {
+        linear_f32(ctx, &args);
+        return RT_OK;
+    }
     linear_job job = {
         .x = args.x->data,
         .w = args.w->data,

@@ -1,0 +1,171 @@
+/* gemm.c: the blocked GEMM driver (after Goto and BLIS): C is cut into tiles of up to MC rows
+ * and NC columns; for each KC-deep slice a tile packs its A block into MR-row panels and its B
+ * block into NR-column panels, zero-padded at the edges, and runs the micro-kernel over them.
+ * Tiles are independent, so threads take them round-robin with no synchronisation. A tile packs
+ * its own B block: with MC rows sharing it that costs about 1/MC of the arithmetic. */
+#include "ops/gemm/gemm.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+
+#define MC 72      /* rows of A per block: 12 panels of 6, about 72 KB at KC = 256 (L2) */
+#define KC 256     /* depth of a slice: one B micro-panel is 16 KB (L1) */
+#define NC_MAX 512 /* columns of B per block: 512 KB at KC = 256 */
+#define SLOT_FLOATS ((size_t)MC * KC + (size_t)KC * NC_MAX)
+#define MIN_FLOPS_PER_THREAD 200000.0
+
+static rt_gemm_f32_micro_fn micro_kernel;
+static const char *micro_variant;
+static pthread_once_t select_once = PTHREAD_ONCE_INIT;
+
+static void select_micro_kernel(void) {
+    const char *force = getenv("RT_PORTABLE_KERNELS");
+    bool portable = force != NULL && force[0] != '\0' && force[0] != '0';
+#if defined(__x86_64__) || defined(__i386__)
+    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        micro_kernel = rt_gemm_f32_micro__avx2_fma;
+        micro_variant = "avx2_fma";
+        return;
+    }
+#endif
+    (void)portable;
+    micro_kernel = rt_gemm_f32_micro__portable;
+    micro_variant = "portable";
+}
+
+const char *rt_gemm_f32_variant(void) {
+    pthread_once(&select_once, select_micro_kernel);
+    return micro_variant;
+}
+
+size_t rt_gemm_f32_scratch_bytes(int32_t threads) {
+    return (size_t)(threads > 0 ? threads : 1) * SLOT_FLOATS * sizeof(float);
+}
+
+typedef struct gemm_plan {
+    const rt_gemm_f32_args *g;
+    float *scratch;
+    int64_t m_tiles, n_tiles, nc;
+    int32_t threads;
+} gemm_plan;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                   float *dst) {
+    for (int64_t ir = 0; ir < mc; ir += RT_GEMM_MR) {
+        int64_t rows = min64(RT_GEMM_MR, mc - ir);
+        const float *a = g->a + (i0 + ir) * g->a_row_stride + p0 * g->a_col_stride;
+        for (int64_t r = 0; r < RT_GEMM_MR; r++) {
+            const float *src = a + r * g->a_row_stride;
+            for (int64_t p = 0; p < kc; p++)
+                dst[p * RT_GEMM_MR + r] = r < rows ? src[p * g->a_col_stride] : 0.0f;
+        }
+        dst += kc * RT_GEMM_MR;
+    }
+}
+
+static void pack_b(const rt_gemm_f32_args *g, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                   float *dst) {
+    for (int64_t jr = 0; jr < nc; jr += RT_GEMM_NR) {
+        int64_t cols = min64(RT_GEMM_NR, nc - jr);
+        const float *b = g->b + p0 * g->b_row_stride + (j0 + jr) * g->b_col_stride;
+        if (cols == RT_GEMM_NR && g->b_col_stride == 1) {
+            for (int64_t p = 0; p < kc; p++)
+                memcpy(dst + p * RT_GEMM_NR, b + p * g->b_row_stride, RT_GEMM_NR * sizeof(float));
+        } else {
+            /* Column by column: reads along a column are contiguous for a transposed B. */
+            for (int64_t j = 0; j < RT_GEMM_NR; j++) {
+                const float *src = b + j * g->b_col_stride;
+                for (int64_t p = 0; p < kc; p++)
+                    dst[p * RT_GEMM_NR + j] = j < cols ? src[p * g->b_row_stride] : 0.0f;
+            }
+        }
+        dst += kc * RT_GEMM_NR;
+    }
+}
+
+/* C tile = bias (or zero when K is 0), so that every slice can accumulate. */
+static void init_tile(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t j0,
+                      int64_t nc) {
+    for (int64_t i = 0; i < mc; i++) {
+        float *row = g->c + (i0 + i) * g->c_row_stride + j0;
+        float r = g->row_bias != NULL ? g->row_bias[i0 + i] : 0.0f;
+        for (int64_t j = 0; j < nc; j++)
+            row[j] = r + (g->column_bias != NULL ? g->column_bias[j0 + j] : 0.0f);
+    }
+}
+
+static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
+    const rt_gemm_f32_args *g = plan->g;
+    int64_t i0 = tile / plan->n_tiles * MC, j0 = tile % plan->n_tiles * plan->nc;
+    int64_t mc = min64(MC, g->m - i0), nc = min64(plan->nc, g->n - j0);
+    if (mc <= 0 || nc <= 0)
+        return;
+    float *pa = slot, *pb = slot + (size_t)MC * KC;
+    bool preset = g->column_bias != NULL || g->row_bias != NULL || g->k == 0;
+    if (preset)
+        init_tile(g, i0, mc, j0, nc);
+    for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
+        int64_t kc = min64(KC, g->k - p0);
+        pack_a(g, i0, mc, p0, kc, pa);
+        pack_b(g, p0, kc, j0, nc, pb);
+        int accumulate = preset || p0 > 0;
+        for (int64_t jr = 0; jr < nc; jr += RT_GEMM_NR) {
+            int64_t cols = min64(RT_GEMM_NR, nc - jr);
+            for (int64_t ir = 0; ir < mc; ir += RT_GEMM_MR) {
+                int64_t rows = min64(RT_GEMM_MR, mc - ir);
+                float *c = g->c + (i0 + ir) * g->c_row_stride + j0 + jr;
+                if (rows == RT_GEMM_MR && cols == RT_GEMM_NR) {
+                    micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride, accumulate);
+                    continue;
+                }
+                /* An edge: compute the full block aside, keep the part inside C. */
+                float edge[RT_GEMM_MR * RT_GEMM_NR];
+                micro_kernel(kc, pa + ir * kc, pb + jr * kc, edge, RT_GEMM_NR, 0);
+                for (int64_t i = 0; i < rows; i++)
+                    for (int64_t j = 0; j < cols; j++)
+                        c[i * g->c_row_stride + j] = accumulate
+                            ? c[i * g->c_row_stride + j] + edge[i * RT_GEMM_NR + j]
+                            : edge[i * RT_GEMM_NR + j];
+            }
+        }
+    }
+}
+
+static void run_slots(void *ctx, size_t begin, size_t end) {
+    const gemm_plan *plan = ctx;
+    int64_t tiles = plan->m_tiles * plan->n_tiles;
+    for (size_t slot = begin; slot < end; slot++)
+        for (int64_t t = (int64_t)slot; t < tiles; t += plan->threads)
+            run_tile(plan, t, plan->scratch + slot * SLOT_FLOATS);
+}
+
+void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, int32_t threads) {
+    pthread_once(&select_once, select_micro_kernel);
+    if (g->m <= 0 || g->n <= 0)
+        return;
+    double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
+    if (threads < 1)
+        threads = 1;
+    while (threads > 1 && flops / threads < MIN_FLOPS_PER_THREAD)
+        threads--;
+    gemm_plan plan = {.g = g, .scratch = scratch, .threads = threads};
+    plan.m_tiles = (g->m + MC - 1) / MC;
+    plan.nc = min64(NC_MAX, (g->n + RT_GEMM_NR - 1) / RT_GEMM_NR * RT_GEMM_NR);
+    plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
+    if (threads > 1 && plan.m_tiles * plan.n_tiles < 2 * (int64_t)threads) {
+        /* Too few tiles to keep every thread busy: cut the columns finer. */
+        int64_t want = (2 * (int64_t)threads + plan.m_tiles - 1) / plan.m_tiles;
+        int64_t per = (g->n + want - 1) / want;
+        plan.nc = (per + RT_GEMM_NR - 1) / RT_GEMM_NR * RT_GEMM_NR;
+        plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
+    }
+    if (plan.m_tiles * plan.n_tiles < threads)
+        plan.threads = threads = (int32_t)(plan.m_tiles * plan.n_tiles);
+    rt_parallel_for(threads, (size_t)threads, 1, run_slots, &plan);
+}

@@ -1,0 +1,20 @@
+/* gemm_portable.c: the C micro-kernel for CPUs without AVX2/FMA, and the reference the
+ * vector kernels are tested against. */
+#include "ops/gemm/gemm.h"
+
+void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, float *c,
+                                 int64_t ldc, int accumulate) {
+    float acc[RT_GEMM_MR][RT_GEMM_NR] = {{0}};
+    for (int64_t p = 0; p < k; p++) {
+        const float *ap = a + p * RT_GEMM_MR;
+        const float *bp = b + p * RT_GEMM_NR;
+        for (int i = 0; i < RT_GEMM_MR; i++)
+            for (int j = 0; j < RT_GEMM_NR; j++)
+                acc[i][j] += ap[i] * bp[j];
+    }
+    for (int i = 0; i < RT_GEMM_MR; i++) {
+        float *row = c + i * ldc;
+        for (int j = 0; j < RT_GEMM_NR; j++)
+            row[j] = accumulate ? row[j] + acc[i][j] : acc[i][j];
+    }
+}

@@ -1,0 +1,74 @@
+"""The packed GEMM under matmul, linear and conv2d: every edge of its blocking, and the
+portable micro-kernel against the AVX2 one (selected per process, forced by
+RT_PORTABLE_KERNELS=1)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import runtime_py as rt
+from runtime_py.builder import ProgramBuilder
+
+ROOT = Path(__file__).resolve().parents[1]
+# Sizes straddling the micro-tile (6 x 16), the blocks (MC 72, KC 256, NC 512) and zero.
+SIZES = [(1, 1, 1), (5, 15, 3), (6, 16, 256), (7, 17, 257), (73, 33, 300), (144, 520, 40),
+         (3, 1100, 9), (0, 4, 4), (4, 0, 4), (4, 4, 0), (200, 70, 513)]
+
+
+def run_matmul(a, b, threads):
+    bld = ProgramBuilder()
+    m = bld.method("forward")
+    m.output(m.matmul(m.input("a", "float32", a.shape), m.input("b", "float32", b.shape)))
+    with rt.Program.load(bld.to_bytes()).load_method("forward", num_threads=threads) as f:
+        return np.asarray(f(a, b)[0])
+
+
+@pytest.mark.parametrize("m,n,k", SIZES)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_gemm_blocking_edges(m, n, k, threads):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(run_matmul(a, b, threads), want, rtol=1e-4, atol=1e-4 * np.sqrt(max(k, 1)))
+
+
+def test_linear_with_bias_through_gemm():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((50, 300)).astype(np.float32)
+    w = rng.standard_normal((90, 300)).astype(np.float32)
+    bias = rng.standard_normal(90).astype(np.float32)
+    bld = ProgramBuilder()
+    m = bld.method("forward")
+    m.output(m.linear(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias)))
+    with rt.Program.load(bld.to_bytes()).load_method("forward") as f:
+        got = np.asarray(f(x)[0])
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64) + bias, rtol=1e-4, atol=1e-3)
+
+
+PORTABLE_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from tests.test_gemm import run_matmul
+rng = np.random.default_rng(9)
+a = rng.standard_normal((75, 300)).astype(np.float32)
+b = rng.standard_normal((300, 40)).astype(np.float32)
+np.save(sys.argv[2], run_matmul(a, b, 2))
+"""
+
+
+def test_portable_kernel_matches_vector_kernel(tmp_path):
+    outs = []
+    for portable in ("0", "1"):
+        path = tmp_path / f"out{portable}.npy"
+        env = dict(os.environ, RT_PORTABLE_KERNELS=portable)
+        subprocess.run([sys.executable, "-c", PORTABLE_SCRIPT, str(ROOT), str(path)], env=env,
+                       check=True, cwd=ROOT, timeout=120)
+        outs.append(np.load(path))
+    # Same blocking and summation order; FMA versus multiply-then-add rounds differently.
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-4)
