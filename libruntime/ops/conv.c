@@ -6,6 +6,9 @@
  * nothing and needs no scratch buffer. Work is split into bands of output rows. */
 #include <inttypes.h>
 
+#include <string.h>
+
+#include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -102,6 +105,106 @@ static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t coun
 DEFINE_CONV_BANDS(f32, float)
 DEFINE_CONV_BANDS(f64, double)
 
+/* ---- float32 through the GEMM ----------------------------------------------------------- */
+
+/* Per (batch, group): out[O/g, Ho*Wo] = w[O/g, C/g*kH*kW] @ columns[C/g*kH*kW, Ho*Wo] + bias,
+ * where columns holds each output position's input patch (im2col). A 1x1 convolution with
+ * stride 1 and no padding reads x itself as the columns. Groups with few inputs per output
+ * (depthwise) stay on the direct kernel, where a GEMM would have a 1-row A. */
+#define CONV_GEMM_MIN_DEPTH 16
+
+static bool conv_uses_gemm(const conv_args *args)
+{
+    const conv_dims *d = &args->dims;
+    return args->x->type == RT_F32 &&
+           d->channels / d->groups * d->kernel_h * d->kernel_w >= CONV_GEMM_MIN_DEPTH;
+}
+
+static bool conv_is_pointwise(const conv_dims *d)
+{
+    return d->kernel_h == 1 && d->kernel_w == 1 && d->stride[0] == 1 && d->stride[1] == 1 &&
+           d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0;
+}
+
+static size_t conv_columns_bytes(const conv_dims *d)
+{
+    if (conv_is_pointwise(d))
+        return 0;
+    size_t bytes = (size_t)(d->channels / d->groups * d->kernel_h * d->kernel_w) *
+                   (size_t)(d->out_h * d->out_w) * sizeof(float);
+    return (bytes + 63) / 64 * 64;
+}
+
+typedef struct im2col_job {
+    const conv_dims *d;
+    const float *x; /* the group's first input channel of one image */
+    float *columns;
+} im2col_job;
+
+/* Rows [begin, end) of the column matrix; row r is (channel, kh, kw) of the patch. */
+static void im2col_rows(void *arg, size_t begin, size_t end)
+{
+    const im2col_job *job = arg;
+    const conv_dims *d = job->d;
+    int64_t taps = d->kernel_h * d->kernel_w, plane = d->out_h * d->out_w;
+    for (size_t r = begin; r < end; r++) {
+        int64_t c = (int64_t)r / taps, kh = (int64_t)r % taps / d->kernel_w,
+                kw = (int64_t)r % d->kernel_w;
+        const float *xp = job->x + c * d->height * d->width;
+        float *row = job->columns + (int64_t)r * plane;
+        int64_t off_h = kh * d->dilation[0] - d->pad[0], off_w = kw * d->dilation[1] - d->pad[1];
+        int64_t oh0, oh1, ow0, ow1;
+        tap_range(off_h, d->stride[0], d->height, d->out_h, &oh0, &oh1);
+        tap_range(off_w, d->stride[1], d->width, d->out_w, &ow0, &ow1);
+        memset(row, 0, (size_t)plane * sizeof(float));
+        for (int64_t oh = oh0; oh < oh1; oh++) {
+            const float *xr = xp + (oh * d->stride[0] + off_h) * d->width;
+            float *out = row + oh * d->out_w;
+            for (int64_t ow = ow0; ow < ow1; ow++)
+                out[ow] = xr[ow * d->stride[1] + off_w];
+        }
+    }
+}
+
+static int32_t conv_threads(const rt_op_ctx *ctx)
+{
+    int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
+    return threads < most ? threads : most;
+}
+
+static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args)
+{
+    const conv_dims *d = &args->dims;
+    int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups;
+    int64_t depth = group_in * d->kernel_h * d->kernel_w, plane = d->out_h * d->out_w;
+    size_t columns_bytes = conv_columns_bytes(d);
+    float *columns = ctx->scratch;
+    void *gemm_scratch = (char *)ctx->scratch + columns_bytes;
+    int32_t threads = conv_threads(ctx);
+    const float *x = args->x->data, *w = args->w->data;
+    const float *bias = args->bias ? args->bias->data : NULL;
+    float *out = args->out->data;
+    for (int64_t n = 0; n < d->batch; n++) {
+        for (int64_t g = 0; g < d->groups; g++) {
+            const float *xg = x + (n * d->channels + g * group_in) * d->height * d->width;
+            const float *b = xg;
+            if (columns_bytes > 0) {
+                im2col_job job = {d, xg, columns};
+                rt_parallel_for(threads, (size_t)depth, rt_op__grain(plane), im2col_rows, &job);
+                b = columns;
+            }
+            rt_gemm_f32_args gemm = {
+                .m = group_out, .n = plane, .k = depth,
+                .a = w + g * group_out * depth, .a_row_stride = depth, .a_col_stride = 1,
+                .b = b, .b_row_stride = plane, .b_col_stride = 1,
+                .c = out + (n * d->out_channels + g * group_out) * plane, .c_row_stride = plane,
+                .row_bias = bias ? bias + g * group_out : NULL,
+            };
+            rt_gemm_f32(&gemm, gemm_scratch, threads);
+        }
+    }
+}
+
 /* ---- op --------------------------------------------------------------------------------- */
 
 static rt_status conv_check_tensors(rt_op_ctx *ctx, const conv_args *args)
@@ -189,7 +292,11 @@ static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args)
 rt_status rt_ops__conv2d_prepare(rt_op_ctx *ctx)
 {
     conv_args args;
-    return conv_setup(ctx, &args);
+    RT_RETURN_IF_ERROR(conv_setup(ctx, &args));
+    if (conv_uses_gemm(&args))
+        ctx->scratch_bytes = conv_columns_bytes(&args.dims) +
+                             rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
+    return RT_OK;
 }
 
 rt_status rt_ops__conv2d_run(rt_op_ctx *ctx)
@@ -199,6 +306,10 @@ rt_status rt_ops__conv2d_run(rt_op_ctx *ctx)
     const conv_dims *d = &args.dims;
     if (rt_tensor__numel(args.out) == 0)
         return RT_OK;
+    if (conv_uses_gemm(&args)) {
+        conv_f32_gemm(ctx, &args);
+        return RT_OK;
+    }
     conv_job job = {
         .dims = d,
         .x = args.x->data,
