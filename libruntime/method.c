@@ -44,7 +44,9 @@ static rt_status check_options(const rt_method_options *o, const char *method) {
     return RT_OK;
 }
 
-static uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+static uint64_t saturating_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 /* Sum of what the method allocates up front, for the memory limit. */
 static rt_status check_memory_limit(rt_method *m) {

@@ -8,8 +8,7 @@
 /* Checks the common shape of unary ops: x and out of one dtype in `types`, row-major, out
  * writable and given x's current sizes. */
 static rt_status unary_setup(rt_op_ctx *ctx, size_t out_index, uint32_t types,
-                             const char *expected, rt_tensor_value **x, rt_tensor_value **out)
-{
+                             const char *expected, rt_tensor_value **x, rt_tensor_value **out) {
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", x));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, out_index, "out", out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, *x, "x", types, expected));
@@ -44,8 +43,7 @@ DEFINE_RELU(relu__i16, int16_t)
 DEFINE_RELU(relu__i32, int32_t)
 DEFINE_RELU(relu__i64, int64_t)
 
-static relu_kernel relu_kernel_for(rt_type type)
-{
+static relu_kernel relu_kernel_for(rt_type type) {
     switch (type) {
     case RT_F32: return relu__f32;
     case RT_F64: return relu__f64;
@@ -63,8 +61,7 @@ typedef struct relu_job {
     const void *x;
 } relu_job;
 
-static void relu_range(void *arg, size_t begin, size_t end)
-{
+static void relu_range(void *arg, size_t begin, size_t end) {
     const relu_job *job = arg;
     job->kernel(job->out, job->x, begin, end);
 }
@@ -72,15 +69,13 @@ static void relu_range(void *arg, size_t begin, size_t end)
 #define RELU_TYPES (RT_TYPES_FLOAT | RT_TYPES_SIGNED)
 #define RELU_TYPES_TEXT "float32, float64 and the signed integer types"
 
-rt_status rt_ops__relu_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__relu_prepare(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
     return unary_setup(ctx, 1, RELU_TYPES, RELU_TYPES_TEXT, &x, &out);
 }
 
-rt_status rt_ops__relu_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__relu_run(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
     RT_RETURN_IF_ERROR(unary_setup(ctx, 1, RELU_TYPES, RELU_TYPES_TEXT, &x, &out));
@@ -172,8 +167,7 @@ typedef struct softmax_args {
     int32_t axis;
 } softmax_args;
 
-static rt_status softmax_setup(rt_op_ctx *ctx, softmax_args *args)
-{
+static rt_status softmax_setup(rt_op_ctx *ctx, softmax_args *args) {
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
     int64_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
@@ -184,14 +178,12 @@ static rt_status softmax_setup(rt_op_ctx *ctx, softmax_args *args)
     return rt_op_axis(ctx, axis, rank, "axis", &args->axis);
 }
 
-rt_status rt_ops__softmax_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__softmax_prepare(rt_op_ctx *ctx) {
     softmax_args args;
     return softmax_setup(ctx, &args);
 }
 
-rt_status rt_ops__softmax_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__softmax_run(rt_op_ctx *ctx) {
     softmax_args args;
     RT_RETURN_IF_ERROR(softmax_setup(ctx, &args));
     const rt_tensor_value *x = args.x;

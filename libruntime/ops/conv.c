@@ -40,8 +40,7 @@ typedef struct conv_job {
 
 /* Output positions o in [0, count) whose tap o * stride + offset falls in [0, size). */
 static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t *lo,
-                      int64_t *hi)
-{
+                      int64_t *hi) {
     *lo = rt_op__ceil_div(-offset, stride);
     *hi = rt_op__floor_div(size - 1 - offset, stride) + 1;
     if (*lo < 0)
@@ -113,21 +112,18 @@ DEFINE_CONV_BANDS(f64, double)
  * (depthwise) stay on the direct kernel, where a GEMM would have a 1-row A. */
 #define CONV_GEMM_MIN_DEPTH 16
 
-static bool conv_uses_gemm(const conv_args *args)
-{
+static bool conv_uses_gemm(const conv_args *args) {
     const conv_dims *d = &args->dims;
     return args->x->type == RT_F32 &&
            d->channels / d->groups * d->kernel_h * d->kernel_w >= CONV_GEMM_MIN_DEPTH;
 }
 
-static bool conv_is_pointwise(const conv_dims *d)
-{
+static bool conv_is_pointwise(const conv_dims *d) {
     return d->kernel_h == 1 && d->kernel_w == 1 && d->stride[0] == 1 && d->stride[1] == 1 &&
            d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0;
 }
 
-static size_t conv_columns_bytes(const conv_dims *d)
-{
+static size_t conv_columns_bytes(const conv_dims *d) {
     if (conv_is_pointwise(d))
         return 0;
     size_t bytes = (size_t)(d->channels / d->groups * d->kernel_h * d->kernel_w) *
@@ -142,8 +138,7 @@ typedef struct im2col_job {
 } im2col_job;
 
 /* Rows [begin, end) of the column matrix; row r is (channel, kh, kw) of the patch. */
-static void im2col_rows(void *arg, size_t begin, size_t end)
-{
+static void im2col_rows(void *arg, size_t begin, size_t end) {
     const im2col_job *job = arg;
     const conv_dims *d = job->d;
     int64_t taps = d->kernel_h * d->kernel_w, plane = d->out_h * d->out_w;
@@ -166,14 +161,12 @@ static void im2col_rows(void *arg, size_t begin, size_t end)
     }
 }
 
-static int32_t conv_threads(const rt_op_ctx *ctx)
-{
+static int32_t conv_threads(const rt_op_ctx *ctx) {
     int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
     return threads < most ? threads : most;
 }
 
-static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args)
-{
+static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
     const conv_dims *d = &args->dims;
     int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups;
     int64_t depth = group_in * d->kernel_h * d->kernel_w, plane = d->out_h * d->out_w;
@@ -207,8 +200,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args)
 
 /* ---- op --------------------------------------------------------------------------------- */
 
-static rt_status conv_check_tensors(rt_op_ctx *ctx, const conv_args *args)
-{
+static rt_status conv_check_tensors(rt_op_ctx *ctx, const conv_args *args) {
     RT_RETURN_IF_ERROR(rt_op_check_float(ctx, args->x, "x"));
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->w, "w", args->x, "x"));
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
@@ -229,8 +221,7 @@ static rt_status conv_check_tensors(rt_op_ctx *ctx, const conv_args *args)
 }
 
 /* Channel counts of x, w and bias against groups, for the current sizes. */
-static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args)
-{
+static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args) {
     const conv_dims *d = &args->dims;
     char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
     rt_op__shape_text(args->x->sizes, 4, tx);
@@ -254,8 +245,7 @@ static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args)
     return RT_OK;
 }
 
-static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args)
-{
+static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args) {
     conv_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 8));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
@@ -289,8 +279,7 @@ static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args)
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
-rt_status rt_ops__conv2d_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__conv2d_prepare(rt_op_ctx *ctx) {
     conv_args args;
     RT_RETURN_IF_ERROR(conv_setup(ctx, &args));
     if (conv_uses_gemm(&args))
@@ -299,8 +288,7 @@ rt_status rt_ops__conv2d_prepare(rt_op_ctx *ctx)
     return RT_OK;
 }
 
-rt_status rt_ops__conv2d_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__conv2d_run(rt_op_ctx *ctx) {
     conv_args args;
     RT_RETURN_IF_ERROR(conv_setup(ctx, &args));
     const conv_dims *d = &args.dims;

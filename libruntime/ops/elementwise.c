@@ -20,8 +20,7 @@ typedef struct broadcast_plan {
 } broadcast_plan;
 
 /* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank`. */
-static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank)
-{
+static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
     int64_t dense[RT_MAX_RANK];
     rt_tensor__dense_strides(dense, t->rank, t->sizes, NULL);
     int32_t lead = rank - t->rank;
@@ -32,8 +31,7 @@ static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank
 }
 
 static void plan_broadcast(broadcast_plan *plan, const rt_tensor_value *a,
-                           const rt_tensor_value *b, int32_t rank, const int64_t *sizes)
-{
+                           const rt_tensor_value *b, int32_t rank, const int64_t *sizes) {
     int64_t sa[RT_MAX_RANK], sb[RT_MAX_RANK];
     aligned_strides(sa, a, rank);
     aligned_strides(sb, b, rank);
@@ -74,8 +72,7 @@ typedef struct binary_job {
 } binary_job;
 
 /* Result elements [begin, end) in row-major order, one innermost run at a time. */
-static void binary_range(void *arg, size_t begin, size_t end)
-{
+static void binary_range(void *arg, size_t begin, size_t end) {
     const binary_job *job = arg;
     const broadcast_plan *plan = job->plan;
     int32_t last = plan->rank - 1;
@@ -112,13 +109,11 @@ static void binary_range(void *arg, size_t begin, size_t end)
 
 /* ---- binary ops ------------------------------------------------------------------------- */
 
-static bool is_comparison(rt_binary_op op)
-{
+static bool is_comparison(rt_binary_op op) {
     return op == RT_BINARY_LESS || op == RT_BINARY_EQUAL;
 }
 
-static uint32_t supported_types(rt_binary_op op, const char **text)
-{
+static uint32_t supported_types(rt_binary_op op, const char **text) {
     if (op == RT_BINARY_EQUAL) {
         *text = "float32, float64, the integer types and bool";
         return RT_TYPES_NUMERIC | RT_TYPE_BIT(RT_BOOL);
@@ -132,8 +127,7 @@ typedef struct binary_args {
 } binary_args;
 
 /* Checks every argument and gives the output its shape for the current input sizes. */
-static rt_status binary_setup(rt_op_ctx *ctx, rt_binary_op op, binary_args *args)
-{
+static rt_status binary_setup(rt_op_ctx *ctx, rt_binary_op op, binary_args *args) {
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "a", &args->a));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "b", &args->b));
@@ -161,14 +155,12 @@ static rt_status binary_setup(rt_op_ctx *ctx, rt_binary_op op, binary_args *args
     return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
-static rt_status binary_prepare(rt_op_ctx *ctx, rt_binary_op op)
-{
+static rt_status binary_prepare(rt_op_ctx *ctx, rt_binary_op op) {
     binary_args args;
     return binary_setup(ctx, op, &args);
 }
 
-static rt_status binary_run(rt_op_ctx *ctx, rt_binary_op op)
-{
+static rt_status binary_run(rt_op_ctx *ctx, rt_binary_op op) {
     binary_args args;
     RT_RETURN_IF_ERROR(binary_setup(ctx, op, &args));
     const rt_tensor_value *a = args.a, *b = args.b, *out = args.out;
@@ -212,8 +204,7 @@ DEFINE_BINARY_OP(equal, RT_BINARY_EQUAL)
 
 /* ---- copy ------------------------------------------------------------------------------- */
 
-static rt_status copy_setup(rt_op_ctx *ctx, rt_tensor_value **x, rt_tensor_value **out)
-{
+static rt_status copy_setup(rt_op_ctx *ctx, rt_tensor_value **x, rt_tensor_value **out) {
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", x));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "out", out));
@@ -227,14 +218,12 @@ static rt_status copy_setup(rt_op_ctx *ctx, rt_tensor_value **x, rt_tensor_value
     return rt_op_set_output_sizes(ctx, *out, "out", (*x)->rank, sizes);
 }
 
-rt_status rt_ops__copy_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__copy_prepare(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
     return copy_setup(ctx, &x, &out);
 }
 
-rt_status rt_ops__copy_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__copy_run(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
     RT_RETURN_IF_ERROR(copy_setup(ctx, &x, &out));
     size_t nbytes = rt_tensor__nbytes(x);

@@ -108,8 +108,7 @@ static const rt_binary_kernel binary_kernels[RT_BINARY_OP_COUNT][RT_TYPE_COUNT] 
     ENTRY(RT_BINARY_EQUAL, RT_BOOL, binary_equal__bool)
 };
 
-rt_binary_kernel rt_ops__binary_kernel(rt_binary_op op, rt_type type)
-{
+rt_binary_kernel rt_ops__binary_kernel(rt_binary_op op, rt_type type) {
     if ((int)op < 0 || op >= RT_BINARY_OP_COUNT || (int)type < 0 || type >= RT_TYPE_COUNT)
         return NULL;
     return binary_kernels[op][type];
@@ -131,8 +130,7 @@ DEFINE_ANY_ZERO(any_zero__u16, uint16_t)
 DEFINE_ANY_ZERO(any_zero__u32, uint32_t)
 DEFINE_ANY_ZERO(any_zero__u64, uint64_t)
 
-bool rt_ops__any_zero(const void *data, size_t elem_size, int64_t n)
-{
+bool rt_ops__any_zero(const void *data, size_t elem_size, int64_t n) {
     switch (elem_size) {
     case 1: return any_zero__u8(data, n);
     case 2: return any_zero__u16(data, n);

@@ -24,8 +24,7 @@ typedef struct matmul_dims {
 
 /* Matrix strides (elements) of t's batch dimensions, aligned to a batch of rank `rank`. */
 static void batch_strides(int64_t *out, const int64_t *sizes, int32_t t_batch_rank,
-                          int64_t matrix_elems, int32_t rank)
-{
+                          int64_t matrix_elems, int32_t rank) {
     int64_t stride = matrix_elems;
     for (int32_t i = rank - 1; i >= 0; i--) {
         int32_t d = i - (rank - t_batch_rank);
@@ -39,8 +38,7 @@ static void batch_strides(int64_t *out, const int64_t *sizes, int32_t t_batch_ra
 }
 
 static rt_status matmul_shape(rt_op_ctx *ctx, const rt_tensor_value *a, const rt_tensor_value *b,
-                              matmul_dims *dims, int32_t *out_rank, int64_t *out_sizes)
-{
+                              matmul_dims *dims, int32_t *out_rank, int64_t *out_sizes) {
     /* A 1-D operand is a row (a) or column (b) whose dimension is dropped from the result. */
     bool a_vector = a->rank == 1, b_vector = b->rank == 1;
     int32_t a_batch = a_vector ? 0 : a->rank - 2, b_batch = b_vector ? 0 : b->rank - 2;
@@ -103,8 +101,7 @@ typedef struct matmul_job {
 } matmul_job;
 
 /* Offsets (elements) of the a and b matrices of one batch entry. */
-static void batch_offsets(const matmul_dims *dims, int64_t batch, int64_t *a_off, int64_t *b_off)
-{
+static void batch_offsets(const matmul_dims *dims, int64_t batch, int64_t *a_off, int64_t *b_off) {
     *a_off = *b_off = 0;
     for (int32_t d = dims->batch_rank - 1; d >= 0; d--) {
         int64_t i = batch % dims->batch_sizes[d];
@@ -158,8 +155,7 @@ DEFINE_MATMUL_TILES(f64, double, double, FLOAT_MADD)
 DEFINE_MATMUL_TILES(i32, int32_t, uint32_t, INT_MADD)
 DEFINE_MATMUL_TILES(i64, int64_t, uint64_t, INT_MADD)
 
-static rt_range_fn matmul_kernel_for(rt_type type)
-{
+static rt_range_fn matmul_kernel_for(rt_type type) {
     switch (type) {
     case RT_F32: return matmul_tiles__f32;
     case RT_F64: return matmul_tiles__f64;
@@ -178,8 +174,7 @@ typedef struct matmul_args {
     matmul_dims dims;
 } matmul_args;
 
-static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args)
-{
+static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args) {
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "a", &args->a));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "b", &args->b));
@@ -209,19 +204,16 @@ static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args)
 
 /* float32 goes through the packed GEMM; its packing buffers come from the method's scratch,
  * sized for as many threads as the pool can ever give one call. */
-static int32_t gemm_threads(const rt_op_ctx *ctx)
-{
+static int32_t gemm_threads(const rt_op_ctx *ctx) {
     int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
     return threads < most ? threads : most;
 }
 
-static void request_gemm_scratch(rt_op_ctx *ctx)
-{
+static void request_gemm_scratch(rt_op_ctx *ctx) {
     ctx->scratch_bytes = rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
 }
 
-static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args)
-{
+static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
     const matmul_dims *d = &args->dims;
     int32_t threads = gemm_threads(ctx);
     for (int64_t batch = 0; batch < d->batch_count; batch++) {
@@ -237,8 +229,7 @@ static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args)
     }
 }
 
-rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx) {
     matmul_args args;
     RT_RETURN_IF_ERROR(matmul_setup(ctx, &args));
     if (args.a->type == RT_F32)
@@ -246,8 +237,7 @@ rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx)
     return RT_OK;
 }
 
-rt_status rt_ops__matmul_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__matmul_run(rt_op_ctx *ctx) {
     matmul_args args;
     RT_RETURN_IF_ERROR(matmul_setup(ctx, &args));
     const matmul_dims *dims = &args.dims;
@@ -333,8 +323,7 @@ typedef struct linear_args {
     int64_t rows, k, n;
 } linear_args;
 
-static rt_status linear_check_types(rt_op_ctx *ctx, const linear_args *args)
-{
+static rt_status linear_check_types(rt_op_ctx *ctx, const linear_args *args) {
     RT_RETURN_IF_ERROR(rt_op_check_float(ctx, args->x, "x"));
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->w, "w", args->x, "x"));
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
@@ -355,8 +344,7 @@ static rt_status linear_check_types(rt_op_ctx *ctx, const linear_args *args)
     return rt_op__check_disjoint(ctx, args->out, "out", args->w, "w");
 }
 
-static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args)
-{
+static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args) {
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &args->w));
@@ -387,8 +375,7 @@ static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args)
     return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
 }
 
-rt_status rt_ops__linear_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__linear_prepare(rt_op_ctx *ctx) {
     linear_args args;
     RT_RETURN_IF_ERROR(linear_setup(ctx, &args));
     if (args.x->type == RT_F32)
@@ -397,8 +384,7 @@ rt_status rt_ops__linear_prepare(rt_op_ctx *ctx)
 }
 
 /* x [rows, K] @ w^T: w read as a [K, N] matrix with row stride 1 and column stride K. */
-static void linear_f32(const rt_op_ctx *ctx, const linear_args *args)
-{
+static void linear_f32(const rt_op_ctx *ctx, const linear_args *args) {
     rt_gemm_f32_args g = {
         .m = args->rows, .n = args->n, .k = args->k,
         .a = args->x->data, .a_row_stride = args->k, .a_col_stride = 1,
@@ -409,8 +395,7 @@ static void linear_f32(const rt_op_ctx *ctx, const linear_args *args)
     rt_gemm_f32(&g, ctx->scratch, gemm_threads(ctx));
 }
 
-rt_status rt_ops__linear_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__linear_run(rt_op_ctx *ctx) {
     linear_args args;
     RT_RETURN_IF_ERROR(linear_setup(ctx, &args));
     if (args.rows == 0 || args.n == 0)

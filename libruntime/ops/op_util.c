@@ -11,8 +11,7 @@
 
 static rt_status set_error(rt_status code, const char *fmt, ...) RT_PRINTF(2, 3);
 
-static rt_status set_error(rt_status code, const char *fmt, ...)
-{
+static rt_status set_error(rt_status code, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
     rt_status status = rt_error__vset(code, fmt, args);
@@ -20,8 +19,7 @@ static rt_status set_error(rt_status code, const char *fmt, ...)
     return status;
 }
 
-rt_status rt_op_fail(rt_op_ctx *ctx, rt_status code, const char *fmt, ...)
-{
+rt_status rt_op_fail(rt_op_ctx *ctx, rt_status code, const char *fmt, ...) {
     /* Kernel messages are one short sentence with at most a few shapes; longer ones are cut. */
     char message[1024];
     va_list args;
@@ -35,8 +33,7 @@ rt_status rt_op_fail(rt_op_ctx *ctx, rt_status code, const char *fmt, ...)
                      op, message);
 }
 
-const char *rt_op__shape_text(const int64_t *sizes, int32_t rank, char buf[RT_OP_SHAPE_TEXT])
-{
+const char *rt_op__shape_text(const int64_t *sizes, int32_t rank, char buf[RT_OP_SHAPE_TEXT]) {
     size_t used = 0;
     buf[used++] = '[';
     for (int32_t i = 0; i < rank && i < RT_MAX_RANK; i++) {
@@ -51,16 +48,14 @@ const char *rt_op__shape_text(const int64_t *sizes, int32_t rank, char buf[RT_OP
     return buf;
 }
 
-static const char *type_name(const rt_tensor_value *t)
-{
+static const char *type_name(const rt_tensor_value *t) {
     const char *name = rt_tensor__type_name(t->type);
     return name ? name : "unknown";
 }
 
 /* ---- arguments -------------------------------------------------------------------------- */
 
-rt_status rt_op_expect_nargs(rt_op_ctx *ctx, size_t n)
-{
+rt_status rt_op_expect_nargs(rt_op_ctx *ctx, size_t n) {
     if (ctx->nargs != n)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
                           "expects %zu arguments, but the instruction has %zu", n, ctx->nargs);
@@ -68,8 +63,7 @@ rt_status rt_op_expect_nargs(rt_op_ctx *ctx, size_t n)
 }
 
 /* The value of argument i, or a failure naming it when the instruction has no such argument. */
-static rt_status arg_value(rt_op_ctx *ctx, size_t i, const char *what, rt_value **out)
-{
+static rt_status arg_value(rt_op_ctx *ctx, size_t i, const char *what, rt_value **out) {
     if (i >= ctx->nargs || !ctx->args || !ctx->args[i])
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
                           "argument %zu (%s) is missing: the instruction has %zu arguments", i,
@@ -79,14 +73,12 @@ static rt_status arg_value(rt_op_ctx *ctx, size_t i, const char *what, rt_value 
 }
 
 static rt_status wrong_kind(rt_op_ctx *ctx, size_t i, const char *what, const char *expected,
-                            const rt_value *v)
-{
+                            const rt_value *v) {
     return rt_op_fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s) must be %s, not %s", i,
                       what, expected, rt_value__kind_name(v->kind));
 }
 
-rt_status rt_op_tensor(rt_op_ctx *ctx, size_t i, const char *what, rt_tensor_value **out)
-{
+rt_status rt_op_tensor(rt_op_ctx *ctx, size_t i, const char *what, rt_tensor_value **out) {
     rt_value *v = NULL;
     RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
     if (v->kind != RT_VALUE_TENSOR || !v->u.t)
@@ -96,8 +88,7 @@ rt_status rt_op_tensor(rt_op_ctx *ctx, size_t i, const char *what, rt_tensor_val
 }
 
 rt_status rt_op_optional_tensor(rt_op_ctx *ctx, size_t i, const char *what,
-                                rt_tensor_value **out)
-{
+                                rt_tensor_value **out) {
     rt_value *v = NULL;
     RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
     if (v->kind == RT_VALUE_NONE) {
@@ -110,8 +101,7 @@ rt_status rt_op_optional_tensor(rt_op_ctx *ctx, size_t i, const char *what,
     return RT_OK;
 }
 
-rt_status rt_op_int(rt_op_ctx *ctx, size_t i, const char *what, int64_t *out)
-{
+rt_status rt_op_int(rt_op_ctx *ctx, size_t i, const char *what, int64_t *out) {
     rt_value *v = NULL;
     RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
     if (v->kind != RT_VALUE_INT)
@@ -121,8 +111,7 @@ rt_status rt_op_int(rt_op_ctx *ctx, size_t i, const char *what, int64_t *out)
 }
 
 /* An int is accepted where a double is expected: builders write 1 for 1.0. */
-rt_status rt_op_double(rt_op_ctx *ctx, size_t i, const char *what, double *out)
-{
+rt_status rt_op_double(rt_op_ctx *ctx, size_t i, const char *what, double *out) {
     rt_value *v = NULL;
     RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
     if (v->kind == RT_VALUE_DOUBLE)
@@ -135,8 +124,7 @@ rt_status rt_op_double(rt_op_ctx *ctx, size_t i, const char *what, double *out)
 }
 
 /* An int of 0 or 1 is accepted where a bool is expected (Python's bool is an int). */
-rt_status rt_op_bool(rt_op_ctx *ctx, size_t i, const char *what, bool *out)
-{
+rt_status rt_op_bool(rt_op_ctx *ctx, size_t i, const char *what, bool *out) {
     rt_value *v = NULL;
     RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
     if (v->kind == RT_VALUE_BOOL)
@@ -149,8 +137,7 @@ rt_status rt_op_bool(rt_op_ctx *ctx, size_t i, const char *what, bool *out)
 }
 
 rt_status rt_op_int_list(rt_op_ctx *ctx, size_t i, const char *what, const int64_t **items,
-                         size_t *count)
-{
+                         size_t *count) {
     rt_value *v = NULL;
     RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
     if (v->kind != RT_VALUE_INT_LIST || (v->u.ints.count > 0 && !v->u.ints.items))
@@ -161,8 +148,7 @@ rt_status rt_op_int_list(rt_op_ctx *ctx, size_t i, const char *what, const int64
 }
 
 rt_status rt_op_tensor_list(rt_op_ctx *ctx, size_t i, const char *what,
-                            rt_tensor_value ***items, size_t *count)
-{
+                            rt_tensor_value ***items, size_t *count) {
     rt_value *v = NULL;
     RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
     if (v->kind != RT_VALUE_TENSOR_LIST || (v->u.tensors.count > 0 && !v->u.tensors.items))
@@ -178,9 +164,13 @@ rt_status rt_op_tensor_list(rt_op_ctx *ctx, size_t i, const char *what,
 
 /* ---- checks ----------------------------------------------------------------------------- */
 
+/* Dtype, rank, layout and writability are fixed by the program, so these checks run in prepare
+ * only: execute does no type checking. Shapes are re-checked at run (dynamic sizes). */
+
 rt_status rt_op_check_type(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
-                           rt_type type)
-{
+                           rt_type type) {
+    if (!ctx->preparing)
+        return RT_OK; /* verified at load; dtypes and ranks cannot change */
     if (t->type != type) {
         const char *expected = rt_tensor__type_name(type);
         return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s has dtype %s, but must be %s", what,
@@ -190,8 +180,9 @@ rt_status rt_op_check_type(rt_op_ctx *ctx, const rt_tensor_value *t, const char 
 }
 
 rt_status rt_op_check_same_type(rt_op_ctx *ctx, const rt_tensor_value *a, const char *what_a,
-                                const rt_tensor_value *b, const char *what_b)
-{
+                                const rt_tensor_value *b, const char *what_b) {
+    if (!ctx->preparing)
+        return RT_OK; /* verified at load; dtypes and ranks cannot change */
     if (a->type != b->type)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
                           "%s has dtype %s, but %s has dtype %s; they must match", what_a,
@@ -200,8 +191,9 @@ rt_status rt_op_check_same_type(rt_op_ctx *ctx, const rt_tensor_value *a, const 
 }
 
 rt_status rt_op_check_rank(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
-                           int32_t rank)
-{
+                           int32_t rank) {
+    if (!ctx->preparing)
+        return RT_OK; /* verified at load; dtypes and ranks cannot change */
     if (t->rank != rank)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
                           "%s has rank %" PRId32 ", but must have rank %" PRId32, what, t->rank,
@@ -210,8 +202,9 @@ rt_status rt_op_check_rank(rt_op_ctx *ctx, const rt_tensor_value *t, const char 
 }
 
 rt_status rt_op__check_type_in(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
-                               uint32_t types, const char *expected)
-{
+                               uint32_t types, const char *expected) {
+    if (!ctx->preparing)
+        return RT_OK; /* verified at load; dtypes and ranks cannot change */
     bool known = t->type >= 0 && t->type < RT_TYPE_COUNT;
     if (!known || !(types & RT_TYPE_BIT(t->type)))
         return rt_op_fail(ctx, RT_UNSUPPORTED, "%s has dtype %s; this op supports %s", what,
@@ -219,13 +212,15 @@ rt_status rt_op__check_type_in(rt_op_ctx *ctx, const rt_tensor_value *t, const c
     return RT_OK;
 }
 
-rt_status rt_op_check_float(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what)
-{
+rt_status rt_op_check_float(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what) {
+    if (!ctx->preparing)
+        return RT_OK; /* verified at load; dtypes and ranks cannot change */
     return rt_op__check_type_in(ctx, t, what, RT_TYPES_FLOAT, "float32 and float64");
 }
 
-rt_status rt_op_check_writable(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what)
-{
+rt_status rt_op_check_writable(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what) {
+    if (!ctx->preparing)
+        return RT_OK; /* verified at load; dtypes and ranks cannot change */
     if (!t->writable)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
                           "%s is read-only (a constant) and cannot be written", what);
@@ -233,8 +228,9 @@ rt_status rt_op_check_writable(rt_op_ctx *ctx, const rt_tensor_value *t, const c
 }
 
 rt_status rt_op_check_default_layout(rt_op_ctx *ctx, const rt_tensor_value *t,
-                                     const char *what)
-{
+                                     const char *what) {
+    if (!ctx->preparing)
+        return RT_OK; /* verified at load; dtypes and ranks cannot change */
     if (!rt_tensor__default_dim_order(t))
         return rt_op_fail(ctx, RT_UNSUPPORTED,
                           "%s has a non-default dim order; this op needs row-major tensors", what);
@@ -242,9 +238,11 @@ rt_status rt_op_check_default_layout(rt_op_ctx *ctx, const rt_tensor_value *t,
 }
 
 rt_status rt_op_axis(rt_op_ctx *ctx, int64_t axis, int32_t rank, const char *what,
-                     int32_t *out)
-{
-    if (rank <= 0 || axis < -(int64_t)rank || axis >= (int64_t)rank)
+                     int32_t *out) {
+    if (rank <= 0)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s %" PRId64 " needs a tensor of rank >= 1, not rank 0",
+                          what, axis);
+    if (axis < -(int64_t)rank || axis >= (int64_t)rank)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
                           "%s %" PRId64 " is out of range for rank %" PRId32 " (valid: %" PRId32
                           " to %" PRId32 ")",
@@ -256,8 +254,7 @@ rt_status rt_op_axis(rt_op_ctx *ctx, int64_t axis, int32_t rank, const char *wha
 /* ---- shapes ----------------------------------------------------------------------------- */
 
 rt_status rt_op_set_output_sizes(rt_op_ctx *ctx, rt_tensor_value *out, const char *what,
-                                 int32_t rank, const int64_t *sizes)
-{
+                                 int32_t rank, const int64_t *sizes) {
     char have[RT_OP_SHAPE_TEXT], want[RT_OP_SHAPE_TEXT];
     if (rank != out->rank || rank < 0 || rank > RT_MAX_RANK)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
@@ -286,8 +283,7 @@ rt_status rt_op_set_output_sizes(rt_op_ctx *ctx, rt_tensor_value *out, const cha
 }
 
 rt_status rt_op_broadcast_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
-                                const rt_tensor_value *b, int32_t *out_rank, int64_t *out_sizes)
-{
+                                const rt_tensor_value *b, int32_t *out_rank, int64_t *out_sizes) {
     int32_t rank = a->rank > b->rank ? a->rank : b->rank;
     for (int32_t i = 0; i < rank; i++) {
         /* Align trailing dimensions; a missing leading dimension acts as size 1. */
@@ -311,8 +307,7 @@ rt_status rt_op_broadcast_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
 /* ---- window parameters ------------------------------------------------------------------ */
 
 rt_status rt_op__int_pair(rt_op_ctx *ctx, size_t index, const char *what, int64_t min_value,
-                          int64_t out[2])
-{
+                          int64_t out[2]) {
     const int64_t *items = NULL;
     size_t count = 0;
     RT_RETURN_IF_ERROR(rt_op_int_list(ctx, index, what, &items, &count));
@@ -329,8 +324,7 @@ rt_status rt_op__int_pair(rt_op_ctx *ctx, size_t index, const char *what, int64_
     return RT_OK;
 }
 
-rt_status rt_op__padding(rt_op_ctx *ctx, size_t index, const char *what, int64_t out[4])
-{
+rt_status rt_op__padding(rt_op_ctx *ctx, size_t index, const char *what, int64_t out[4]) {
     const int64_t *items = NULL;
     size_t count = 0;
     RT_RETURN_IF_ERROR(rt_op_int_list(ctx, index, what, &items, &count));
@@ -353,8 +347,7 @@ rt_status rt_op__padding(rt_op_ctx *ctx, size_t index, const char *what, int64_t
 
 rt_status rt_op__window_output(rt_op_ctx *ctx, const char *what, int64_t size,
                                int64_t pad_before, int64_t pad_after, int64_t kernel,
-                               int64_t stride, int64_t dilation, bool ceil_mode, int64_t *out)
-{
+                               int64_t stride, int64_t dilation, bool ceil_mode, int64_t *out) {
     int64_t extent, padded;
     bool ok = rt_op__mul(dilation, kernel - 1, &extent) && rt_op__add(extent, 1, &extent) &&
               rt_op__add(size, pad_before, &padded) && rt_op__add(padded, pad_after, &padded);
@@ -382,8 +375,7 @@ rt_status rt_op__window_output(rt_op_ctx *ctx, const char *what, int64_t size,
 
 /* ---- aliasing --------------------------------------------------------------------------- */
 
-static bool ranges_overlap(const void *p, size_t np, const void *q, size_t nq)
-{
+static bool ranges_overlap(const void *p, size_t np, const void *q, size_t nq) {
     if (!p || !q || np == 0 || nq == 0)
         return false;
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
@@ -391,8 +383,7 @@ static bool ranges_overlap(const void *p, size_t np, const void *q, size_t nq)
 }
 
 /* Bytes at the planned bounds: what the home storage holds. */
-static size_t bound_bytes(const rt_tensor_value *t)
-{
+static size_t bound_bytes(const rt_tensor_value *t) {
     int64_t n;
     if (!rt_tensor__checked_numel(t->bounds, t->rank, &n) || !rt_op__mul(n, t->elem_size, &n))
         return SIZE_MAX; /* cannot be planned; treat it as overlapping everything */
@@ -400,16 +391,14 @@ static size_t bound_bytes(const rt_tensor_value *t)
 }
 
 /* Home storage (planned) or current data overlapping, at either's extent. */
-static bool shares_memory(const rt_tensor_value *a, const rt_tensor_value *b)
-{
+static bool shares_memory(const rt_tensor_value *a, const rt_tensor_value *b) {
     return a == b || ranges_overlap(a->home, bound_bytes(a), b->home, bound_bytes(b)) ||
            ranges_overlap(a->data, rt_tensor__nbytes(a), b->data, rt_tensor__nbytes(b));
 }
 
 rt_status rt_op__check_disjoint(rt_op_ctx *ctx, const rt_tensor_value *out,
                                 const char *what_out, const rt_tensor_value *in,
-                                const char *what_in)
-{
+                                const char *what_in) {
     if (shares_memory(out, in))
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "%s shares memory with the input %s; this op cannot work in place",
@@ -418,15 +407,13 @@ rt_status rt_op__check_disjoint(rt_op_ctx *ctx, const rt_tensor_value *out,
 }
 
 /* Where the contents are: the bound data, or the home storage before anything is bound. */
-static const void *storage(const rt_tensor_value *t)
-{
+static const void *storage(const rt_tensor_value *t) {
     return t->data ? t->data : t->home;
 }
 
 rt_status rt_op__check_in_place_ok(rt_op_ctx *ctx, const rt_tensor_value *out,
                                    const char *what_out, const rt_tensor_value *in,
-                                   const char *what_in, int32_t rank, const int64_t *sizes)
-{
+                                   const char *what_in, int32_t rank, const int64_t *sizes) {
     int64_t numel;
     if (!rt_tensor__checked_numel(sizes, rank, &numel) ||
         !rt_op__mul(numel, out->elem_size, &numel))

@@ -31,8 +31,7 @@
 
 /* A shape change found while preparing is a bad program; found at run it comes from the
  * caller's (dynamic) inputs. */
-static inline rt_status rt_op__shape_code(const rt_op_ctx *ctx)
-{
+static inline rt_status rt_op__shape_code(const rt_op_ctx *ctx) {
     return ctx->preparing ? RT_INVALID_PROGRAM : RT_INVALID_ARGUMENT;
 }
 
@@ -81,29 +80,25 @@ rt_status rt_op__window_output(rt_op_ctx *ctx, const char *what, int64_t size,
                                int64_t stride, int64_t dilation, bool ceil_mode, int64_t *out);
 
 /* Floor and ceiling of a / b for b > 0, whatever the sign of a. */
-static inline int64_t rt_op__floor_div(int64_t a, int64_t b)
-{
+static inline int64_t rt_op__floor_div(int64_t a, int64_t b) {
     int64_t q = a / b;
     return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
-static inline int64_t rt_op__ceil_div(int64_t a, int64_t b)
-{
+static inline int64_t rt_op__ceil_div(int64_t a, int64_t b) {
     int64_t q = a / b;
     return (a % b != 0 && a > 0) ? q + 1 : q;
 }
 
 /* Overflow-checked arithmetic on non-negative int64 values; false on overflow. */
-static inline bool rt_op__mul(int64_t a, int64_t b, int64_t *out)
-{
+static inline bool rt_op__mul(int64_t a, int64_t b, int64_t *out) {
     if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b))
         return false;
     *out = a * b;
     return true;
 }
 
-static inline bool rt_op__add(int64_t a, int64_t b, int64_t *out)
-{
+static inline bool rt_op__add(int64_t a, int64_t b, int64_t *out) {
     if (a < 0 || b < 0 || a > INT64_MAX - b)
         return false;
     *out = a + b;
@@ -111,23 +106,20 @@ static inline bool rt_op__add(int64_t a, int64_t b, int64_t *out)
 }
 
 /* a * b for a, b >= 0, saturating at INT64_MAX: for work estimates. */
-static inline int64_t rt_op__mul_sat(int64_t a, int64_t b)
-{
+static inline int64_t rt_op__mul_sat(int64_t a, int64_t b) {
     int64_t product;
     return rt_op__mul(a, b, &product) ? product : INT64_MAX;
 }
 
 /* Items per parallel chunk so that one chunk does at least ~32k units of work. */
-static inline size_t rt_op__grain(int64_t work_per_item)
-{
+static inline size_t rt_op__grain(int64_t work_per_item) {
     const int64_t target = 32768;
     if (work_per_item <= 0)
         return (size_t)target;
     return work_per_item >= target ? 1 : (size_t)(target / work_per_item);
 }
 
-static inline int32_t rt_op__threads(const rt_op_ctx *ctx)
-{
+static inline int32_t rt_op__threads(const rt_op_ctx *ctx) {
     return ctx->num_threads > 0 ? ctx->num_threads : 1;
 }
 

@@ -23,8 +23,7 @@ typedef struct pool_job {
 
 /* Taps t in [0, kernel) with start + t * dilation in [0, size). */
 static void tap_range(int64_t start, int64_t dilation, int64_t kernel, int64_t size,
-                      int64_t *lo, int64_t *hi)
-{
+                      int64_t *lo, int64_t *hi) {
     *lo = rt_op__ceil_div(-start, dilation);
     *hi = rt_op__floor_div(size - 1 - start, dilation) + 1;
     if (*lo < 0)
@@ -77,8 +76,7 @@ DEFINE_MAX_POOL(u16, uint16_t, 0, INT_IS_NAN)
 DEFINE_MAX_POOL(u32, uint32_t, 0, INT_IS_NAN)
 DEFINE_MAX_POOL(u64, uint64_t, 0, INT_IS_NAN)
 
-static rt_range_fn max_pool_kernel_for(rt_type type)
-{
+static rt_range_fn max_pool_kernel_for(rt_type type) {
     switch (type) {
     case RT_F32: return max_pool_rows__f32;
     case RT_F64: return max_pool_rows__f64;
@@ -143,8 +141,7 @@ typedef struct pool_args {
 
 /* Tensor checks and the output shape, once the window parameters are in args->dims. */
 static rt_status pool_shape(rt_op_ctx *ctx, pool_args *args, uint32_t types,
-                            const char *expected)
-{
+                            const char *expected) {
     pool_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->x, "x", types, expected));
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
@@ -169,8 +166,7 @@ static rt_status pool_shape(rt_op_ctx *ctx, pool_args *args, uint32_t types,
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
-static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn kernel)
-{
+static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn kernel) {
     const pool_dims *d = &args->dims;
     if (rt_tensor__numel(args->out) == 0)
         return RT_OK;
@@ -185,8 +181,7 @@ static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn ker
 }
 
 /* max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, out) */
-static rt_status max_pool_setup(rt_op_ctx *ctx, pool_args *args)
-{
+static rt_status max_pool_setup(rt_op_ctx *ctx, pool_args *args) {
     pool_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
@@ -200,22 +195,19 @@ static rt_status max_pool_setup(rt_op_ctx *ctx, pool_args *args)
     return pool_shape(ctx, args, RT_TYPES_NUMERIC, "float32, float64 and the integer types");
 }
 
-rt_status rt_ops__max_pool2d_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__max_pool2d_prepare(rt_op_ctx *ctx) {
     pool_args args;
     return max_pool_setup(ctx, &args);
 }
 
-rt_status rt_ops__max_pool2d_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__max_pool2d_run(rt_op_ctx *ctx) {
     pool_args args;
     RT_RETURN_IF_ERROR(max_pool_setup(ctx, &args));
     return run_pool(ctx, &args, max_pool_kernel_for(args.x->type));
 }
 
 /* avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, out) */
-static rt_status avg_pool_setup(rt_op_ctx *ctx, pool_args *args)
-{
+static rt_status avg_pool_setup(rt_op_ctx *ctx, pool_args *args) {
     pool_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
@@ -229,14 +221,12 @@ static rt_status avg_pool_setup(rt_op_ctx *ctx, pool_args *args)
     return pool_shape(ctx, args, RT_TYPES_FLOAT, "float32 and float64");
 }
 
-rt_status rt_ops__avg_pool2d_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__avg_pool2d_prepare(rt_op_ctx *ctx) {
     pool_args args;
     return avg_pool_setup(ctx, &args);
 }
 
-rt_status rt_ops__avg_pool2d_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__avg_pool2d_run(rt_op_ctx *ctx) {
     pool_args args;
     RT_RETURN_IF_ERROR(avg_pool_setup(ctx, &args));
     return run_pool(ctx, &args,

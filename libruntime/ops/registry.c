@@ -11,8 +11,7 @@ static const rt_op_def op_table[] = {
 
 #define OP_COUNT (sizeof op_table / sizeof op_table[0])
 
-const rt_op_def *rt_ops__find(const char *name)
-{
+const rt_op_def *rt_ops__find(const char *name) {
     if (!name)
         return NULL;
     for (size_t i = 0; i < OP_COUNT; i++)
@@ -21,12 +20,10 @@ const rt_op_def *rt_ops__find(const char *name)
     return NULL;
 }
 
-size_t rt_ops__count(void)
-{
+size_t rt_ops__count(void) {
     return OP_COUNT;
 }
 
-const rt_op_def *rt_ops__at(size_t index)
-{
+const rt_op_def *rt_ops__at(size_t index) {
     return index < OP_COUNT ? &op_table[index] : NULL;
 }

@@ -8,8 +8,7 @@
 
 /* Output dtype, writability and row-major layout of x and out, shared by the three ops. */
 static rt_status check_data_op(rt_op_ctx *ctx, const rt_tensor_value *x, const char *what_x,
-                               const rt_tensor_value *out)
-{
+                               const rt_tensor_value *out) {
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, what_x));
     RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
     RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, what_x));
@@ -25,8 +24,7 @@ typedef struct reshape_args {
 } reshape_args;
 
 /* The new sizes: one -1 is inferred from x's element count, which the others must divide. */
-static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t *sizes)
-{
+static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t *sizes) {
     int64_t numel, known = 1;
     size_t inferred = SIZE_MAX;
     char tx[RT_OP_SHAPE_TEXT], ts[RT_OP_SHAPE_TEXT];
@@ -69,8 +67,7 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
 }
 
 /* reshape(x, shape, out) */
-static rt_status reshape_setup(rt_op_ctx *ctx, reshape_args *args)
-{
+static rt_status reshape_setup(rt_op_ctx *ctx, reshape_args *args) {
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "shape", &args->shape, &args->count));
@@ -84,14 +81,12 @@ static rt_status reshape_setup(rt_op_ctx *ctx, reshape_args *args)
     return rt_op_set_output_sizes(ctx, args->out, "out", (int32_t)args->count, sizes);
 }
 
-rt_status rt_ops__reshape_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__reshape_prepare(rt_op_ctx *ctx) {
     reshape_args args;
     return reshape_setup(ctx, &args);
 }
 
-rt_status rt_ops__reshape_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__reshape_run(rt_op_ctx *ctx) {
     reshape_args args;
     RT_RETURN_IF_ERROR(reshape_setup(ctx, &args));
     size_t nbytes = rt_tensor__nbytes(args.x);
@@ -109,8 +104,7 @@ typedef struct transpose_args {
 } transpose_args;
 
 /* transpose(x, perm, out); perm items may be negative, as numpy allows. */
-static rt_status transpose_setup(rt_op_ctx *ctx, transpose_args *args)
-{
+static rt_status transpose_setup(rt_op_ctx *ctx, transpose_args *args) {
     const int64_t *perm;
     size_t count;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
@@ -122,7 +116,7 @@ static rt_status transpose_setup(rt_op_ctx *ctx, transpose_args *args)
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", x, "x"));
     if (count != (size_t)x->rank)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "perm has %zu items, but x has rank %" PRId32, count, x->rank);
+                          "perm has %zu entries, but x has rank %" PRId32, count, x->rank);
 
     bool seen[RT_MAX_RANK] = {false};
     int64_t sizes[RT_MAX_RANK];
@@ -140,14 +134,12 @@ static rt_status transpose_setup(rt_op_ctx *ctx, transpose_args *args)
     return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
 }
 
-rt_status rt_ops__transpose_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__transpose_prepare(rt_op_ctx *ctx) {
     transpose_args args;
     return transpose_setup(ctx, &args);
 }
 
-rt_status rt_ops__transpose_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__transpose_run(rt_op_ctx *ctx) {
     transpose_args args;
     RT_RETURN_IF_ERROR(transpose_setup(ctx, &args));
     const rt_tensor_value *x = args.x, *out = args.out;
@@ -173,8 +165,7 @@ typedef struct concat_args {
 } concat_args;
 
 /* Every input against the first: dtype, rank, layout, no shared memory with out. */
-static rt_status concat_check_inputs(rt_op_ctx *ctx, const concat_args *args)
-{
+static rt_status concat_check_inputs(rt_op_ctx *ctx, const concat_args *args) {
     const rt_tensor_value *first = args->xs[0];
     char what[48];
     for (size_t i = 0; i < args->count; i++) {
@@ -192,8 +183,7 @@ static rt_status concat_check_inputs(rt_op_ctx *ctx, const concat_args *args)
 }
 
 /* The sizes of xs[0] with the axis summed over all inputs; the rest must agree. */
-static rt_status concat_sizes(rt_op_ctx *ctx, const concat_args *args, int64_t *sizes)
-{
+static rt_status concat_sizes(rt_op_ctx *ctx, const concat_args *args, int64_t *sizes) {
     const rt_tensor_value *first = args->xs[0];
     memcpy(sizes, first->sizes, (size_t)first->rank * sizeof *sizes);
     sizes[args->axis] = 0;
@@ -215,8 +205,7 @@ static rt_status concat_sizes(rt_op_ctx *ctx, const concat_args *args, int64_t *
 }
 
 /* concat(xs, axis, out) */
-static rt_status concat_setup(rt_op_ctx *ctx, concat_args *args)
-{
+static rt_status concat_setup(rt_op_ctx *ctx, concat_args *args) {
     int64_t axis;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
     RT_RETURN_IF_ERROR(rt_op_tensor_list(ctx, 0, "xs", &args->xs, &args->count));
@@ -232,14 +221,12 @@ static rt_status concat_setup(rt_op_ctx *ctx, concat_args *args)
     return rt_op_set_output_sizes(ctx, args->out, "out", args->xs[0]->rank, sizes);
 }
 
-rt_status rt_ops__concat_prepare(rt_op_ctx *ctx)
-{
+rt_status rt_ops__concat_prepare(rt_op_ctx *ctx) {
     concat_args args;
     return concat_setup(ctx, &args);
 }
 
-rt_status rt_ops__concat_run(rt_op_ctx *ctx)
-{
+rt_status rt_ops__concat_run(rt_op_ctx *ctx) {
     concat_args args;
     RT_RETURN_IF_ERROR(concat_setup(ctx, &args));
     const rt_tensor_value *out = args.out;
