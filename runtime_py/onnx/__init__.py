@@ -1,0 +1,21 @@
+"""Import ONNX models (needs the optional `onnx` package).
+
+    program_bytes = runtime_py.onnx.convert("model.onnx")
+    module = runtime_py.onnx.load("model.onnx", dynamic_bounds={"x": {0: 64}})
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+from ..module import Module
+from ._convert import convert
+from ._registry import ConversionError, supported_ops
+
+__all__ = ["convert", "load", "ConversionError", "supported_ops"]
+
+
+def load(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+         dynamic_bounds: Optional[Mapping[str, Any]] = None, **method_options: Any) -> Module:
+    """Convert a model and load it as a Module (method "forward")."""
+    data = convert(model_or_path, input_shapes=input_shapes, dynamic_bounds=dynamic_bounds)
+    return Module(data, **method_options)

@@ -1,0 +1,251 @@
+"""ONNX graph -> runtime program.
+
+The converter walks the graph in order. Every value is either known at conversion time (an
+initializer, a Constant, or the result of a node whose inputs are all known: folded with onnx's
+reference evaluator) or a tensor of the program (a builder Value with dtype and shape, upper
+bounds when dynamic). Each remaining node is lowered to runtime ops by the lowering registered
+for its op type; shapes come from the builder's rules, so a program is fully typed and planned
+before it is serialized.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .. import dtypes as _dtypes
+from ..builder import MethodBuilder, ProgramBuilder, Value
+from ..errors import InvalidArgument
+from ._registry import LOWERINGS, ConversionError
+
+Operand = Union[np.ndarray, Value]
+
+# Ops whose result is not a function of their inputs alone: never folded.
+_NOT_FOLDABLE = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                 "Multinomial", "Bernoulli", "If", "Loop", "Scan"}
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError as e:  # pragma: no cover - exercised only without the extra
+        raise ImportError("runtime_py.onnx needs the onnx package: pip install onnx") from e
+    return onnx
+
+
+def onnx_dtype_name(elem_type: int) -> str:
+    """Our dtype name for an ONNX TensorProto element type."""
+    onnx = _onnx()
+    try:
+        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    except (KeyError, ValueError):
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "UNDEFINED"
+        raise ConversionError(f"ONNX element type {name} is not supported") from None
+    if str(np_dtype) == "bfloat16":
+        return "bfloat16"
+    try:
+        return _dtypes.normalize(np_dtype)
+    except InvalidArgument:
+        name = onnx.TensorProto.DataType.Name(elem_type)
+        raise ConversionError(f"ONNX element type {name} is not supported") from None
+
+
+class Converter:
+    """State of one conversion: the builder, the values by name, the opset."""
+
+    def __init__(self, model: Any, input_shapes: Mapping[str, Sequence[int]],
+                 dynamic_bounds: Mapping[str, Any]) -> None:
+        onnx = _onnx()
+        self.model = model
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self.builder = ProgramBuilder()
+        self.m: MethodBuilder = self.builder.method("forward")
+        self.env: Dict[str, Optional[Operand]] = {"": None}
+        self._materialized: Dict[int, Tuple[Any, Value]] = {}  # id -> (array kept alive, Value)
+        self._input_shapes = dict(input_shapes)
+        self._dynamic_bounds = dict(dynamic_bounds)
+        self.node: Any = None  # the node being lowered, for messages
+        self._numpy_helper = onnx.numpy_helper
+
+    # ---- values --------------------------------------------------------------------------
+
+    def operand(self, name: str) -> Optional[Operand]:
+        if name not in self.env:
+            raise ConversionError(f"{self.where()}: input '{name}' is not produced by any "
+                                  f"earlier node, initializer or graph input")
+        return self.env[name]
+
+    def tensor(self, x: Operand) -> Value:
+        """A program tensor for x, turning a known array into a constant (once)."""
+        if isinstance(x, Value):
+            return x
+        key = id(x)
+        if key not in self._materialized:
+            # np.array(order='C'), not ascontiguousarray: the latter turns a 0-d array into 1-d.
+            self._materialized[key] = (x, self.m.constant(np.array(x, order="C")))
+        return self._materialized[key][1]
+
+    @staticmethod
+    def shape_of(x: Operand) -> Tuple[int, ...]:
+        return tuple(x.shape)
+
+    @staticmethod
+    def dtype_of(x: Operand) -> str:
+        return x.dtype if isinstance(x, Value) else _dtypes.normalize(np.asarray(x).dtype)
+
+    @staticmethod
+    def is_dynamic(x: Operand) -> bool:
+        return isinstance(x, Value) and x.dynamic
+
+    def where(self) -> str:
+        if self.node is None:
+            return "graph"
+        name = self.node.name or (self.node.output[0] if self.node.output else "?")
+        return f"node '{name}' ({self.node.op_type})"
+
+    def fail(self, message: str) -> ConversionError:
+        return ConversionError(f"{self.where()}: {message}")
+
+    # ---- graph ---------------------------------------------------------------------------
+
+    def add_inputs(self, graph: Any) -> None:
+        for init in graph.initializer:
+            self.env[init.name] = self._numpy_helper.to_array(init)
+        for init in graph.sparse_initializer:
+            raise ConversionError(f"sparse initializer '{init.values.name}' is not supported")
+        for inp in graph.input:
+            if inp.name in self.env:
+                continue  # an initializer with a default value: a constant here
+            self.env[inp.name] = self._graph_input(inp)
+
+    def _graph_input(self, inp: Any) -> Value:
+        ttype = inp.type.tensor_type
+        if not inp.type.HasField("tensor_type"):
+            raise ConversionError(f"graph input '{inp.name}' is not a tensor; only tensor inputs "
+                                  f"are supported")
+        dtype = onnx_dtype_name(ttype.elem_type)
+        dims = list(ttype.shape.dim) if ttype.HasField("shape") else None
+        given = self._input_shapes.get(inp.name)
+        bounds = self._dynamic_bounds.get(inp.name)
+        if given is not None:
+            shape = [int(s) for s in given]
+        elif dims is not None:
+            shape = [d.dim_value if d.HasField("dim_value") else -1 for d in dims]
+        else:
+            shape = None
+        if bounds is not None:
+            rank = len(shape) if shape is not None else len(bounds) if not isinstance(bounds, dict) else None
+            if isinstance(bounds, dict):
+                if shape is None:
+                    raise InvalidArgument(f"input '{inp.name}' has no rank in the model: give "
+                                          f"input_shapes or dynamic_bounds as a full shape")
+                maxes = list(shape)
+                for axis, bound in bounds.items():
+                    maxes[int(axis)] = int(bound)
+            else:
+                maxes = [int(b) for b in bounds]
+                if rank is not None and len(maxes) != rank:
+                    raise InvalidArgument(f"dynamic_bounds for input '{inp.name}' has rank "
+                                          f"{len(maxes)}, the model says {rank}")
+            self._check_known(inp.name, maxes, dims)
+            return self.m.input(inp.name, dtype, maxes, max_shape=maxes)
+        if shape is None:
+            raise InvalidArgument(f"input '{inp.name}' has no shape in the model: pass "
+                                  f"input_shapes={{'{inp.name}': (...)}} or dynamic_bounds")
+        self._check_known(inp.name, shape, dims)
+        return self.m.input(inp.name, dtype, shape)
+
+    @staticmethod
+    def _check_known(name: str, shape: Sequence[int], dims: Optional[Sequence[Any]]) -> None:
+        for axis, size in enumerate(shape):
+            if size < 0:
+                label = ""
+                if dims is not None and axis < len(dims) and dims[axis].dim_param:
+                    label = f" ('{dims[axis].dim_param}')"
+                raise InvalidArgument(
+                    f"input '{name}' dimension {axis}{label} has no fixed size: pass "
+                    f"input_shapes={{'{name}': (...)}} for a static size or "
+                    f"dynamic_bounds={{'{name}': {{{axis}: upper_bound}}}} for a dynamic one")
+
+    def run_nodes(self, nodes: Sequence[Any]) -> None:
+        from . import _lowerings  # noqa: F401  (registers every lowering)
+
+        for node in nodes:
+            self.node = node
+            if node.domain not in ("", "ai.onnx"):
+                raise self.fail(f"domain '{node.domain}' is not supported")
+            inputs = [self.operand(name) if name else None for name in node.input]
+            attrs = {a.name: _onnx().helper.get_attribute_value(a) for a in node.attribute}
+            known = all(x is None or not isinstance(x, Value) for x in inputs)
+            if known and node.op_type not in _NOT_FOLDABLE:
+                outputs = self._fold(node, inputs)
+            else:
+                lowering = LOWERINGS.get(node.op_type)
+                if lowering is None:
+                    raise self.fail("this op type is not supported by the runtime")
+                outputs = lowering(self, node, inputs, attrs)
+            if len(outputs) < len([o for o in node.output if o]):
+                raise self.fail(f"produces {len(outputs)} outputs, the node names {len(node.output)}")
+            for name, value in zip(node.output, outputs):
+                if name:
+                    self.env[name] = value
+        self.node = None
+
+    def _fold(self, node: Any, inputs: List[Optional[Operand]]) -> List[Operand]:
+        """Evaluate a node whose inputs are all known, with onnx's reference evaluator."""
+        onnx = _onnx()
+        from onnx.reference import ReferenceEvaluator
+
+        feeds, graph_inputs = {}, []
+        for name, value in zip(node.input, inputs):
+            if name and name not in feeds:
+                arr = np.asarray(value)
+                feeds[name] = arr
+                graph_inputs.append(onnx.helper.make_tensor_value_info(
+                    name, onnx.helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape))
+        outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        graph = onnx.helper.make_graph([node], "fold", graph_inputs, outputs)
+        model = onnx.helper.make_model(graph, opset_imports=self.model.opset_import)
+        try:
+            results = ReferenceEvaluator(model).run(None, feeds)
+        except Exception as e:  # the reference raises many types; all mean "cannot fold"
+            raise self.fail(f"constant folding failed: {type(e).__name__}: {e}") from None
+        return [np.asarray(r) for r in results]
+
+    def add_outputs(self, graph: Any) -> None:
+        for out in graph.output:
+            value = self.operand(out.name)
+            if value is None:
+                raise ConversionError(f"graph output '{out.name}' is empty")
+            if not isinstance(value, Value) or any(v is value for v, _ in self.m._outputs) \
+                    or any(v is value for v, _ in self.m._inputs):
+                value = self.m.copy(self.tensor(value))  # outputs get memory of their own
+            self.m.output(value, out.name)
+
+
+def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+            dynamic_bounds: Optional[Mapping[str, Any]] = None) -> bytes:
+    """Convert an ONNX model (ModelProto, path, or serialized bytes) into program bytes.
+
+    input_shapes: concrete shapes for inputs whose sizes the model leaves symbolic.
+    dynamic_bounds: upper bounds making an input dynamic, as a full shape or {axis: bound}.
+    Unsupported ops, attributes or dtypes raise ConversionError naming the node.
+    """
+    model = load_model(model_or_path)
+    cv = Converter(model, input_shapes or {}, dynamic_bounds or {})
+    cv.add_inputs(model.graph)
+    cv.run_nodes(model.graph.node)
+    cv.add_outputs(model.graph)
+    return cv.builder.to_bytes()
+
+
+def load_model(model_or_path: Any) -> Any:
+    onnx = _onnx()
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    if isinstance(model_or_path, (bytes, bytearray, memoryview)):
+        return onnx.load_model_from_string(bytes(model_or_path))
+    if isinstance(model_or_path, (str, os.PathLike)):
+        return onnx.load(os.fspath(model_or_path))
+    raise InvalidArgument(f"cannot read an ONNX model from {type(model_or_path).__name__}")

@@ -1,0 +1,60 @@
+"""Helpers shared by the lowerings."""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Sequence
+
+import numpy as np
+
+from ...builder import Value
+
+FLOATS = ("float32", "float64")
+INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+NUMERIC = FLOATS + INTEGERS
+
+
+def require_dtype(cv: Any, x: Any, allowed: Iterable[str], what: str = "input") -> str:
+    """The dtype of x, or a ConversionError naming it when the runtime has no kernel for it."""
+    dtype = cv.dtype_of(x)
+    allowed = tuple(allowed)
+    if dtype not in allowed:
+        raise cv.fail(f"{what} has dtype {dtype}; supported: {', '.join(allowed)}")
+    return dtype
+
+
+def const_ints(cv: Any, x: Any, what: str) -> List[int]:
+    """A known integer tensor (e.g. a shape or axes input) as a list."""
+    if x is None:
+        raise cv.fail(f"{what} is missing")
+    if isinstance(x, Value):
+        raise cv.fail(f"{what} must be known at conversion time (a constant or computable from "
+                      f"constants); a run-time {what} is not supported")
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
+def check_attrs(cv: Any, attrs: dict, allowed: Sequence[str]) -> None:
+    unknown = sorted(set(attrs) - set(allowed))
+    if unknown:
+        raise cv.fail(f"attribute(s) {', '.join(unknown)} not supported")
+
+
+def reshape(cv: Any, x: Any, shape: Sequence[int]) -> Any:
+    """Reshape a known array in numpy, a program tensor with the reshape op."""
+    if not isinstance(x, Value):
+        return np.asarray(x).reshape(tuple(shape))
+    if tuple(shape) == tuple(x.shape) and not x.dynamic:
+        return x
+    return cv.m.reshape(x, list(shape))
+
+
+def dynamic_reshape_target(cv: Any, x: Any, target: Sequence[int]) -> List[int]:
+    """A target shape for a possibly dynamic x: its one dynamic extent becomes -1."""
+    target = [int(t) for t in target]
+    if not cv.is_dynamic(x):
+        return target
+    if -1 in target:
+        return target
+    raise cv.fail("cannot reshape a dynamic tensor to a fixed shape without a -1 extent")
+
+
+def optional(inputs: Sequence[Any], index: int) -> Optional[Any]:
+    return inputs[index] if index < len(inputs) else None
