@@ -1,0 +1,48 @@
+"""The official ONNX node tests (onnx.backend.test.BackendTest) for every op type the importer
+supports. A case that the importer refuses cleanly (ConversionError: an attribute, dtype or
+input form it does not handle) is skipped with that message; every other case must match
+onnx's expected outputs. The full sweep over all op types, with a per-op report, is
+`python -m runtime_py.onnx.conformance`."""
+from __future__ import annotations
+
+import re
+import unittest
+import warnings
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+import onnx.backend.test  # noqa: E402
+
+from runtime_py.errors import InvalidArgument, NotFound, Unsupported  # noqa: E402
+from runtime_py.onnx import supported_ops  # noqa: E402
+from runtime_py.onnx.backend import RuntimeBackend  # noqa: E402
+from runtime_py.onnx.conformance import load_cases, op_types  # noqa: E402
+
+
+class SkippingBackend(RuntimeBackend):
+    """Turns a clean refusal into a skip, so the suite asserts on everything we do convert."""
+
+    @classmethod
+    def prepare(cls, model, device="CPU", **kwargs):
+        try:
+            return super().prepare(model, device, max_steps=10_000_000, **kwargs)
+        except (Unsupported, NotFound, InvalidArgument) as e:
+            raise unittest.SkipTest(f"unsupported: {e}") from None
+
+
+def _supported_case_names():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = load_cases("node")
+    ops = set(supported_ops())
+    return [c.name for c, op in zip(cases, op_types(cases)) if op in ops]
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    backend_test = onnx.backend.test.BackendTest(SkippingBackend, __name__)
+    names = _supported_case_names()
+    backend_test.include("^(" + "|".join(re.escape(n) for n in names) + ")_cpu$")
+    globals().update(backend_test.enable_report().test_cases)
