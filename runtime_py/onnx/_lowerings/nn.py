@@ -158,8 +158,8 @@ def pool(cv, node, inputs, attrs):
 @lowers("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(cv, node, inputs, attrs):
     x = inputs[0]
-    if cv.is_dynamic(x):
-        raise cv.fail("needs static spatial sizes")
+    # The window is the planned spatial size; a dynamic input whose spatial sizes shrink at run
+    # time is refused there by the pooling kernel (the window no longer fits).
     nd = _spatial(cv, x, node.op_type)
     x2 = _as_2d(cv, x, nd)
     kernel = list(x2.shape[2:])
