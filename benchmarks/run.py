@@ -1,0 +1,257 @@
+"""Side-by-side benchmarks: runtime_py against onnxruntime and numpy on the same inputs.
+
+    python benchmarks/run.py                  # everything, 1 and 2 threads -> stdout + results.md
+    python benchmarks/run.py --quick          # fewer repetitions
+    python benchmarks/run.py --only mlp cnn   # some models
+
+Each model is timed after a warm-up over many repetitions: median, min and p90 latency. Ratios
+are ours / peer (below 1.0: we are faster). Thread counts are set per process (numpy's BLAS
+reads its thread count at import), so each count runs in a child process of this script.
+This is a benchmark, never a test: nothing here asserts on time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODELS = ("add", "matmul1024", "mlp", "cnn", "transformer", "mobilenet")
+
+
+def timeit(fn, min_time: float, min_reps: int = 20):
+    """Latencies (seconds) of fn() after a warm-up."""
+    for _ in range(3):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_reps or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 100000:
+            break
+    times.sort()
+    return {"median": statistics.median(times), "min": times[0],
+            "p90": times[int(0.9 * (len(times) - 1))], "reps": len(times)}
+
+
+def model_and_input(name: str):
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from tests import onnx_models
+
+    rng = np.random.default_rng(0)
+    if name == "add":
+        g = helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"])], "add",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in "xy"],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), \
+            {"x": np.ones(1, np.float32), "y": np.ones(1, np.float32)}
+    if name == "matmul1024":
+        g = helper.make_graph([helper.make_node("MatMul", ["x", "y"], ["z"])], "mm",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1024, 1024]) for n in "xy"],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1024, 1024])])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), \
+            {"x": rng.random((1024, 1024), np.float32), "y": rng.random((1024, 1024), np.float32)}
+    if name == "mlp":
+        return onnx_models.mlp(batch=32), {"x": rng.standard_normal((32, 256)).astype(np.float32)}
+    if name == "cnn":
+        return onnx_models.small_cnn(batch=1), {"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)}
+    if name == "transformer":
+        return onnx_models.transformer_block(batch=1), {"x": rng.standard_normal((1, 32, 128)).astype(np.float32)}
+    if name == "mobilenet":
+        return onnx_models.mobilenet(batch=1), {"x": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    raise ValueError(name)
+
+
+def numpy_peer(name: str, model, feeds):
+    """A numpy implementation where one is natural; None otherwise."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    if name == "add":
+        x, y = feeds["x"], feeds["y"]
+        return lambda: np.add(x, y)
+    if name == "matmul1024":
+        x, y = feeds["x"], feeds["y"]
+        return lambda: x @ y
+    if name == "mlp":
+        inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+        layers = [(inits[n.input[1]], inits[n.input[2]]) for n in model.graph.node if n.op_type == "Gemm"]
+        x = feeds["x"]
+
+        def run():
+            h = x
+            for i, (w, b) in enumerate(layers):
+                h = h @ w.T + b
+                if i < len(layers) - 1:
+                    h = np.maximum(h, 0)
+            return h
+        return run
+    return None
+
+
+def bench_models(threads: int, names, min_time: float):
+    import numpy as np
+    import onnxruntime as ort
+
+    import runtime_py as rt
+    import runtime_py.onnx as ro
+
+    rows = []
+    for name in names:
+        model, feeds = model_and_input(name)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        program = rt.Program.load(ro.convert(model))
+        method = program.load_method("forward", num_threads=threads)
+        args = [feeds[i.name] for i in model.graph.input if i.name in feeds]
+        ours_out = np.asarray(method(*args)[0])
+        ref_out = session.run(None, feeds)[0]
+        diff = float(np.max(np.abs(ours_out - ref_out))) if ours_out.size else 0.0
+        row = {"model": name, "threads": threads, "max_abs_diff": diff,
+               "ours": timeit(lambda: method(*args), min_time),
+               "onnxruntime": timeit(lambda: session.run(None, feeds), min_time)}
+        peer = numpy_peer(name, model, feeds)
+        if peer is not None:
+            row["numpy"] = timeit(peer, min_time)
+        rows.append(row)
+        method.close()
+        program.close()
+    return rows
+
+
+def bench_gemm(threads: int, min_time: float):
+    import numpy as np
+
+    import runtime_py as rt
+    from runtime_py.builder import ProgramBuilder
+
+    rows = []
+    for n in (128, 256, 512, 1024, 2048):
+        b = ProgramBuilder()
+        m = b.method("forward")
+        m.output(m.matmul(m.input("a", "float32", (n, n)), m.input("b", "float32", (n, n))))
+        method = rt.Program.load(b.to_bytes()).load_method("forward", num_threads=threads,
+                                                           clone_outputs=False)
+        a = np.random.default_rng(n).random((n, n), np.float32)
+        c = np.random.default_rng(n + 1).random((n, n), np.float32)
+        flops = 2.0 * n ** 3
+        ours = timeit(lambda: method(a, c), min_time, 5)
+        peer = timeit(lambda: a @ c, min_time, 5)
+        rows.append({"n": n, "threads": threads, "ours_gflops": flops / ours["median"] / 1e9,
+                     "numpy_gflops": flops / peer["median"] / 1e9})
+        method.close()
+    return rows
+
+
+def bench_load(size_mb: int = 512):
+    """Program load time with size_mb of weights (mmap'd: independent of size)."""
+    import runtime_py as rt
+    from runtime_py.builder import ProgramBuilder
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for mb in (1, size_mb):
+            b = ProgramBuilder()
+            m = b.method("forward")
+            m.constant(bytes(mb << 20), "uint8", (mb << 20,), name="weights")
+            x = m.input("x", "float32", (4,))
+            m.output(m.relu(x))
+            path = os.path.join(tmp, f"w{mb}.rtp")
+            with open(path, "wb") as f:
+                f.write(b.to_bytes())
+            del b, m
+
+            def load():
+                rt.Program.load(path).close()
+            results.append({"weights_mb": mb, "load": timeit(load, 0.5, 20)})
+    return results
+
+
+def child(args) -> None:
+    out = {"models": bench_models(args.threads, args.only, args.min_time)}
+    if not args.skip_gemm:
+        out["gemm"] = bench_gemm(args.threads, args.min_time)
+    json.dump(out, sys.stdout)
+
+
+def fmt_us(seconds: float) -> str:
+    us = seconds * 1e6
+    return f"{us:,.1f}" if us < 1000 else f"{us:,.0f}"
+
+
+def render(results, loads) -> str:
+    lines = ["# Benchmarks", "", f"machine: {os.cpu_count()} CPUs; times in microseconds "
+             "(median / min / p90); ratio = ours / peer", ""]
+    for threads, res in sorted(results.items()):
+        lines += [f"## {threads} thread(s)", "",
+                  "| model | ours | onnxruntime | numpy | ours/ort | ours/numpy | max abs diff |",
+                  "|---|---|---|---|---:|---:|---:|"]
+        for row in res["models"]:
+            o, r = row["ours"], row["onnxruntime"]
+            npy = row.get("numpy")
+            cell = lambda t: f"{fmt_us(t['median'])} / {fmt_us(t['min'])} / {fmt_us(t['p90'])}"
+            lines.append(f"| {row['model']} | {cell(o)} | {cell(r)} | {cell(npy) if npy else 'n/a'} | "
+                         f"{o['median'] / r['median']:.2f} | "
+                         f"{(o['median'] / npy['median']) if npy else float('nan'):.2f} | "
+                         f"{row['max_abs_diff']:.1e} |")
+        if "gemm" in res:
+            lines += ["", "| GEMM n | ours GFLOP/s | numpy GFLOP/s | ratio |", "|---:|---:|---:|---:|"]
+            for g in res["gemm"]:
+                lines.append(f"| {g['n']} | {g['ours_gflops']:.1f} | {g['numpy_gflops']:.1f} | "
+                             f"{g['ours_gflops'] / g['numpy_gflops']:.2f} |")
+        lines.append("")
+    if loads:
+        lines += ["## Program load (mmap)", "", "| weights | load median |", "|---:|---:|"]
+        for r in loads:
+            lines.append(f"| {r['weights_mb']} MB | {fmt_us(r['load']['median'])} us |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--only", nargs="*", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--quick", action="store_true", help="0.3 s per measurement instead of 2 s")
+    parser.add_argument("--skip-gemm", action="store_true")
+    parser.add_argument("--skip-load", action="store_true")
+    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results.md"))
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--min-time", type=float, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.min_time = args.min_time or (0.3 if args.quick else 2.0)
+    if args.child:
+        args.threads = args.threads[0]
+        child(args)
+        return 0
+    results = {}
+    for threads in args.threads:
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+                   MKL_NUM_THREADS=str(threads))
+        cmd = [sys.executable, __file__, "--child", "--threads", str(threads), "--min-time",
+               str(args.min_time), "--only", *args.only] + (["--skip-gemm"] if args.skip_gemm else [])
+        print(f"running {threads} thread(s)...", file=sys.stderr, flush=True)
+        results[threads] = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
+                                                     text=True).stdout)
+    loads = [] if args.skip_load else bench_load()
+    text = render(results, loads)
+    print(text)
+    Path(args.output).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
