@@ -167,9 +167,10 @@ def bench_load(size_mb: int = 512):
         for mb in (1, size_mb):
             b = ProgramBuilder()
             m = b.method("forward")
-            m.constant(bytes(mb << 20), "uint8", (mb << 20,), name="weights")
+            weights = m.constant(bytes(mb << 20), "uint8", (mb << 20,), name="weights")
             x = m.input("x", "float32", (4,))
             m.output(m.relu(x))
+            m.output(weights)  # used, so the builder keeps it
             path = os.path.join(tmp, f"w{mb}.rtp")
             with open(path, "wb") as f:
                 f.write(b.to_bytes())

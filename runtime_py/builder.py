@@ -325,6 +325,64 @@ class MethodBuilder:
                          outputs=[(xs[0].dtype, shape, any(x.dynamic for x in xs))],
                          out=out)[0]
 
+    # ---- normalisation and transposed convolution (docs/ops.md) -------------------------------
+
+    def layer_norm(self, x: Value, scale: Optional[Value] = None, bias: Optional[Value] = None,
+                   axis: int = -1, epsilon: float = 1e-5, stats: bool = False,
+                   out: Optional[Value] = None) -> Any:
+        """Normalise over the dims [axis, rank). With stats=True returns (y, mean, inv_std),
+        the statistics shaped x.shape[:axis] + [1] * (rank - axis)."""
+        x = self._own(x)
+        ax = _shapes.layer_norm("layer_norm", x.shape, scale.shape if scale is not None else None,
+                                bias.shape if bias is not None else None, axis)
+        specs = [(x.dtype, x.shape, x.dynamic)]
+        if stats:
+            stat_shape = tuple(x.shape[:ax]) + (1,) * (len(x.shape) - ax)
+            specs += [(x.dtype, stat_shape, x.dynamic)] * 2
+        results = self.call("layer_norm", x, scale, bias, int(axis), float(epsilon),
+                            outputs=specs, out=out)
+        return tuple(results) if stats else results[0]
+
+    def instance_norm(self, x: Value, scale: Optional[Value] = None,
+                      bias: Optional[Value] = None, epsilon: float = 1e-5,
+                      out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        _shapes.channel_norm("instance_norm", x.shape, scale, bias, None)
+        return self.call("instance_norm", x, scale, bias, float(epsilon),
+                         outputs=[(x.dtype, x.shape, x.dynamic)], out=out)[0]
+
+    def group_norm(self, x: Value, scale: Optional[Value], bias: Optional[Value],
+                   num_groups: int, epsilon: float = 1e-5, out: Optional[Value] = None) -> Value:
+        """scale and bias hold one value per channel, or one per group."""
+        x = self._own(x)
+        _shapes.channel_norm("group_norm", x.shape, scale, bias, int(num_groups))
+        return self.call("group_norm", x, scale, bias, int(num_groups), float(epsilon),
+                         outputs=[(x.dtype, x.shape, x.dynamic)], out=out)[0]
+
+    def lp_norm(self, x: Value, axis: int = -1, p: int = 2, out: Optional[Value] = None) -> Value:
+        x = self._own(x)
+        _shapes.normalize_axis("lp_norm", axis, len(x.shape))
+        if p not in (1, 2):
+            raise ValueError(f"lp_norm: p must be 1 or 2, not {p}")
+        return self.call("lp_norm", x, int(axis), int(p), outputs=[(x.dtype, x.shape, x.dynamic)],
+                         out=out)[0]
+
+    def conv_transpose2d(self, x: Value, weight: Value, bias: Optional[Value] = None,
+                         stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
+                         dilation: Any = 1, groups: int = 1,
+                         out: Optional[Value] = None) -> Value:
+        """Transposed 2-D convolution, NCHW, weight [C, O / groups, kH, kW]; padding is 1, 2
+        or 4 (top, left, bottom, right) ints and may be negative."""
+        x, weight = self._own(x), self._own(weight)
+        stride, dilation, output_padding = _pair(stride), _pair(dilation), _pair(output_padding)
+        padding = _pair(padding) if isinstance(padding, int) or len(padding) != 4 else list(padding)
+        shape = _shapes.conv_transpose2d("conv_transpose2d", x.shape, weight.shape,
+                                         bias.shape if bias is not None else None, stride,
+                                         padding, output_padding, dilation, groups)
+        return self.call("conv_transpose2d", x, weight, bias, stride, padding, output_padding,
+                         dilation, int(groups), outputs=[(x.dtype, shape, x.dynamic)],
+                         out=out)[0]
+
     # ---- control flow ------------------------------------------------------------------------
 
     def label(self) -> Label:
@@ -353,6 +411,48 @@ class MethodBuilder:
     def output(self, value: Value, name: str = "") -> Value:
         self._outputs.append((self._own(value), name))
         return value
+
+    def producer(self, value: Value) -> Optional[int]:
+        """Index of the last kernel instruction whose output (final argument) is `value`."""
+        for pc in range(len(self._instructions) - 1, -1, -1):
+            ins = self._instructions[pc]
+            if ins[0] == "kernel" and ins[2] and ins[2][-1] == value.index:
+                return pc
+        return None
+
+    def fuse_activation(self, value: Value, kind: int, lo: float = 0.0, hi: float = 0.0) -> bool:
+        """Turn the conv2d or linear call producing `value` into conv2d_act / linear_act with
+        the given activation (see docs/ops.md). False when `value` has no such producer."""
+        pc = self.producer(value)
+        if pc is None or value.dtype != "float32":
+            return False
+        _, op, args = self._instructions[pc]
+        if op not in ("conv2d", "linear"):
+            return False
+        extra = [self.scalar(int(kind)).index, self.scalar(float(lo)).index,
+                 self.scalar(float(hi)).index]
+        self._instructions[pc] = ("kernel", op + "_act", args[:-1] + extra + args[-1:])
+        return True
+
+    def replace_argument(self, pc: int, position: int, value: Value) -> None:
+        """Make instruction `pc` read `value` as its argument `position` (used by fusions)."""
+        kind, op, args = self._instructions[pc]
+        args = list(args)
+        args[position] = self._own(value).index
+        self._instructions[pc] = (kind, op, args)
+
+    def _live_values(self) -> List[Value]:
+        """The values the method uses, in creation order. Values made and then abandoned (a
+        constant replaced by a fusion, say) are left out of the file, with their constants."""
+        used = {v.index for v, _ in self._inputs + self._outputs}
+        used.update(v.index for _, v in self._attributes)
+        for ins in self._instructions:
+            indices = ins[2] if ins[0] == "kernel" else ([ins[3]] if ins[3] is not None else [])
+            for i in indices:
+                used.add(i)
+                if self._values[i].kind == w.TENSOR_LIST:
+                    used.update(t.index for t in self._values[i].items)
+        return [v for v in self._values if v.index in used]
 
     def _plan(self):
         """Lifetimes and offsets of every arena tensor."""
@@ -415,32 +515,42 @@ class ProgramBuilder:
             words.extend(items)
             return start
 
+        live = {m.name: m._live_values() for m in self._methods}
+        kept = sorted({v.constant for vs in live.values() for v in vs
+                       if v.is_tensor and v.storage != w.ARENA and v.constant != w.NO_INDEX})
+        constant_index = {old: new for new, old in enumerate(kept)}
         for m in self._methods:
             p = m._plan()
+            index = {v.index: i for i, v in enumerate(live[m.name])}
             value_start = len(values)
-            for v in m._values:
-                values.append(_encode_value(v, p.offsets, strings, put_words))
+            for v in live[m.name]:
+                values.append(_encode_value(v, p.offsets, strings, put_words, index, constant_index))
             instr_start = len(instructions)
             for ins in m._instructions:
                 if ins[0] == "kernel":
                     if ins[1] not in op_index:
                         op_index[ins[1]] = len(ops)
                         ops.append(strings.add(ins[1]))
+                    args = [index[i] for i in ins[2]]
                     instructions.append(w.INSTRUCTION_RECORD.pack(
-                        w.KERNEL, op_index[ins[1]], put_words(ins[2]), len(ins[2])))
+                        w.KERNEL, op_index[ins[1]], put_words(args), len(args)))
                 else:
-                    cond = ins[3] if ins[3] is not None else 0
+                    cond = index[ins[3]] if ins[3] is not None else 0
                     instructions.append(w.INSTRUCTION_RECORD.pack(ins[1], ins[2].position, cond, 0))
-            io = lambda pairs: put_words([x for v, n in pairs for x in (v.index, strings.add(n) if n else -1)])
+            io = lambda pairs: put_words([x for v, n in pairs
+                                          for x in (index[v.index], strings.add(n) if n else -1)])
             inputs = io(m._inputs)
             outputs = io(m._outputs)
             arenas = put_words([p.arena_size] if p.offsets else [])
-            attrs = put_words([x for n, v in m._attributes for x in (strings.add(n), v.index)])
+            attrs = put_words([x for n, v in m._attributes for x in (strings.add(n), index[v.index])])
             methods.append(w.METHOD_RECORD.pack(
-                strings.add(m.name), 0, value_start, len(m._values), instr_start,
+                strings.add(m.name), 0, value_start, len(live[m.name]), instr_start,
                 len(m._instructions), inputs, len(m._inputs), outputs, len(m._outputs), arenas,
                 1 if p.offsets else 0, attrs, len(m._attributes), 0, 0))
-        constants = [(raw, strings.add(name) if name else w.NO_INDEX) for raw, name in self._constants]
+        constants = []
+        for old in kept:
+            raw, name = self._constants[old]
+            constants.append((raw, strings.add(name) if name else w.NO_INDEX))
         return w.encode_program(strings, ops, constants, words, values, instructions, methods)
 
     def save(self, path: Any) -> None:
@@ -488,13 +598,16 @@ def _tensor_bytes(data: Any, dtype: Any, shape: Optional[Sequence[int]]):
     return raw, name, tuple(int(s) for s in shape)
 
 
-def _encode_value(v: Value, offsets: Dict[int, int], strings: "w.StringTable", put_words) -> bytes:
+def _encode_value(v: Value, offsets: Dict[int, int], strings: "w.StringTable", put_words,
+                  index: Dict[int, int], constant_index: Dict[int, int]) -> bytes:
+    """One VALUES record; `index` and `constant_index` renumber the values and constants that
+    the file keeps."""
     rec = w.VALUE_RECORD
     if v.kind == w.TENSOR:
         d = _dtypes.get(v.dtype)
         a = put_words(v.shape)
         b = put_words(v.dim_order)
-        c = 0 if v.storage == w.ARENA else v.constant
+        c = 0 if v.storage == w.ARENA else constant_index.get(v.constant, w.NO_INDEX)
         payload = offsets.get(v.index, 0) if v.storage == w.ARENA else 0
         return rec.pack(w.TENSOR, w.FLAG_DYNAMIC if v.dynamic else 0, len(v.shape), v.storage,
                         d.code, d.bits, 1, a, b, c, 0, payload)
@@ -511,6 +624,6 @@ def _encode_value(v: Value, offsets: Dict[int, int], strings: "w.StringTable", p
         bits = [struct.unpack("<q", struct.pack("<d", x))[0] for x in v.items]
         return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, put_words(bits), len(v.items), 0, 0, 0)
     if v.kind == w.TENSOR_LIST:
-        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, put_words([t.index for t in v.items]),
+        return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, put_words([index[t.index] for t in v.items]),
                         len(v.items), 0, 0, 0)
     return rec.pack(w.NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

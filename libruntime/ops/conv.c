@@ -24,6 +24,7 @@ typedef struct conv_dims {
 typedef struct conv_args {
     rt_tensor_value *x, *w, *bias, *out;
     conv_dims dims;
+    rt_activation act; /* conv2d_act only */
 } conv_args;
 
 /* ---- kernel ----------------------------------------------------------------------------- */
@@ -192,6 +193,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
                 .b = b, .b_row_stride = plane, .b_col_stride = 1,
                 .c = out + (n * d->out_channels + g * group_out) * plane, .c_row_stride = plane,
                 .row_bias = bias ? bias + g * group_out : NULL,
+                .activation = args->act,
             };
             rt_gemm_f32(&gemm, gemm_scratch, threads);
         }
@@ -245,9 +247,12 @@ static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args) {
     return RT_OK;
 }
 
-static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args) {
+/* conv2d(x, w, bias, stride, padding, dilation, groups, out) and conv2d_act, which adds
+ * (activation, lo, hi) before out. */
+static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args, bool fused) {
     conv_dims *d = &args->dims;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 8));
+    size_t out_index = fused ? 10 : 7;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, out_index + 1));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &args->w));
     RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &args->bias));
@@ -255,7 +260,12 @@ static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args) {
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, 4, "padding", d->pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 5, "dilation", 1, d->dilation));
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 6, "groups", &d->groups));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 7, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, out_index, "out", &args->out));
+    args->act = (rt_activation){RT_ACT_NONE, 0.0f, 0.0f};
+    if (fused) {
+        RT_RETURN_IF_ERROR(rt_op__activation(ctx, 7, &args->act));
+        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, args->x, "x", RT_F32));
+    }
     if (d->groups < 1)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM, "groups must be >= 1, not %" PRId64, d->groups);
     RT_RETURN_IF_ERROR(conv_check_tensors(ctx, args));
@@ -279,18 +289,28 @@ static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args) {
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
-rt_status rt_ops__conv2d_prepare(rt_op_ctx *ctx) {
+static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
     conv_args args;
-    RT_RETURN_IF_ERROR(conv_setup(ctx, &args));
+    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
     if (conv_uses_gemm(&args))
         ctx->scratch_bytes = conv_columns_bytes(&args.dims) +
                              rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
     return RT_OK;
 }
 
-rt_status rt_ops__conv2d_run(rt_op_ctx *ctx) {
+typedef struct activation_job {
+    const rt_activation *act;
+    float *out;
+} activation_job;
+
+static void activation_range(void *arg, size_t begin, size_t end) {
+    const activation_job *job = arg;
+    rt_activation__apply(job->act, job->out + begin, (int64_t)(end - begin));
+}
+
+static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
     conv_args args;
-    RT_RETURN_IF_ERROR(conv_setup(ctx, &args));
+    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
     const conv_dims *d = &args.dims;
     if (rt_tensor__numel(args.out) == 0)
         return RT_OK;
@@ -314,5 +334,19 @@ rt_status rt_ops__conv2d_run(rt_op_ctx *ctx) {
                                                  rt_op__mul_sat(d->kernel_h, d->kernel_w)));
     rt_range_fn kernel = args.x->type == RT_F32 ? conv_bands__f32 : conv_bands__f64;
     rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    if (args.act.kind != RT_ACT_NONE) {
+        /* The direct kernel (depthwise) accumulates in place; activate in a second pass. */
+        activation_job act = {&args.act, args.out->data};
+        rt_parallel_for(rt_op__threads(ctx), (size_t)rt_tensor__numel(args.out),
+                        rt_op__grain(4), activation_range, &act);
+    }
     return RT_OK;
 }
+
+rt_status rt_ops__conv2d_prepare(rt_op_ctx *ctx) { return conv_prepare(ctx, false); }
+
+rt_status rt_ops__conv2d_run(rt_op_ctx *ctx) { return conv_run(ctx, false); }
+
+rt_status rt_ops__conv2d_act_prepare(rt_op_ctx *ctx) { return conv_prepare(ctx, true); }
+
+rt_status rt_ops__conv2d_act_run(rt_op_ctx *ctx) { return conv_run(ctx, true); }

@@ -321,6 +321,7 @@ DEFINE_LINEAR_TILES(f64, double)
 typedef struct linear_args {
     rt_tensor_value *x, *w, *bias, *out;
     int64_t rows, k, n;
+    rt_activation act; /* linear_act only */
 } linear_args;
 
 static rt_status linear_check_types(rt_op_ctx *ctx, const linear_args *args) {
@@ -344,13 +345,20 @@ static rt_status linear_check_types(rt_op_ctx *ctx, const linear_args *args) {
     return rt_op__check_disjoint(ctx, args->out, "out", args->w, "w");
 }
 
-static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
+/* linear(x, w, bias, out) and linear_act(x, w, bias, activation, lo, hi, out). */
+static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args, bool fused) {
+    size_t out_index = fused ? 6 : 3;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, out_index + 1));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &args->w));
     RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &args->bias));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, out_index, "out", &args->out));
     RT_RETURN_IF_ERROR(linear_check_types(ctx, args));
+    args->act = (rt_activation){RT_ACT_NONE, 0.0f, 0.0f};
+    if (fused) {
+        RT_RETURN_IF_ERROR(rt_op__activation(ctx, 3, &args->act));
+        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, args->x, "x", RT_F32));
+    }
 
     const rt_tensor_value *x = args->x, *w = args->w;
     args->k = x->sizes[x->rank - 1];
@@ -375,9 +383,9 @@ static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args) {
     return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
 }
 
-rt_status rt_ops__linear_prepare(rt_op_ctx *ctx) {
+static rt_status linear_prepare(rt_op_ctx *ctx, bool fused) {
     linear_args args;
-    RT_RETURN_IF_ERROR(linear_setup(ctx, &args));
+    RT_RETURN_IF_ERROR(linear_setup(ctx, &args, fused));
     if (args.x->type == RT_F32)
         request_gemm_scratch(ctx);
     return RT_OK;
@@ -391,13 +399,14 @@ static void linear_f32(const rt_op_ctx *ctx, const linear_args *args) {
         .b = args->w->data, .b_row_stride = 1, .b_col_stride = args->k,
         .c = args->out->data, .c_row_stride = args->n,
         .column_bias = args->bias ? args->bias->data : NULL,
+        .activation = args->act,
     };
     rt_gemm_f32(&g, ctx->scratch, gemm_threads(ctx));
 }
 
-rt_status rt_ops__linear_run(rt_op_ctx *ctx) {
+static rt_status linear_run(rt_op_ctx *ctx, bool fused) {
     linear_args args;
-    RT_RETURN_IF_ERROR(linear_setup(ctx, &args));
+    RT_RETURN_IF_ERROR(linear_setup(ctx, &args, fused));
     if (args.rows == 0 || args.n == 0)
         return RT_OK;
     if (args.x->type == RT_F32) {
@@ -420,3 +429,11 @@ rt_status rt_ops__linear_run(rt_op_ctx *ctx) {
     rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
 }
+
+rt_status rt_ops__linear_prepare(rt_op_ctx *ctx) { return linear_prepare(ctx, false); }
+
+rt_status rt_ops__linear_run(rt_op_ctx *ctx) { return linear_run(ctx, false); }
+
+rt_status rt_ops__linear_act_prepare(rt_op_ctx *ctx) { return linear_prepare(ctx, true); }
+
+rt_status rt_ops__linear_act_run(rt_op_ctx *ctx) { return linear_run(ctx, true); }

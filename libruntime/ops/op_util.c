@@ -433,3 +433,17 @@ rt_status rt_op__check_in_place_ok(rt_op_ctx *ctx, const rt_tensor_value *out,
                           what_out, what_in);
     return RT_OK;
 }
+
+rt_status rt_op__activation(rt_op_ctx *ctx, size_t index, rt_activation *out) {
+    int64_t kind = 0;
+    double lo = 0.0, hi = 0.0;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, index, "activation", &kind));
+    RT_RETURN_IF_ERROR(rt_op_double(ctx, index + 1, "activation lo", &lo));
+    RT_RETURN_IF_ERROR(rt_op_double(ctx, index + 2, "activation hi", &hi));
+    if (kind < 0 || kind >= RT_ACT_COUNT)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "unknown fused activation %" PRId64, kind);
+    if (kind == RT_ACT_CLIP && !(lo <= hi))
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "clip bounds [%g, %g] are empty or NaN", lo, hi);
+    *out = (rt_activation){(int32_t)kind, (float)lo, (float)hi};
+    return RT_OK;
+}

@@ -11,6 +11,7 @@
 #ifndef RT_OPS_OP_UTIL_H
 #define RT_OPS_OP_UTIL_H
 
+#include "ops/fused_activation.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -118,6 +119,9 @@ static inline size_t rt_op__grain(int64_t work_per_item) {
         return (size_t)target;
     return work_per_item >= target ? 1 : (size_t)(target / work_per_item);
 }
+
+/* Arguments (kind:int, lo:double, hi:double) at index..index+2 of a fused op. */
+rt_status rt_op__activation(rt_op_ctx *ctx, size_t index, rt_activation *out);
 
 static inline int32_t rt_op__threads(const rt_op_ctx *ctx) {
     return ctx->num_threads > 0 ? ctx->num_threads : 1;

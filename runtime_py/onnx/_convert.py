@@ -17,6 +17,7 @@ import numpy as np
 from .. import dtypes as _dtypes
 from ..builder import MethodBuilder, ProgramBuilder, Value
 from ..errors import InvalidArgument
+from ._fusion import try_fuse
 from ._registry import LOWERINGS, ConversionError
 
 Operand = Union[np.ndarray, Value]
@@ -55,7 +56,7 @@ class Converter:
     """State of one conversion: the builder, the values by name, the opset."""
 
     def __init__(self, model: Any, input_shapes: Mapping[str, Sequence[int]],
-                 dynamic_bounds: Mapping[str, Any]) -> None:
+                 dynamic_bounds: Mapping[str, Any], fuse: bool = True) -> None:
         onnx = _onnx()
         self.model = model
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -66,6 +67,14 @@ class Converter:
         self._input_shapes = dict(input_shapes)
         self._dynamic_bounds = dict(dynamic_bounds)
         self.node: Any = None  # the node being lowered, for messages
+        self.fuse = fuse
+        graph = model.graph
+        self.consumers: Dict[str, int] = {}  # value name -> nodes and graph outputs reading it
+        for n in graph.node:
+            for name in n.input:
+                self.consumers[name] = self.consumers.get(name, 0) + 1
+        for out in graph.output:
+            self.consumers[out.name] = self.consumers.get(out.name, 0) + 1
         self._numpy_helper = onnx.numpy_helper
 
     # ---- values --------------------------------------------------------------------------
@@ -85,6 +94,13 @@ class Converter:
             # np.array(order='C'), not ascontiguousarray: the latter turns a 0-d array into 1-d.
             self._materialized[key] = (x, self.m.constant(np.array(x, order="C")))
         return self._materialized[key][1]
+
+    def constant_array(self, value: Value) -> Optional[np.ndarray]:
+        """The array behind a constant this converter materialized, else None."""
+        for array, materialized in self._materialized.values():
+            if materialized is value:
+                return np.asarray(array)
+        return None
 
     @staticmethod
     def shape_of(x: Operand) -> Tuple[int, ...]:
@@ -181,10 +197,12 @@ class Converter:
             if known and node.op_type not in _NOT_FOLDABLE:
                 outputs = self._fold(node, inputs)
             else:
-                lowering = LOWERINGS.get(node.op_type)
-                if lowering is None:
-                    raise self.fail("this op type is not supported by the runtime")
-                outputs = lowering(self, node, inputs, attrs)
+                outputs = self.fuse and try_fuse(self, node, inputs, attrs)
+                if not outputs:
+                    lowering = LOWERINGS.get(node.op_type)
+                    if lowering is None:
+                        raise self.fail("this op type is not supported by the runtime")
+                    outputs = lowering(self, node, inputs, attrs)
             if len(outputs) < len([o for o in node.output if o]):
                 raise self.fail(f"produces {len(outputs)} outputs, the node names {len(node.output)}")
             for name, value in zip(node.output, outputs):
@@ -225,15 +243,17 @@ class Converter:
 
 
 def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
-            dynamic_bounds: Optional[Mapping[str, Any]] = None) -> bytes:
+            dynamic_bounds: Optional[Mapping[str, Any]] = None, fuse: bool = True) -> bytes:
     """Convert an ONNX model (ModelProto, path, or serialized bytes) into program bytes.
 
     input_shapes: concrete shapes for inputs whose sizes the model leaves symbolic.
     dynamic_bounds: upper bounds making an input dynamic, as a full shape or {axis: bound}.
+    fuse: fold Conv+BatchNormalization and MatMul+Add, and apply activations in the epilogue
+    of the op before them (see _fusion.py); False keeps every op separate.
     Unsupported ops, attributes or dtypes raise ConversionError naming the node.
     """
     model = load_model(model_or_path)
-    cv = Converter(model, input_shapes or {}, dynamic_bounds or {})
+    cv = Converter(model, input_shapes or {}, dynamic_bounds or {}, fuse)
     cv.add_inputs(model.graph)
     cv.run_nodes(model.graph.node)
     cv.add_outputs(model.graph)

@@ -135,6 +135,9 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
             }
         }
     }
+    /* The tile is final: apply the fused activation while it is still in cache. */
+    for (int64_t i = 0; i < mc && g->activation.kind != RT_ACT_NONE; i++)
+        rt_activation__apply(&g->activation, g->c + (i0 + i) * g->c_row_stride + j0, nc);
 }
 
 static void run_slots(void *ctx, size_t begin, size_t end) {

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/fused_activation.h"
+
 typedef struct rt_gemm_f32_args {
     int64_t m, n, k;
     const float *a;
@@ -19,6 +21,7 @@ typedef struct rt_gemm_f32_args {
     int64_t c_row_stride;
     const float *column_bias; /* bias[n] added to every row, or NULL */
     const float *row_bias;    /* bias[m] added to every column, or NULL */
+    rt_activation activation; /* applied to each finished tile (zero: none) */
 } rt_gemm_f32_args;
 
 /* Scratch bytes rt_gemm_f32 needs with up to `threads` threads (packing buffers). */

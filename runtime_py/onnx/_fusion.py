@@ -1,0 +1,103 @@
+"""Fusions applied while lowering, each replacing two ops by one kernel call:
+
+- Conv + BatchNormalization: the normalisation folded into the convolution's weights and bias.
+- MatMul + Add of a constant bias: one linear op (x @ W^T + b through the packed GEMM).
+- Conv / Gemm / MatMul+Add followed by Relu, Clip (ReLU6), Sigmoid, HardSwish or Gelu: the
+  activation applied in the GEMM's epilogue (conv2d_act / linear_act).
+
+A fusion applies only when the first op's result feeds nothing else, so no other node can see
+the intermediate value it removes. convert(..., fuse=False) turns them all off; the tests compare
+both programs.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import numpy as np
+
+from ..builder import Value
+from ._activations import ACTIVATIONS
+
+
+def try_fuse(cv: Any, node: Any, inputs: List[Any], attrs: dict) -> Optional[List[Any]]:
+    """Outputs of `node` when it fused into its producer; None to lower it normally."""
+    if node.op_type in ACTIVATIONS:
+        return _fuse_activation(cv, node, inputs, attrs)
+    if node.op_type == "BatchNormalization":
+        return _fold_batch_norm(cv, node, inputs, attrs)
+    if node.op_type == "Add":
+        return _fuse_bias(cv, node, inputs)
+    return None
+
+
+def _sole_use(cv: Any, node: Any, index: int = 0) -> Optional[Value]:
+    """Input `index` when it is a float32 program tensor read by this node alone."""
+    if index >= len(node.input):
+        return None
+    value = cv.env.get(node.input[index])
+    if not isinstance(value, Value) or value.dtype != "float32":
+        return None
+    return value if cv.consumers.get(node.input[index], 0) == 1 else None
+
+
+def _fuse_activation(cv, node, inputs, attrs):
+    x = _sole_use(cv, node)
+    if x is None:
+        return None
+    spec = ACTIVATIONS[node.op_type](cv, node, inputs, attrs)
+    if spec is None:
+        return None
+    kind, lo, hi = spec
+    return [x] if cv.m.fuse_activation(x, kind, lo, hi) else None
+
+
+def _fold_batch_norm(cv, node, inputs, attrs):
+    x = _sole_use(cv, node)
+    if x is None or attrs.get("training_mode", 0) or any(node.output[1:]):
+        return None
+    pc = cv.m.producer(x)
+    if pc is None or cv.m._instructions[pc][1] != "conv2d":
+        return None
+    params = inputs[1:5]
+    if any(p is None or isinstance(p, Value) for p in params):
+        return None
+    args = cv.m._instructions[pc][2]
+    weight = cv.constant_array(cv.m._values[args[1]])
+    bias_value = cv.m._values[args[2]]
+    bias = np.zeros(weight.shape[0]) if bias_value.kind == 0 else cv.constant_array(bias_value)
+    if weight is None or bias is None:
+        return None
+    scale, shift, mean, var = (np.asarray(p, np.float64) for p in params)
+    a = scale / np.sqrt(var + float(attrs.get("epsilon", 1e-5)))
+    new_weight = (weight.astype(np.float64) * a[:, None, None, None]).astype(np.float32)
+    new_bias = ((bias.astype(np.float64) - mean) * a + shift).astype(np.float32)
+    cv.m.replace_argument(pc, 1, cv.tensor(new_weight))
+    cv.m.replace_argument(pc, 2, cv.tensor(new_bias))
+    return [x]
+
+
+def _fuse_bias(cv, node, inputs):
+    """MatMul(A, B constant [K, N]) + bias constant [N] -> linear(A, B^T, bias)."""
+    for side in (0, 1):
+        x, bias = _sole_use(cv, node, side), inputs[1 - side]
+        if x is None or bias is None or isinstance(bias, Value):
+            continue
+        pc = cv.m.producer(x)
+        if pc is None or cv.m._instructions[pc][1] != "matmul":
+            continue
+        a_index, b_index, out_index = cv.m._instructions[pc][2]
+        weight = cv.constant_array(cv.m._values[b_index])
+        a_rank = len(cv.m._values[a_index].shape)
+        bias = np.asarray(bias)
+        if weight is None or weight.ndim != 2 or a_rank < 2 or bias.dtype != np.float32:
+            continue
+        n = weight.shape[1]
+        if bias.size != n or any(s != 1 for s in bias.shape[:-1]) or bias.shape[-1:] != (n,) \
+                or bias.ndim > len(x.shape):
+            continue
+        transposed = cv.tensor(np.ascontiguousarray(weight.T))
+        cv.m._instructions[pc] = ("kernel", "linear",
+                                  [a_index, transposed.index, cv.tensor(bias.reshape(n)).index,
+                                   out_index])
+        return [x]
+    return None

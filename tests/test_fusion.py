@@ -1,0 +1,62 @@
+"""Import-time fusions (Conv+BatchNormalization folding, MatMul+Add into linear, activations in
+the conv/linear epilogue): each fused program must compute what the unfused one does."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+import runtime_py as rt  # noqa: E402
+import runtime_py.onnx as ro  # noqa: E402
+from tests import onnx_models  # noqa: E402
+
+CASES = {
+    # model, input shape, ops the fused program must use, ops it must no longer use
+    "mlp": (onnx_models.mlp, (4, 256), {"linear_act"}, {"relu"}),
+    "cnn": (onnx_models.small_cnn, (2, 3, 64, 64), {"conv2d_act", "linear"}, {"mul", "relu"}),
+    "transformer": (onnx_models.transformer_block, (2, 32, 128), {"linear"}, set()),
+    "mobilenet": (lambda batch: onnx_models.mobilenet(batch, size=64), (1, 3, 64, 64),
+                  {"conv2d_act"}, {"mul"}),
+}
+
+
+def run(data: bytes, x: np.ndarray):
+    with rt.Program.load(data) as program, program.load_method("forward") as forward:
+        return np.asarray(forward(x)[0]), set(op for op in program.instruction_ops("forward") if op)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fused_program_matches_unfused(name):
+    make, shape, must_use, must_drop = CASES[name]
+    model = make(batch=shape[0])
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    try:
+        plain, plain_ops = run(ro.convert(model, fuse=False), x)
+    except ro.ConversionError as e:
+        pytest.skip(f"an op of the unfused model is not supported yet: {e}")
+    fused, fused_ops = run(ro.convert(model), x)
+    assert must_use <= fused_ops, fused_ops
+    assert not (must_drop & fused_ops), fused_ops
+    assert len(fused_ops) <= len(plain_ops) + 2
+    np.testing.assert_allclose(fused, plain, rtol=1e-4, atol=1e-4)
+
+
+def test_fusion_keeps_intermediates_other_nodes_read():
+    """A Conv whose output also feeds a second node must not absorb the Relu after it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 2, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Add", ["r", "c"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    x = np.random.default_rng(1).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    assert "conv2d_act" not in ops
+    plain, _ = run(ro.convert(model, fuse=False), x)
+    np.testing.assert_array_equal(fused, plain)
