@@ -2,9 +2,14 @@
 and check every output against a numpy reference.
 
     python examples/demo.py            # writes examples/out/{mlp,cnn}.rtp
+    python demo.py --out DIR           # anywhere, with runtime_py installed from a wheel
+
+An installed runtime_py is preferred; without one, the package of this source tree is used.
 """
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import statistics
 import sys
 import time
@@ -12,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if importlib.util.find_spec("runtime_py") is None:  # not installed: use this source tree
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import runtime_py as rt  # noqa: E402
+from runtime_py._ffi import get_lib, library_path  # noqa: E402
 from runtime_py.builder import ProgramBuilder  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -98,7 +105,14 @@ def latency_us(fn, x, repeats: int = 200) -> float:
 
 
 def main() -> int:
-    OUT.mkdir(exist_ok=True)
+    global OUT
+    parser = argparse.ArgumentParser(description="build, save, load and run two models")
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write the programs")
+    OUT = parser.parse_args().out
+    OUT.mkdir(parents=True, exist_ok=True)
+    get_lib()
+    print(f"runtime_py {rt.__version__} from {Path(rt.__file__).parent}, library "
+          f"{library_path()}, {sys.implementation.name} {sys.version.split()[0]}")
     ok = True
     for name, make in (("mlp", build_mlp), ("cnn", build_cnn)):
         builder, reference, x = make()

@@ -368,8 +368,16 @@ RT_API rt_status rt_method_attribute(rt_tensor *out, rt_method *m, const char *n
     return status;
 }
 
+/* The profile readers take a const method, but an execute in another thread may be growing
+ * the event list: they claim the busy flag too, the one field a reader may change. */
+static rt_method *busy_flag_owner(const rt_method *m) { return (rt_method *)m; }
+
 RT_API size_t rt_method_profile_event_count(const rt_method *m) {
-    return m != NULL ? m->num_events : 0;
+    if (m == NULL || enter(busy_flag_owner(m), "profile_event_count") != RT_OK)
+        return 0;
+    size_t n = m->num_events;
+    leave(busy_flag_owner(m));
+    return n;
 }
 
 RT_API rt_status rt_method_profile_event(rt_profile_event *out, const rt_method *m,
@@ -377,11 +385,15 @@ RT_API rt_status rt_method_profile_event(rt_profile_event *out, const rt_method 
     if (out == NULL || m == NULL)
         return rt_error__set(RT_INVALID_ARGUMENT, "rt_method_profile_event: out and method "
                              "must not be NULL");
+    RT_RETURN_IF_ERROR(enter(busy_flag_owner(m), "profile_event"));
+    rt_status status = RT_OK;
     if (index >= m->num_events)
-        return METHOD_ERROR(m, RT_INVALID_ARGUMENT, "profile event %zu is out of range (%zu "
-                            "recorded%s)", index, m->num_events,
-                            (m->options.flags & RT_METHOD_PROFILE) ? "" :
-                            "; load the method with RT_METHOD_PROFILE");
-    *out = m->events[index];
-    return RT_OK;
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "profile event %zu is out of range (%zu "
+                              "recorded%s)", index, m->num_events,
+                              (m->options.flags & RT_METHOD_PROFILE) ? "" :
+                              "; load the method with RT_METHOD_PROFILE");
+    else
+        *out = m->events[index];
+    leave(busy_flag_owner(m));
+    return status;
 }

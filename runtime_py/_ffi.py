@@ -296,19 +296,34 @@ def _packaged_names() -> List[str]:
     return ["libruntime.so"]
 
 
+def _package_dirs() -> List[str]:
+    """This file's folder, then the package's other __path__ entries: an editable install
+    (scikit-build-core's redirect mode) adds the folder CMake installed the library into."""
+    import sys
+
+    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    package = sys.modules.get(__name__.rpartition(".")[0])
+    for entry in list(getattr(package, "__path__", None) or ()):
+        entry = os.path.abspath(entry)
+        if entry not in dirs:
+            dirs.append(entry)
+    return dirs
+
+
 def _candidates(failures: List[str]) -> List[str]:
     """Paths to try, in order: $RUNTIME_PY_LIBRARY alone if set; else packaged, then system."""
     env = os.environ.get("RUNTIME_PY_LIBRARY")
     if env:
         return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
     paths = []
-    for name in _packaged_names():
-        path = os.path.join(here, name)
-        if os.path.exists(path):
-            paths.append(path)
-        else:
-            failures.append(f"{path}: no such file (build it with `python3 build.py`)")
+    for here in _package_dirs():
+        for name in _packaged_names():
+            path = os.path.join(here, name)
+            if os.path.exists(path):
+                paths.append(path)
+            else:
+                failures.append(f"{path}: no such file (build it with `python3 build.py` or "
+                                f"`pip install -e .`)")
     found = ctypes.util.find_library("runtime")
     if found:
         paths.append(found)

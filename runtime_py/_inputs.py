@@ -127,6 +127,23 @@ def _from_list(slot: Slot, value: Any) -> Tuple[Any, str, Tuple[int, ...]]:
     return _pack(slot, list(flat), tuple(shape))
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _dims(slot: Slot, what: str, items: Any, rank: Optional[int] = None) -> Tuple[int, ...]:
+    """Sizes or strides from an untrusted object, as a tuple of ints that fit int64 (anything
+    else is InvalidArgument naming the input; the library checks the values themselves)."""
+    try:
+        dims = tuple(operator.index(i) for i in items)
+    except TypeError:
+        raise InvalidArgument(f"{slot.label}: {what} {items!r} must be integers") from None
+    if any(d < _INT64_MIN or d > _INT64_MAX for d in dims):
+        raise InvalidArgument(f"{slot.label}: {what} {dims} do not fit int64")
+    if rank is not None and len(dims) != rank:
+        raise InvalidArgument(f"{slot.label}: {len(dims)} {what} for {rank} dimensions")
+    return dims
+
+
 def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Optional[Tuple], Any]:
     """(pointer, dtype, shape, element strides, keepalive) of an __array_interface__."""
     if iface.get("mask") is not None:
@@ -135,7 +152,7 @@ def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Opti
         dtype = _dt.from_typestr(iface["typestr"])
     except InvalidArgument as exc:
         raise InvalidArgument(f"{slot.label}: {exc}") from None
-    shape = tuple(iface["shape"])
+    shape = _dims(slot, "sizes", iface["shape"])
     data = iface.get("data")
     if data is None or not isinstance(data, tuple):
         buf, start = from_buffer(obj if data is None else data)
@@ -146,6 +163,7 @@ def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Opti
     strides = iface.get("strides")
     if strides is None:
         return addr, dtype, shape, None, keep
+    strides = _dims(slot, "strides", strides, len(shape))
     itemsize = _dt.DTYPES[dtype].itemsize
     if any(s % itemsize for s in strides):
         from .tensor import gather
@@ -187,9 +205,10 @@ def _slow(slot: Slot, value: Any, view: Optional[memoryview]) -> Tuple[Any, ...]
         return ptr, dtype, tuple(view.shape), None, _CPU, keep, view.format in _RAW_FORMATS
     if isinstance(value, tuple) and len(value) in (4, 5) and \
             not isinstance(value[1], (int, float, list, tuple)):
-        strides = None if value[3] is None else tuple(value[3])
+        shape = _dims(slot, "sizes", value[2])
+        strides = None if value[3] is None else _dims(slot, "strides", value[3], len(shape))
         device = parse_device(value[4]) if len(value) == 5 else _CPU
-        return value[0], _dt.normalize(value[1]), tuple(value[2]), strides, device, value, False
+        return value[0], _dt.normalize(value[1]), shape, strides, device, value, False
     if isinstance(value, (list, tuple)):
         data, dtype, shape = _from_list(slot, value)
         keep = ffi.from_buffer(data)
@@ -223,7 +242,7 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
     else:
         try:
             view: Optional[memoryview] = memoryview(value) if tp is not list else None
-        except TypeError:
+        except (TypeError, ValueError):  # ValueError: numpy cannot export bfloat16 ('E')
             view = None
         fmt = view.format if view is not None else None
         dtype = _FORMATS.get(fmt) if fmt is not None else None

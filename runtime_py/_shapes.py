@@ -170,3 +170,73 @@ def concat(op: str, shapes: Sequence[Shape], axis: int) -> Shape:
     out = list(shapes[0])
     out[ax] = total
     return tuple(out)
+
+
+# ---- normalisation and transposed convolution ------------------------------------------------
+
+def layer_norm(op: str, x: Shape, scale: Optional[Shape], bias: Optional[Shape],
+               axis: int) -> int:
+    """The normalised axis; scale and bias (leading 1s aside) must be trailing sizes of x from
+    axis on."""
+    if not x:
+        raise _fail(op, "x must have rank >= 1")
+    ax = normalize_axis(op, axis, len(x))
+    for name, p in (("scale", scale), ("bias", bias)):
+        if p is None:
+            continue
+        kept = list(p)
+        while kept and kept[0] == 1:
+            kept.pop(0)
+        if len(kept) > len(x) - ax or (kept and tuple(kept) != tuple(x[len(x) - len(kept):])):
+            raise _fail(op, f"{name} shape {tuple(p)} must match the trailing sizes of x "
+                            f"{tuple(x)} from axis {axis}")
+    return ax
+
+
+def channel_norm(op: str, x: Shape, scale: Optional[Shape], bias: Optional[Shape],
+                 groups: Optional[int]) -> None:
+    """instance_norm (groups None) and group_norm: x [N, C, ...]; scale and bias [C] (or, for
+    group_norm, [groups])."""
+    if len(x) < 2:
+        raise _fail(op, f"x must be [N, C, ...], got {tuple(x)}")
+    c = x[1]
+    if groups is not None and (groups < 1 or c % groups):
+        raise _fail(op, f"num_groups {groups} must be >= 1 and divide the {c} channels")
+    allowed = (c,) if groups is None else (c, groups)
+    for name, p in (("scale", scale), ("bias", bias)):
+        if p is not None and (len(p) != 1 or p[0] not in allowed):
+            raise _fail(op, f"{name} shape {tuple(p)} should be ({c},)"
+                            + (f" or ({groups},)" if groups is not None else ""))
+
+
+def conv_transpose2d(op: str, x: Shape, w: Shape, bias: Optional[Shape], stride: Sequence[int],
+                     padding: Sequence[int], output_padding: Sequence[int],
+                     dilation: Sequence[int], groups: int) -> Shape:
+    if len(x) != 4 or len(w) != 4:
+        raise _fail(op, f"expects x [N, C, H, W] and weight [C, O/groups, kH, kW], got "
+                        f"{tuple(x)} and {tuple(w)}")
+    n, c, h, wd = x
+    ci, og, kh, kw = w
+    if ci != c:
+        raise _fail(op, f"weight has {ci} input channels, x has {c}")
+    if groups < 1 or c % groups:
+        raise _fail(op, f"groups={groups} must divide input channels {c}")
+    if kh < 1 or kw < 1:
+        raise _fail(op, f"weight {tuple(w)} has an empty kernel")
+    o = og * groups
+    if bias is not None and tuple(bias) != (o,):
+        raise _fail(op, f"bias shape {tuple(bias)} should be ({o},)")
+    sh, sw = _pair(op, "stride", stride, 1)
+    dh, dw = _pair(op, "dilation", dilation, 1)
+    oph, opw = _pair(op, "output_padding", output_padding, 0)
+    p = [int(v) for v in padding]
+    if len(p) == 2:
+        p = [p[0], p[1], p[0], p[1]]
+    if len(p) != 4:
+        raise _fail(op, f"padding must be 2 or 4 ints, got {list(padding)}")
+    top, left, bottom, right = p
+    ho = (h - 1) * sh - top - bottom + dh * (kh - 1) + oph + 1
+    wo = (wd - 1) * sw - left - right + dw * (kw - 1) + opw + 1
+    if ho < 0 or wo < 0:
+        raise _fail(op, f"the output size {ho}x{wo} is negative")
+    return (n, o, ho, wo)

@@ -249,6 +249,12 @@ class MethodBuilder:
         x = self._own(x)
         return self._unary_like("relu", x, x.shape, None, (), out, x.dynamic)
 
+    def cast(self, x: Value, dtype: Any, out: Optional[Value] = None) -> Value:
+        """x converted to dtype (docs/ops.md, cast): floats to integers truncate and saturate,
+        float16/bfloat16 round to nearest even."""
+        x = self._own(x)
+        return self._unary_like("cast", x, x.shape, _dtypes.normalize(dtype), (), out, x.dynamic)
+
     def softmax(self, x: Value, axis: int = -1, out: Optional[Value] = None) -> Value:
         x = self._own(x)
         _shapes.normalize_axis("softmax", axis, len(x.shape))
@@ -347,7 +353,8 @@ class MethodBuilder:
                       bias: Optional[Value] = None, epsilon: float = 1e-5,
                       out: Optional[Value] = None) -> Value:
         x = self._own(x)
-        _shapes.channel_norm("instance_norm", x.shape, scale, bias, None)
+        _shapes.channel_norm("instance_norm", x.shape, scale.shape if scale is not None else None,
+                             bias.shape if bias is not None else None, None)
         return self.call("instance_norm", x, scale, bias, float(epsilon),
                          outputs=[(x.dtype, x.shape, x.dynamic)], out=out)[0]
 
@@ -355,7 +362,8 @@ class MethodBuilder:
                    num_groups: int, epsilon: float = 1e-5, out: Optional[Value] = None) -> Value:
         """scale and bias hold one value per channel, or one per group."""
         x = self._own(x)
-        _shapes.channel_norm("group_norm", x.shape, scale, bias, int(num_groups))
+        _shapes.channel_norm("group_norm", x.shape, scale.shape if scale is not None else None,
+                             bias.shape if bias is not None else None, int(num_groups))
         return self.call("group_norm", x, scale, bias, int(num_groups), float(epsilon),
                          outputs=[(x.dtype, x.shape, x.dynamic)], out=out)[0]
 
@@ -579,7 +587,7 @@ def _tensor_bytes(data: Any, dtype: Any, shape: Optional[Sequence[int]]):
     if iface is not None:
         import numpy as np  # only reached when the caller already holds a numpy-like array
 
-        arr = np.ascontiguousarray(data)
+        arr = np.asarray(data, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
         name = _dtypes.normalize(arr.dtype if dtype is None else dtype)
         if dtype is not None and _dtypes.normalize(arr.dtype) != name:
             arr = arr.astype(name)

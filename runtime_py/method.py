@@ -239,6 +239,11 @@ class Method:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def __reduce__(self) -> Any:
+        raise TypeError(f"cannot pickle method {self._name!r}: a Method is per-process state "
+                        f"(bound inputs, attributes); pickle its Program or a Module and load "
+                        f"the method on the other side")
+
     def __repr__(self) -> str:
         state = ", closed" if self._ptr is None else ""
         return (f"Method(name={self._name!r}, device={self.device!r}, "

@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ClosedError
@@ -26,6 +27,8 @@ class Module:
         if unknown:
             raise TypeError(f"unknown method option(s) {', '.join(unknown)}; "
                             f"expected some of {', '.join(_METHOD_OPTIONS)}")
+        if isinstance(source, (str, os.PathLike)):
+            source = os.path.abspath(os.fsdecode(source))  # a pickle may load it elsewhere
         self._source = source
         self._load_options = {"copy": copy, "verify_constants": verify_constants}
         self._method_options = method_options
@@ -67,6 +70,19 @@ class Module:
 
     __call__ = forward
 
+    def __reduce__(self) -> Any:
+        """Pickled with its program (by path for a file, by bytes for a buffer; see
+        Program.__reduce__) and its options; methods load again lazily on the other side."""
+        if self._closed:
+            raise ClosedError("cannot pickle a closed module")
+        source = self._program if self._program is not None else self._source
+        if not isinstance(source, (str, Program)):
+            view = memoryview(source)
+            source = view.tobytes()
+        # A pickled buffer arrives as new bytes, so copy=False no longer applies.
+        options = dict(self._method_options)
+        return _unpickle_module, (source, self._load_options["verify_constants"], options)
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -102,3 +118,12 @@ def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = F
          **method_options: Any) -> Module:
     """A Module for a program file or buffer; method_options go to every load_method()."""
     return Module(source, copy=copy, verify_constants=verify_constants, **method_options)
+
+
+def _unpickle_module(source: Any, verify_constants: bool, method_options: Dict[str, Any]) -> Module:
+    if isinstance(source, Program):
+        module = Module(None, verify_constants=verify_constants, **method_options)
+        module._program = source
+        module._source = None
+        return module
+    return Module(source, verify_constants=verify_constants, **method_options)

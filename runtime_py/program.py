@@ -23,6 +23,14 @@ _ALIGNMENT = 64
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]
 
+# Uninitialised memory for private copies of program buffers (no memset of the weights).
+_new_raw = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+def _unpickle_program(source: Any, verify_constants: bool) -> "Program":
+    """Program.__reduce__'s reconstructor: a path (str) is mapped again, bytes are loaded."""
+    return Program.load(source, verify_constants=verify_constants)
+
 
 def _is_immutable(obj: Any) -> bool:
     if isinstance(obj, memoryview):
@@ -50,9 +58,13 @@ class Program:
         flags = RT_PROGRAM_VERIFY_CONSTANTS if verify_constants else 0
         out = ffi.new("rt_program **")
         keepalive: Any = None
+        path: Optional[str] = None
+        data: Any = None
+        size = 0
+        borrow = False
         if isinstance(source, (str, os.PathLike)):
-            path = os.fsencode(source)
-            _check(lib.rt_program_load_file(out, path, flags))
+            path = os.path.abspath(os.fsdecode(source))  # absolute: pickles reload it by path
+            _check(lib.rt_program_load_file(out, os.fsencode(path), flags))
         else:
             try:
                 view = memoryview(source)
@@ -72,15 +84,28 @@ class Program:
                     f"Program.load(copy=False) needs a {_ALIGNMENT}-byte aligned buffer; this "
                     f"one starts {address % _ALIGNMENT} bytes past a boundary")
             borrow = copy is False or (copy is None and aligned and _is_immutable(source))
+            size = view.nbytes
             if borrow:
                 keepalive = (source, holder)
+                data = buf
             else:
-                flags |= RT_PROGRAM_COPY
-            _check(lib.rt_program_load_buffer(out, buf, view.nbytes, flags))
+                # Our own aligned copy, borrowed by the library (rather than RT_PROGRAM_COPY),
+                # so that the bytes stay readable for pickling.
+                raw = _new_raw("char[]", size + _ALIGNMENT)
+                data = raw + (-int(ffi.cast("uintptr_t", raw)) % _ALIGNMENT)
+                if size:
+                    ffi.memmove(data, buf, size)
+                ffi.release(holder)  # let go of the caller's buffer now, not at the next GC
+                keepalive = raw
+            _check(lib.rt_program_load_buffer(out, data, size, flags))
         self = object.__new__(cls)
         self._ptr = ffi.gc(out[0], lib.rt_program_release)
         self._keepalive = keepalive  # never dropped: methods may outlive close()
-        self._borrowed = keepalive is not None
+        self._borrowed = borrow
+        self._path = path
+        self._data = data
+        self._size = size
+        self._verify_constants = bool(verify_constants)
         self._lib = lib
         self._metas: Dict[str, MethodMeta] = {}
         count = lib.rt_program_method_count(self._ptr)
@@ -93,6 +118,29 @@ class Program:
         if ptr is None:
             raise ClosedError("operation on closed program")
         return ptr
+
+    # ---- pickling -------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Optional[str]:
+        """The absolute path of the mapped file, or None for a program loaded from a buffer."""
+        return self._path
+
+    def to_bytes(self) -> bytes:
+        """The program's bytes (read from the file for a mapped program)."""
+        self._live()
+        if self._path is not None:
+            with open(self._path, "rb") as f:
+                return f.read()
+        return ffi.buffer(self._data, self._size)[:]
+
+    def __reduce__(self) -> Any:
+        """Pickled by path for a mapped file (the other side maps the same path again) and by
+        its bytes otherwise; either way the other side loads and verifies a new Program."""
+        self._live()
+        if self._path is not None:
+            return _unpickle_program, (self._path, self._verify_constants)
+        return _unpickle_program, (self.to_bytes(), self._verify_constants)
 
     @property
     def closed(self) -> bool:

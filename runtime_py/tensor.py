@@ -8,6 +8,7 @@ is closed. Accessing the data of a view whose method was closed raises ClosedErr
 from __future__ import annotations
 
 import itertools
+import platform
 import struct
 from typing import Any, Optional, Tuple
 
@@ -25,6 +26,9 @@ assert _RT_TENSOR.size == ffi.sizeof("rt_tensor")
 _BY_CODE_BITS = {d.code << 8 | d.bits: d.name for d in _dt.DTYPES.values()}
 _DEVICE_NAMES = {1: "cpu", 2: "cuda"}
 _PREVIEW = 8  # elements shown by repr
+# PyPy 7.3 aborts the whole process (a fatal RPython NotImplementedError) on tolist() of a 0-d
+# memoryview, so there memoryview() of a 0-d tensor has shape (1,) instead of ().
+_ZERO_D_SHAPE: Tuple[int, ...] = (1,) if platform.python_implementation() == "PyPy" else ()
 
 
 def device_name(device: Tuple[int, int]) -> str:
@@ -348,10 +352,11 @@ class Tensor:
     def memoryview(self) -> memoryview:
         """A memoryview cast to the dtype's format char and the shape (1-d and empty when the
         tensor is empty; float16 falls back to 'H' bits where memoryview can't cast to 'e';
-        bfloat16 is 'H' bits). Zero copy for dense CPU tensors, a copy for strided ones."""
+        bfloat16 is 'H' bits; on PyPy a 0-d tensor gives shape (1,)). Zero copy for dense CPU
+        tensors, a copy for strided ones."""
         mv = self._dense()
         fmt = _dt.DTYPES[self._dtype].format
-        shape = self._shape if self.size else (0,)
+        shape = (self._shape or _ZERO_D_SHAPE) if self.size else (0,)
         try:
             return mv.cast(fmt) if not self.size else mv.cast(fmt, shape)
         except ValueError:
@@ -379,6 +384,13 @@ class Tensor:
         """An owned dense copy (CPU tensors)."""
         return Tensor._owned(bytearray(self._dense()), self._dtype, self._shape)
 
+    def __reduce__(self) -> Any:
+        """Pickled as an owned dense copy of its data (a view too), so results travel between
+        processes."""
+        owner = self._owner
+        data = owner if isinstance(owner, bytearray) else self.tobytes()
+        return _unpickle_tensor, (data, self._dtype, self._shape)
+
     def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of a 0-d tensor")
@@ -396,3 +408,7 @@ class Tensor:
             first = _unpack(mv[:_PREVIEW * self.itemsize], self._dtype, _PREVIEW)
             data = "[" + ", ".join(repr(v) for v in first) + ", ...]"
         return f"{head}, data={data})"
+
+
+def _unpickle_tensor(data: Any, dtype: str, shape: Tuple[int, ...]) -> Tensor:
+    return Tensor._owned(data if isinstance(data, bytearray) else bytearray(data), dtype, shape)

@@ -8,6 +8,8 @@ import pytest
 
 from runtime_py import _ffi
 
+pytestmark = pytest.mark.core  # the quick subset every interpreter runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = os.path.join(ROOT, "include", "runtime.h")
 

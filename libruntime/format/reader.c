@@ -281,7 +281,10 @@ static rt_status verify_tensor(const rt_format *f, const rt_method_scope *sc, ui
     const int64_t *sizes = f->words + v->a;
     const int64_t *order = f->words + v->b;
     uint32_t seen = 0;
-    uint64_t numel = 1;
+    /* The product of the non-zero sizes bounds every stride, in elements and in bytes: it
+     * must fit an int64 even when another dimension is 0 and the tensor is empty. */
+    uint64_t span = 1;
+    bool empty = false;
     for (uint32_t d = 0; d < v->rank; d++) {
         if (sizes[d] < 0)
             return MBAD(f, sc, v, "value %u: size %lld of dimension %u is negative", index,
@@ -290,11 +293,12 @@ static rt_status verify_tensor(const rt_format *f, const rt_method_scope *sc, ui
             return MBAD(f, sc, v, "value %u: dim order is not a permutation of 0..%u", index,
                         v->rank - 1);
         seen |= 1u << order[d];
-        if (sizes[d] != 0 && numel > (UINT64_MAX / elem) / (uint64_t)sizes[d])
+        empty |= sizes[d] == 0;
+        if (sizes[d] != 0 && span > ((uint64_t)INT64_MAX / elem) / (uint64_t)sizes[d])
             return MBAD(f, sc, v, "value %u: element count overflows", index);
-        numel *= (uint64_t)sizes[d];
+        span *= sizes[d] != 0 ? (uint64_t)sizes[d] : 1;
     }
-    uint64_t nbytes = numel * elem;
+    uint64_t nbytes = empty ? 0 : span * elem;
     bool dynamic = v->flags & RT_VALUE_FLAG_DYNAMIC;
     switch (v->storage) {
     case RT_STORAGE_ARENA: {

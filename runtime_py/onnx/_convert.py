@@ -26,6 +26,16 @@ Operand = Union[np.ndarray, Value]
 _NOT_FOLDABLE = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                  "Multinomial", "Bernoulli", "If", "Loop", "Scan"}
 
+# Ops computed in float32 for float16 and bfloat16: their half inputs are cast to float32 before
+# the lowering runs and its float32 outputs cast back (Converter._lower).
+FLOAT32_COMPUTED = frozenset({
+    "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin",
+    "Cos", "Tan", "Tanh", "Erf", "Sigmoid", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Gelu",
+    "Softplus", "Softsign", "HardSwish", "Mish", "PRelu", "Clip", "IsNaN", "IsInf",
+    "LogSoftmax", "Hardmax", "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Conv", "Softmax",
+    "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+_HALF = ("float16", "bfloat16")
+
 
 def _onnx():
     try:
@@ -202,13 +212,43 @@ class Converter:
                     lowering = LOWERINGS.get(node.op_type)
                     if lowering is None:
                         raise self.fail("this op type is not supported by the runtime")
-                    outputs = lowering(self, node, inputs, attrs)
+                    outputs = self._lower(lowering, node, inputs, attrs)
             if len(outputs) < len([o for o in node.output if o]):
                 raise self.fail(f"produces {len(outputs)} outputs, the node names {len(node.output)}")
             for name, value in zip(node.output, outputs):
                 if name:
                     self.env[name] = value
         self.node = None
+
+    def _lower(self, lowering: Any, node: Any, inputs: List[Optional[Operand]],
+               attrs: Dict[str, Any]) -> List[Operand]:
+        """Run a lowering; an op of FLOAT32_COMPUTED with float16/bfloat16 inputs runs on
+        float32 copies of them, and its float32 results are cast back."""
+        half = {self.dtype_of(x) for x in inputs if x is not None} & set(_HALF)
+        if node.op_type not in FLOAT32_COMPUTED or not half:
+            return lowering(self, node, inputs, attrs)
+        if len(half) > 1:
+            raise self.fail("mixes float16 and bfloat16 inputs")
+        (dtype,) = half
+        wide = [self._widen(x) if x is not None and self.dtype_of(x) == dtype else x
+                for x in inputs]
+        return [self._narrow(y, dtype) for y in lowering(self, node, wide, attrs)]
+
+    def _widen(self, x: Operand) -> Operand:
+        if isinstance(x, Value):
+            return self.m.cast(x, "float32")
+        return np.asarray(x).astype(np.float32)
+
+    def _narrow(self, y: Operand, dtype: str) -> Operand:
+        if self.dtype_of(y) != "float32":
+            return y  # e.g. IsNaN's bool
+        if isinstance(y, Value):
+            return self.m.cast(y, dtype)
+        if dtype == "bfloat16":
+            import ml_dtypes  # installed with onnx, which stores bfloat16 through it
+
+            return np.asarray(y).astype(ml_dtypes.bfloat16)
+        return np.asarray(y).astype(dtype)
 
     def _fold(self, node: Any, inputs: List[Optional[Operand]]) -> List[Operand]:
         """Evaluate a node whose inputs are all known, with onnx's reference evaluator."""

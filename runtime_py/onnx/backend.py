@@ -34,7 +34,8 @@ class RuntimeBackendRep(base.BackendRep):
         else:
             args = [inputs]
         outputs = self.method(*[np.asarray(a) for a in args])
-        return tuple(np.asarray(o) for o in outputs)
+        # Tensor.numpy(), not np.asarray: it gives bfloat16 as ml_dtypes' bfloat16, not void.
+        return tuple(o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs)
 
 
 class RuntimeBackend(base.Backend):

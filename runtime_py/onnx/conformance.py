@@ -66,6 +66,8 @@ def _compare(expected: Any, got: Any) -> Optional[str]:
         return f"shape {got.shape}, expected {expected.shape}"
     if expected.dtype != got.dtype:
         return f"dtype {got.dtype}, expected {expected.dtype}"
+    if expected.dtype.name == "bfloat16":  # ml_dtypes' kind is "V": compare as float32
+        expected, got = expected.astype(np.float32), got.astype(np.float32)
     if expected.dtype.kind in "fc":
         if not np.allclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True):
             worst = np.nanmax(np.abs(got.astype(np.float64) - expected.astype(np.float64)))
@@ -73,6 +75,15 @@ def _compare(expected: Any, got: Any) -> Optional[str]:
     elif not np.array_equal(got, expected):
         return "values differ"
     return None
+
+
+def _array(x: Any) -> Any:
+    """A data set entry as numpy: TensorProtos through onnx.numpy_helper."""
+    if hasattr(x, "data_type") and hasattr(x, "dims"):
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(x)
+    return x
 
 
 def run_case(case: Any) -> Tuple[str, str]:
@@ -94,6 +105,8 @@ def run_case(case: Any) -> Tuple[str, str]:
         return "crashed", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
     try:
         for inputs, expected in case.data_sets:
+            # Cases of special dtypes (bfloat16, float8, ...) carry TensorProtos.
+            inputs, expected = [_array(x) for x in inputs], [_array(x) for x in expected]
             try:
                 got = rep.run(list(inputs))
             except Error as e:

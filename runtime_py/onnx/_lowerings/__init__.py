@@ -1,2 +1,6 @@
 """Lowerings of ONNX ops, one module per op family; importing this package registers them."""
 from . import elementwise, nn, shape  # noqa: F401
+from . import einsum, norm  # noqa: F401
+from . import unary  # noqa: F401
+from . import logic, reduce  # noqa: F401
+from . import movement, resize  # noqa: F401

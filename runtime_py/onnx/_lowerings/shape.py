@@ -136,8 +136,11 @@ def concat(cv, node, inputs, attrs):
 @lowers("Shape")
 def shape_op(cv, node, inputs, attrs):
     x = inputs[0]
-    if cv.is_dynamic(x):
-        raise cv.fail("Shape of a dynamic tensor is not supported yet")
+    if cv.is_dynamic(x):  # the shape op reads the current sizes (movement.py)
+        from .movement import dynamic_shape
+
+        end = attrs.get("end")
+        return [dynamic_shape(cv, x, int(attrs.get("start", 0)), None if end is None else int(end))]
     shape = np.array(cv.shape_of(x), dtype=np.int64)
     start, end = int(attrs.get("start", 0)), attrs.get("end")
     return [shape[start:None if end is None else int(end)]]

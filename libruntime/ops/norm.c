@@ -1,0 +1,481 @@
+/* norm.c: layer_norm, instance_norm, group_norm and lp_norm.
+ *
+ * The first three view x as rows of contiguous elements (layer_norm: the dims from `axis` on;
+ * instance_norm and group_norm: one (image, group) per row) and write
+ * (x - mean) * inv_std * scale + bias. A row's mean and variance come from one pass with sums in
+ * double, shifted by the row's first element so that a large common offset does not cancel.
+ * Rows are split over threads; each row is read completely before it is written, so the output
+ * may be x itself. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct norm_job {
+    const void *x, *scale, *bias; /* scale, bias may be NULL */
+    void *out, *mean, *inv_std;   /* mean, inv_std: layer_norm's optional outputs, or NULL */
+    int64_t len;                  /* elements per row */
+    double eps;
+    /* layer_norm: scale and bias repeat along the row with these periods. */
+    int64_t scale_period, bias_period;
+    /* instance_norm, group_norm: row r is group r % groups of its image; the group's channels
+     * are `spatial` elements each; scale and bias hold one value per channel, or per group. */
+    int64_t groups, group_channels, spatial;
+    bool per_group;
+} norm_job;
+
+/* ---- kernels ---------------------------------------------------------------------------- */
+
+/* An empty row has no mean: NaN, as numpy's mean of nothing. The sums run in STAT_LANES
+ * independent lanes, which the compiler can vectorise without reassociating anything (a single
+ * float64 accumulator would make the pass latency-bound). */
+#define STAT_LANES 8
+#define DEFINE_ROW_STATS(sfx, T)                                                            \
+    static void row_stats__##sfx(const T *x, int64_t n, double eps, double *mean,          \
+                                 double *inv_std) {                                        \
+        if (n == 0) {                                                                      \
+            *mean = NAN;                                                                   \
+            *inv_std = NAN;                                                                \
+            return;                                                                        \
+        }                                                                                  \
+        double shift = (double)x[0], sum = 0, squares = 0;                                 \
+        double sums[STAT_LANES] = {0}, sq[STAT_LANES] = {0};                               \
+        int64_t k = 0;                                                                     \
+        for (; k + STAT_LANES <= n; k += STAT_LANES) {                                     \
+            double d[STAT_LANES];                                                          \
+            for (int j = 0; j < STAT_LANES; j++)                                           \
+                d[j] = (double)x[k + j] - shift;                                           \
+            for (int j = 0; j < STAT_LANES; j++)                                           \
+                sums[j] += d[j];                                                           \
+            for (int j = 0; j < STAT_LANES; j++)                                           \
+                sq[j] += d[j] * d[j];                                                      \
+        }                                                                                  \
+        for (int j = 0; j < STAT_LANES; j++) {                                             \
+            sum += sums[j];                                                                \
+            squares += sq[j];                                                              \
+        }                                                                                  \
+        for (; k < n; k++) {                                                               \
+            double d = (double)x[k] - shift;                                               \
+            sum += d;                                                                      \
+            squares += d * d;                                                              \
+        }                                                                                  \
+        double m = sum / (double)n, var = squares / (double)n - m * m;                     \
+        *mean = shift + m;                                                                 \
+        *inv_std = 1.0 / sqrt((var > 0 ? var : 0) + eps);                                  \
+    }
+
+/* Equal periods (the usual case, including absent parameters) run as a nested loop the
+ * compiler can vectorise; different ones keep a wrapping index each. */
+#define DEFINE_LAYER_ROWS(sfx, T)                                                           \
+    static void layer_rows__##sfx(void *arg, size_t begin, size_t end) {                   \
+        const norm_job *job = arg;                                                         \
+        int64_t len = job->len;                                                            \
+        const T *sc = job->scale, *bi = job->bias;                                         \
+        int64_t ps = sc ? job->scale_period : len, pb = bi ? job->bias_period : len;       \
+        for (size_t r = begin; r < end; r++) {                                             \
+            const T *x = (const T *)job->x + (int64_t)r * len;                             \
+            T *o = (T *)job->out + (int64_t)r * len;                                       \
+            double mean, inv;                                                              \
+            row_stats__##sfx(x, len, job->eps, &mean, &inv);                               \
+            if (job->mean) {                                                               \
+                ((T *)job->mean)[r] = (T)mean;                                             \
+                ((T *)job->inv_std)[r] = (T)inv;                                           \
+            }                                                                              \
+            T m = (T)mean, s = (T)inv;                                                     \
+            if (ps == pb) {                                                                \
+                for (int64_t base = 0; base < len; base += ps)                             \
+                    for (int64_t j = 0; j < ps; j++) {                                     \
+                        T v = (x[base + j] - m) * s;                                       \
+                        o[base + j] = (sc ? v * sc[j] : v) + (bi ? bi[j] : (T)0);          \
+                    }                                                                      \
+                continue;                                                                  \
+            }                                                                              \
+            for (int64_t k = 0, js = 0, jb = 0; k < len; k++) {                            \
+                T v = (x[k] - m) * s;                                                      \
+                o[k] = (sc ? v * sc[js] : v) + (bi ? bi[jb] : (T)0);                       \
+                js = js + 1 == ps ? 0 : js + 1;                                            \
+                jb = jb + 1 == pb ? 0 : jb + 1;                                            \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+#define DEFINE_CHANNEL_ROWS(sfx, T)                                                         \
+    static void channel_rows__##sfx(void *arg, size_t begin, size_t end) {                 \
+        const norm_job *job = arg;                                                         \
+        const T *sc = job->scale, *bi = job->bias;                                         \
+        int64_t len = job->len, spatial = job->spatial;                                    \
+        for (size_t r = begin; r < end; r++) {                                             \
+            const T *x = (const T *)job->x + (int64_t)r * len;                             \
+            T *o = (T *)job->out + (int64_t)r * len;                                       \
+            double mean, inv;                                                              \
+            row_stats__##sfx(x, len, job->eps, &mean, &inv);                               \
+            T m = (T)mean, s = (T)inv;                                                     \
+            int64_t g = (int64_t)r % job->groups;                                          \
+            for (int64_t c = 0; c < job->group_channels; c++) {                            \
+                int64_t p = job->per_group ? g : g * job->group_channels + c;              \
+                T a = sc ? s * sc[p] : s, b = bi ? bi[p] : (T)0;                           \
+                const T *xc = x + c * spatial;                                             \
+                T *oc = o + c * spatial;                                                   \
+                for (int64_t k = 0; k < spatial; k++)                                      \
+                    oc[k] = (xc[k] - m) * a + b;                                           \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+DEFINE_ROW_STATS(f32, float)
+DEFINE_ROW_STATS(f64, double)
+DEFINE_LAYER_ROWS(f32, float)
+DEFINE_LAYER_ROWS(f64, double)
+DEFINE_CHANNEL_ROWS(f32, float)
+DEFINE_CHANNEL_ROWS(f64, double)
+
+static void run_rows(const rt_op_ctx *ctx, norm_job *job, int64_t rows, rt_range_fn kernel) {
+    if (rows > 0)
+        rt_parallel_for(rt_op__threads(ctx), (size_t)rows, rt_op__grain(2 * job->len + 1),
+                        kernel, job);
+}
+
+/* ---- shared checks ---------------------------------------------------------------------- */
+
+/* x a float tensor; out writable, x's dtype, row-major, given x's sizes (it may be x itself). */
+static rt_status check_x_out(rt_op_ctx *ctx, rt_tensor_value *x, rt_tensor_value *out) {
+    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", x, "x", x->rank, x->sizes));
+    return rt_op_set_output_sizes(ctx, out, "out", x->rank, x->sizes);
+}
+
+/* An optional parameter tensor (scale, bias): x's dtype, row-major, not written by `out`. */
+static rt_status check_param(rt_op_ctx *ctx, const rt_tensor_value *p, const char *what,
+                             const rt_tensor_value *x, const rt_tensor_value *out) {
+    if (!p)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, p, what, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, p, what));
+    return rt_op__check_disjoint(ctx, out, "out", p, what);
+}
+
+static rt_status check_epsilon(rt_op_ctx *ctx, size_t index, double *eps) {
+    RT_RETURN_IF_ERROR(rt_op_double(ctx, index, "epsilon", eps));
+    if (!(*eps >= 0) || isinf(*eps))
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "epsilon must be finite and >= 0, not %g",
+                          *eps);
+    return RT_OK;
+}
+
+/* ---- layer_norm ------------------------------------------------------------------------- */
+
+/* p's sizes, leading 1s aside, must be the last sizes of x (from axis on): p then repeats along
+ * each row with a period of its element count. */
+static rt_status suffix_period(rt_op_ctx *ctx, const rt_tensor_value *p, const char *what,
+                               const rt_tensor_value *x, int32_t axis, int64_t *period) {
+    if (!p)
+        return RT_OK;
+    int32_t lead = 0;
+    while (lead < p->rank && p->sizes[lead] == 1)
+        lead++;
+    int32_t kept = p->rank - lead;
+    bool ok = kept <= x->rank - axis;
+    for (int32_t i = 0; ok && i < kept; i++)
+        ok = p->sizes[lead + i] == x->sizes[x->rank - kept + i];
+    if (!ok) {
+        char tp[RT_OP_SHAPE_TEXT], tx[RT_OP_SHAPE_TEXT];
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "%s %s must match the trailing sizes of x %s from axis %" PRId32
+                          " (leading 1s aside)",
+                          what, rt_op__shape_text(p->sizes, p->rank, tp),
+                          rt_op__shape_text(x->sizes, x->rank, tx), axis);
+    }
+    *period = rt_tensor__numel(p);
+    return RT_OK;
+}
+
+typedef struct layer_args {
+    rt_tensor_value *x, *scale, *bias, *out, *mean, *inv_std;
+    int32_t axis;
+    double eps;
+    int64_t scale_period, bias_period;
+} layer_args;
+
+/* mean and inv_std: x's dtype, sizes x.shape[:axis] + [1] * (rank - axis), apart from every
+ * other tensor. */
+static rt_status layer_check_stat(rt_op_ctx *ctx, layer_args *a, rt_tensor_value *t,
+                                  const char *what) {
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, t, what, a->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, t, what));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, t, what));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, t, what, a->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, t, what, a->out, "out"));
+    if (a->scale)
+        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, t, what, a->scale, "scale"));
+    if (a->bias)
+        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, t, what, a->bias, "bias"));
+    int64_t sizes[RT_MAX_RANK];
+    for (int32_t d = 0; d < a->x->rank; d++)
+        sizes[d] = d < a->axis ? a->x->sizes[d] : 1;
+    return rt_op_set_output_sizes(ctx, t, what, a->x->rank, sizes);
+}
+
+static rt_status layer_setup(rt_op_ctx *ctx, layer_args *a) {
+    if (ctx->nargs != 6 && ctx->nargs != 8)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                          "expects 6 arguments (x, scale, bias, axis, epsilon, out) or 8 (with "
+                          "mean and inv_std outputs), but the instruction has %zu",
+                          ctx->nargs);
+    int64_t axis;
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &a->scale));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &a->bias));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis));
+    RT_RETURN_IF_ERROR(check_epsilon(ctx, 4, &a->eps));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 5, "out", &a->out));
+    a->mean = a->inv_std = NULL;
+    if (ctx->nargs == 8) {
+        RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "mean", &a->mean));
+        RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 7, "inv_std", &a->inv_std));
+    }
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, a->x->rank, "axis", &a->axis));
+    RT_RETURN_IF_ERROR(check_x_out(ctx, a->x, a->out));
+    RT_RETURN_IF_ERROR(check_param(ctx, a->scale, "scale", a->x, a->out));
+    RT_RETURN_IF_ERROR(check_param(ctx, a->bias, "bias", a->x, a->out));
+    RT_RETURN_IF_ERROR(suffix_period(ctx, a->scale, "scale", a->x, a->axis, &a->scale_period));
+    RT_RETURN_IF_ERROR(suffix_period(ctx, a->bias, "bias", a->x, a->axis, &a->bias_period));
+    if (!a->mean)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(layer_check_stat(ctx, a, a->mean, "mean"));
+    RT_RETURN_IF_ERROR(layer_check_stat(ctx, a, a->inv_std, "inv_std"));
+    return rt_op__check_disjoint(ctx, a->inv_std, "inv_std", a->mean, "mean");
+}
+
+rt_status rt_ops__layer_norm_prepare(rt_op_ctx *ctx) {
+    layer_args a;
+    return layer_setup(ctx, &a);
+}
+
+rt_status rt_ops__layer_norm_run(rt_op_ctx *ctx) {
+    layer_args a;
+    RT_RETURN_IF_ERROR(layer_setup(ctx, &a));
+    int64_t rows = 1, len = 1; /* bounded by the element count of x */
+    for (int32_t d = 0; d < a.x->rank; d++) {
+        if (d < a.axis)
+            rows *= a.x->sizes[d];
+        else
+            len *= a.x->sizes[d];
+    }
+    norm_job job = {
+        .x = a.x->data, .scale = a.scale ? a.scale->data : NULL,
+        .bias = a.bias ? a.bias->data : NULL, .out = a.out->data,
+        .mean = a.mean ? a.mean->data : NULL, .inv_std = a.inv_std ? a.inv_std->data : NULL,
+        .len = len, .eps = a.eps, .scale_period = a.scale_period, .bias_period = a.bias_period,
+    };
+    run_rows(ctx, &job, rows, a.x->type == RT_F32 ? layer_rows__f32 : layer_rows__f64);
+    return RT_OK;
+}
+
+/* ---- instance_norm and group_norm ------------------------------------------------------- */
+
+typedef struct channel_args {
+    rt_tensor_value *x, *scale, *bias, *out;
+    int64_t groups;
+    double eps;
+    bool per_group;
+} channel_args;
+
+/* scale or bias: rank 1 with one value per channel, or (group_norm) one per group. */
+static rt_status channel_param(rt_op_ctx *ctx, channel_args *a, const rt_tensor_value *p,
+                               const char *what, bool allow_per_group) {
+    if (!p)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(check_param(ctx, p, what, a->x, a->out));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, p, what, 1));
+    int64_t channels = a->x->sizes[1], n = p->sizes[0];
+    if (n == channels)
+        return RT_OK;
+    if (allow_per_group && n == a->groups) {
+        a->per_group = true;
+        return RT_OK;
+    }
+    if (allow_per_group)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "%s has %" PRId64 " elements; it needs one per channel (%" PRId64
+                          ") or one per group (%" PRId64 ")",
+                          what, n, channels, a->groups);
+    return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                      "%s has %" PRId64 " elements, but x has %" PRId64 " channels", what, n,
+                      channels);
+}
+
+/* instance_norm (groups < 0: one group per channel) or group_norm. */
+static rt_status channel_setup(rt_op_ctx *ctx, channel_args *a, bool grouped) {
+    size_t i = 0;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, grouped ? 6 : 5));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, i++, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, i++, "scale", &a->scale));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, i++, "bias", &a->bias));
+    if (grouped) {
+        RT_RETURN_IF_ERROR(rt_op_int(ctx, i++, "num_groups", &a->groups));
+        if (a->groups < 1)
+            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "num_groups must be >= 1, not %" PRId64,
+                              a->groups);
+    }
+    RT_RETURN_IF_ERROR(check_epsilon(ctx, i++, &a->eps));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, i, "out", &a->out));
+    if (ctx->preparing && a->x->rank < 2)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
+                          "x has rank %" PRId32 "; it must be [N, C, ...] (rank >= 2)",
+                          a->x->rank);
+    RT_RETURN_IF_ERROR(check_x_out(ctx, a->x, a->out));
+    int64_t channels = a->x->sizes[1];
+    if (!grouped)
+        a->groups = channels > 0 ? channels : 1;
+    if (channels % a->groups != 0) {
+        char tx[RT_OP_SHAPE_TEXT];
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "num_groups %" PRId64 " must divide the channels of x %s", a->groups,
+                          rt_op__shape_text(a->x->sizes, a->x->rank, tx));
+    }
+    a->per_group = false;
+    RT_RETURN_IF_ERROR(channel_param(ctx, a, a->scale, "scale", grouped));
+    bool scale_per_group = a->per_group;
+    a->per_group = false;
+    RT_RETURN_IF_ERROR(channel_param(ctx, a, a->bias, "bias", grouped));
+    /* One value per group and one per channel differ only when the counts differ. */
+    if (a->scale && a->bias && scale_per_group != a->per_group)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "scale has %" PRId64 " elements and bias %" PRId64 "; both need one "
+                          "per channel or both one per group",
+                          a->scale->sizes[0], a->bias->sizes[0]);
+    a->per_group = a->per_group || scale_per_group;
+    return RT_OK;
+}
+
+static rt_status channel_run(rt_op_ctx *ctx, bool grouped) {
+    channel_args a;
+    RT_RETURN_IF_ERROR(channel_setup(ctx, &a, grouped));
+    int64_t spatial = 1; /* bounded by the element count of x */
+    for (int32_t d = 2; d < a.x->rank; d++)
+        spatial *= a.x->sizes[d];
+    int64_t group_channels = a.x->sizes[1] / a.groups;
+    norm_job job = {
+        .x = a.x->data, .scale = a.scale ? a.scale->data : NULL,
+        .bias = a.bias ? a.bias->data : NULL, .out = a.out->data,
+        .len = group_channels * spatial, .eps = a.eps, .groups = a.groups,
+        .group_channels = group_channels, .spatial = spatial, .per_group = a.per_group,
+    };
+    /* x's channels may be 0: then there are no rows (and no elements). */
+    int64_t rows = a.x->sizes[1] > 0 ? a.x->sizes[0] * a.groups : 0;
+    run_rows(ctx, &job, rows, a.x->type == RT_F32 ? channel_rows__f32 : channel_rows__f64);
+    return RT_OK;
+}
+
+rt_status rt_ops__instance_norm_prepare(rt_op_ctx *ctx) {
+    channel_args a;
+    return channel_setup(ctx, &a, false);
+}
+
+rt_status rt_ops__instance_norm_run(rt_op_ctx *ctx) {
+    return channel_run(ctx, false);
+}
+
+rt_status rt_ops__group_norm_prepare(rt_op_ctx *ctx) {
+    channel_args a;
+    return channel_setup(ctx, &a, true);
+}
+
+rt_status rt_ops__group_norm_run(rt_op_ctx *ctx) {
+    return channel_run(ctx, true);
+}
+
+/* ---- lp_norm ---------------------------------------------------------------------------- */
+
+/* x viewed as [outer, n, inner], normalised over n. Columns of the inner dimension are done
+ * LP_BLOCK at a time so that every pass reads contiguous runs. */
+#define LP_BLOCK 64
+
+typedef struct lp_job {
+    const void *x;
+    void *out;
+    int64_t n, inner, blocks;
+    int64_t p;
+} lp_job;
+
+/* A zero norm gives 0 (ONNX's reference), not 0 / 0. Division (not a reciprocal) keeps tiny
+ * norms finite. */
+#define DEFINE_LP(sfx, T)                                                                   \
+    static void lp_blocks__##sfx(void *arg, size_t begin, size_t end) {                    \
+        const lp_job *job = arg;                                                           \
+        int64_t n = job->n, inner = job->inner;                                            \
+        for (size_t item = begin; item < end; item++) {                                    \
+            int64_t outer = (int64_t)item / job->blocks;                                   \
+            int64_t first = (int64_t)item % job->blocks * LP_BLOCK;                        \
+            int64_t width = inner - first < LP_BLOCK ? inner - first : LP_BLOCK;           \
+            const T *x = (const T *)job->x + outer * n * inner + first;                    \
+            T *o = (T *)job->out + outer * n * inner + first;                              \
+            double acc[LP_BLOCK];                                                          \
+            for (int64_t c = 0; c < width; c++)                                            \
+                acc[c] = 0;                                                                \
+            for (int64_t k = 0; k < n; k++)                                                \
+                for (int64_t c = 0; c < width; c++) {                                      \
+                    double v = (double)x[k * inner + c];                                   \
+                    acc[c] += job->p == 1 ? fabs(v) : v * v;                               \
+                }                                                                          \
+            for (int64_t c = 0; c < width; c++) /* a norm of 0 divides 0s: give 0s */      \
+                acc[c] = acc[c] == 0 ? 1 : job->p == 1 ? acc[c] : sqrt(acc[c]);            \
+            for (int64_t k = 0; k < n; k++)                                                \
+                for (int64_t c = 0; c < width; c++)                                        \
+                    o[k * inner + c] = (T)((double)x[k * inner + c] / acc[c]);             \
+        }                                                                                  \
+    }
+DEFINE_LP(f32, float)
+DEFINE_LP(f64, double)
+
+typedef struct lp_args {
+    rt_tensor_value *x, *out;
+    int32_t axis;
+    int64_t p;
+} lp_args;
+
+static rt_status lp_setup(rt_op_ctx *ctx, lp_args *a) {
+    int64_t axis;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "p", &a->p));
+    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &a->out));
+    if (a->p != 1 && a->p != 2)
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "p must be 1 or 2, not %" PRId64, a->p);
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, a->x->rank, "axis", &a->axis));
+    return check_x_out(ctx, a->x, a->out);
+}
+
+rt_status rt_ops__lp_norm_prepare(rt_op_ctx *ctx) {
+    lp_args a;
+    return lp_setup(ctx, &a);
+}
+
+rt_status rt_ops__lp_norm_run(rt_op_ctx *ctx) {
+    lp_args a;
+    RT_RETURN_IF_ERROR(lp_setup(ctx, &a));
+    if (rt_tensor__numel(a.x) == 0)
+        return RT_OK;
+    /* The products are bounded by the element count of x, which is not 0. */
+    int64_t outer = 1, inner = 1;
+    for (int32_t d = 0; d < a.x->rank; d++) {
+        if (d < a.axis)
+            outer *= a.x->sizes[d];
+        else if (d > a.axis)
+            inner *= a.x->sizes[d];
+    }
+    lp_job job = {.x = a.x->data, .out = a.out->data, .n = a.x->sizes[a.axis], .inner = inner,
+                  .blocks = (inner + LP_BLOCK - 1) / LP_BLOCK, .p = a.p};
+    int64_t width = inner < LP_BLOCK ? inner : LP_BLOCK;
+    rt_parallel_for(rt_op__threads(ctx), (size_t)(outer * job.blocks),
+                    rt_op__grain(2 * job.n * width),
+                    a.x->type == RT_F32 ? lp_blocks__f32 : lp_blocks__f64, &job);
+    return RT_OK;
+}

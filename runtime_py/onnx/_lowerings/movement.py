@@ -1,0 +1,552 @@
+"""Data-movement ONNX ops: Split, Slice, Gather, GatherElements, GatherND, ScatterElements,
+Scatter, ScatterND, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu, OneHot, EyeLike,
+NonZero, Range, Size, ConstantOfShape (Resize and Upsample are in resize.py, Shape in shape.py).
+
+Parameters that decide an output's shape (split sizes, slice bounds, pads, repeats, a target
+shape, a depth) are passed to the runtime as literal int lists when they are known at
+conversion time. Where they are run-time tensors the op reads them at run and its output is
+dynamic; that needs an upper bound for every output size. Slice and Split have one (the
+input's size), and so do the ops below whose shape parameter comes from a `Shape` of a dynamic
+tensor: such int tensors carry upper bounds (`int_bounds`, recorded by Shape, Size and kept by
+Gather and Slice of them). Anything else with a run-time shape parameter is refused: its
+output could be any size.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from ...builder import Value
+from .._registry import lowers
+from .common import FLOATS, NUMERIC, check_attrs, optional, require_dtype
+
+INDEX_DTYPES = ("int32", "int64")
+
+
+# ---- upper bounds of run-time int tensors -------------------------------------------------
+
+def int_bounds(cv: Any, x: Any) -> Optional[np.ndarray]:
+    """Element-wise upper bounds (int64, x's shape) of a run-time int tensor, when known; for
+    a known array, the array itself."""
+    if not isinstance(x, Value):
+        return None if x is None else np.asarray(x).astype(np.int64)
+    entry = cv.__dict__.get("_int_bounds", {}).get(id(x))
+    return None if entry is None else entry[1]
+
+
+def set_int_bounds(cv: Any, value: Value, upper: Any) -> Value:
+    """Record that every element of value is at most upper (and >= 0: sizes)."""
+    table = cv.__dict__.setdefault("_int_bounds", {})
+    table[id(value)] = (value, np.asarray(upper, dtype=np.int64).reshape(value.shape))
+    return value
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _call(cv: Any, op: str, *args: Any, dtype: str, shape: Sequence[int], dynamic: bool) -> Value:
+    return cv.m.call(op, *args, outputs=[(dtype, [int(s) for s in shape], bool(dynamic))])[0]
+
+
+def _int_param(cv: Any, x: Any, what: str) -> Any:
+    """A known int parameter as a list, or a run-time int32/int64 tensor as is."""
+    if isinstance(x, Value):
+        require_dtype(cv, x, INDEX_DTYPES, what)
+        if len(x.shape) > 1:
+            raise cv.fail(f"{what} must be a 0-d or 1-d tensor")
+        return x
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
+def _known_ints(cv: Any, x: Any, what: str, why: str) -> List[int]:
+    if isinstance(x, Value):
+        raise cv.fail(f"{what} must be known at conversion time: {why}")
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
+def _axis(cv: Any, axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1) or rank == 0:
+        raise cv.fail(f"{what} {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def _index_tensor(cv: Any, x: Any, what: str = "indices") -> Value:
+    require_dtype(cv, x, INDEX_DTYPES, what)
+    return cv.tensor(x)
+
+
+# ---- Split ----------------------------------------------------------------------------------
+
+@lowers("Split")
+def split(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("axis", "split", "num_outputs"))
+    x = cv.tensor(inputs[0])
+    shape = list(x.shape)
+    axis = _axis(cv, int(attrs.get("axis", 0)), len(shape))
+    count = len(node.output)
+    sizes_arg = attrs.get("split") if cv.opset < 13 else optional(inputs, 1)
+    dim = shape[axis]
+    if sizes_arg is not None and (isinstance(sizes_arg, Value) or len(np.asarray(sizes_arg).reshape(-1))):
+        sizes = _int_param(cv, sizes_arg, "split")
+        if isinstance(sizes, list):
+            if len(sizes) != count or any(s < 0 for s in sizes):
+                raise cv.fail(f"split {sizes} does not give {count} sizes >= 0")
+            if not x.dynamic and sum(sizes) != dim:
+                raise cv.fail(f"split {sizes} does not add up to {dim}")
+            parts = [(s, x.dynamic) for s in sizes]
+        else:
+            parts = [(dim, True)] * count  # each part at most the whole axis
+    else:
+        if "num_outputs" in attrs and int(attrs["num_outputs"]) != count:
+            raise cv.fail(f"num_outputs {attrs['num_outputs']} but {count} outputs")
+        if cv.opset < 18 and not x.dynamic and dim % count:
+            raise cv.fail(f"cannot split {dim} into {count} equal parts")
+        each = -(-dim // count) if count else 0
+        part_sizes = [max(0, min(each, dim - each * i)) for i in range(count)]
+        sizes = []  # the runtime's ceil rule, also for dynamic sizes
+        parts = [(s, x.dynamic) for s in part_sizes]
+    outputs = []
+    for size, dynamic in parts:
+        out_shape = list(shape)
+        out_shape[axis] = size
+        outputs.append((x.dtype, out_shape, dynamic))
+    return cv.m.call("split", x, axis, sizes, outputs=outputs)
+
+
+# ---- Slice ----------------------------------------------------------------------------------
+
+def _slice_count(dim: int, start: int, end: int, step: int) -> int:
+    """ONNX Slice length of one axis (the C kernel's rule)."""
+    if start < 0:
+        start = -1 if start < -dim else start + dim
+    if end < 0:
+        end = -1 if end < -dim else end + dim
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        span = end - start
+    else:
+        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        span = start - end
+    return 0 if span <= 0 else (span - 1) // abs(step) + 1
+
+
+def _slice_bound(bound: int, start: int, end: int, step: int, dynamic: bool) -> int:
+    """The longest slice over every size up to bound (the length is piecewise linear in the
+    size, so its maximum is at the bound or at a breakpoint)."""
+    if not dynamic:
+        return _slice_count(bound, start, end, step)
+    candidates = {bound}
+    for v in (start, end):
+        for d in (abs(v) - 1, abs(v), abs(v) + 1):
+            if 0 <= d <= bound:
+                candidates.add(d)
+    return max(_slice_count(d, start, end, step) for d in candidates)
+
+
+@lowers("Slice")
+def slice_op(cv, node, inputs, attrs):
+    x = cv.tensor(inputs[0])
+    rank = len(x.shape)
+    if cv.opset < 10:
+        check_attrs(cv, attrs, ("starts", "ends", "axes"))
+        starts, ends = list(attrs["starts"]), list(attrs["ends"])
+        axes = list(attrs["axes"]) if "axes" in attrs else None
+        steps = None
+    else:
+        starts = _int_param(cv, inputs[1], "starts")
+        ends = _int_param(cv, inputs[2], "ends")
+        axes = optional(inputs, 3)
+        axes = None if axes is None else _int_param(cv, axes, "axes")
+        steps = optional(inputs, 4)
+        steps = None if steps is None else _int_param(cv, steps, "steps")
+    params = (starts, ends, axes, steps)
+    known = all(not isinstance(p, Value) for p in params)
+    out_shape = list(x.shape)
+    if known:
+        n = len(starts)
+        axes_l = list(range(n)) if axes is None else axes
+        steps_l = [1] * n if steps is None else steps
+        if len(ends) != n or len(axes_l) != n or len(steps_l) != n:
+            raise cv.fail("starts, ends, axes and steps must have the same length")
+        seen = set()
+        for s, e, a, st in zip(starts, ends, axes_l, steps_l):
+            a = _axis(cv, a, rank, "axes item")
+            if a in seen or st == 0:
+                raise cv.fail("axes must not repeat and steps must be nonzero")
+            seen.add(a)
+            out_shape[a] = _slice_bound(x.shape[a], s, e, st, x.dynamic)
+        dynamic = x.dynamic
+    else:
+        dynamic = True
+        if axes is not None and not isinstance(axes, Value):
+            # Only the named axes shrink; a known step shortens the bound.
+            for i, a in enumerate(axes):
+                a = _axis(cv, a, rank, "axes item")
+                if isinstance(steps, list) and i < len(steps) and steps[i] != 0:
+                    out_shape[a] = -(-x.shape[a] // abs(steps[i]))
+    y = _call(cv, "slice", x, starts, ends, axes, steps, dtype=x.dtype, shape=out_shape,
+              dynamic=dynamic)
+    bounds = int_bounds(cv, inputs[0])
+    if bounds is not None and known and rank == 1:
+        n = len(starts)
+        st = (steps or [1])[0] if n else 1
+        if n == 1:
+            sl = slice(starts[0], ends[0], st)
+            set_int_bounds(cv, y, _pad_bounds(bounds[sl], out_shape[0]))
+        elif n == 0:
+            set_int_bounds(cv, y, bounds)
+    return [y]
+
+
+def _pad_bounds(values: np.ndarray, length: int) -> np.ndarray:
+    """Bounds for a vector of `length` items taken from `values` (numpy slicing may differ
+    from ONNX's at the clamps: fall back to the largest bound)."""
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) == length:
+        return values
+    top = int(values.max()) if values.size else 0
+    return np.full(length, top, dtype=np.int64)
+
+
+# ---- Gather family --------------------------------------------------------------------------
+
+@lowers("Gather")
+def gather(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("axis",))
+    data, indices = inputs
+    rank = len(cv.shape_of(data))
+    axis = _axis(cv, int(attrs.get("axis", 0)), rank)
+    dshape, ishape = list(cv.shape_of(data)), list(cv.shape_of(indices))
+    if not isinstance(indices, Value) and not cv.is_dynamic(data):
+        flat = np.asarray(indices).reshape(-1)
+        bad = flat[(flat < -dshape[axis]) | (flat >= dshape[axis])]
+        if bad.size:
+            raise cv.fail(f"index {int(bad[0])} is out of range for axis {axis} of size "
+                          f"{dshape[axis]}")
+    shape = dshape[:axis] + ishape + dshape[axis + 1:]
+    y = _call(cv, "gather", cv.tensor(data), _index_tensor(cv, indices), axis,
+              dtype=cv.dtype_of(data), shape=shape,
+              dynamic=cv.is_dynamic(data) or cv.is_dynamic(indices))
+    bounds = int_bounds(cv, data) if isinstance(data, Value) else None
+    if bounds is not None and not isinstance(indices, Value) and rank == 1:
+        set_int_bounds(cv, y, bounds[np.asarray(indices, dtype=np.int64)])
+    return [y]
+
+
+@lowers("GatherElements")
+def gather_elements(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("axis",))
+    data, indices = inputs
+    axis = _axis(cv, int(attrs.get("axis", 0)), len(cv.shape_of(data)))
+    return [_call(cv, "gather_elements", cv.tensor(data), _index_tensor(cv, indices), axis,
+                  dtype=cv.dtype_of(data), shape=cv.shape_of(indices),
+                  dynamic=cv.is_dynamic(data) or cv.is_dynamic(indices))]
+
+
+@lowers("GatherND")
+def gather_nd(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("batch_dims",))
+    data, indices = inputs
+    b = int(attrs.get("batch_dims", 0))
+    dshape, ishape = list(cv.shape_of(data)), list(cv.shape_of(indices))
+    if cv.is_dynamic(indices):
+        raise cv.fail("indices with dynamic sizes are not supported (their last size must "
+                      "be fixed)")
+    k = ishape[-1] if ishape else 0
+    if not ishape or b < 0 or b >= min(len(ishape), len(dshape)) or b + k > len(dshape):
+        raise cv.fail(f"indices {ishape} and batch_dims {b} do not fit data {dshape}")
+    shape = ishape[:-1] + dshape[b + k:]
+    return [_call(cv, "gather_nd", cv.tensor(data), _index_tensor(cv, indices), b,
+                  dtype=cv.dtype_of(data), shape=shape,
+                  dynamic=cv.is_dynamic(data) or cv.is_dynamic(indices))]
+
+
+_REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
+
+
+def _reduction(cv, attrs, data):
+    name = _text(attrs.get("reduction", "none"))
+    if name not in _REDUCTIONS:
+        raise cv.fail(f"reduction {name!r} is not supported")
+    if name != "none":
+        require_dtype(cv, data, NUMERIC, "data with a reduction")
+    return _REDUCTIONS[name]
+
+
+@lowers("ScatterElements", "Scatter")
+def scatter_elements(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("axis", "reduction"))
+    data, indices, updates = inputs
+    axis = _axis(cv, int(attrs.get("axis", 0)), len(cv.shape_of(data)))
+    reduction = _reduction(cv, attrs, data)
+    return [_call(cv, "scatter_elements", cv.tensor(data), _index_tensor(cv, indices),
+                  cv.tensor(updates), axis, reduction, dtype=cv.dtype_of(data),
+                  shape=cv.shape_of(data), dynamic=cv.is_dynamic(data))]
+
+
+@lowers("ScatterND")
+def scatter_nd(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("reduction",))
+    data, indices, updates = inputs
+    reduction = _reduction(cv, attrs, data)
+    return [_call(cv, "scatter_nd", cv.tensor(data), _index_tensor(cv, indices),
+                  cv.tensor(updates), reduction, dtype=cv.dtype_of(data),
+                  shape=cv.shape_of(data), dynamic=cv.is_dynamic(data))]
+
+
+# ---- Expand, Tile, Pad ----------------------------------------------------------------------
+
+def _expand_shape(cv, xshape: Sequence[int], target: Sequence[int]) -> List[int]:
+    rank = max(len(xshape), len(target))
+    xs = [1] * (rank - len(xshape)) + list(xshape)
+    ts = [1] * (rank - len(target)) + list(target)
+    out = []
+    for a, b in zip(xs, ts):
+        if b < 0 or (a != b and a != 1 and b != 1):
+            raise cv.fail(f"cannot expand shape {list(xshape)} to {list(target)}")
+        out.append(a if b == 1 else b)
+    return out
+
+
+@lowers("Expand")
+def expand(cv, node, inputs, attrs):
+    x, shape = cv.tensor(inputs[0]), inputs[1]
+    target = _int_param(cv, shape, "shape")
+    if isinstance(target, list):
+        out = _expand_shape(cv, x.shape, target)
+        return [_call(cv, "expand", x, target, dtype=x.dtype, shape=out, dynamic=x.dynamic)]
+    upper = int_bounds(cv, shape)
+    if upper is None or target.dynamic:
+        raise cv.fail("a run-time shape is supported only when it comes from Shape of a "
+                      "tensor (its sizes must have known upper bounds)")
+    rank = max(len(x.shape), len(upper))
+    xs = [1] * (rank - len(x.shape)) + list(x.shape)
+    us = [1] * (rank - len(upper)) + [int(u) for u in upper]
+    return [_call(cv, "expand", x, target, dtype=x.dtype, shape=[max(a, b) for a, b in zip(xs, us)],
+                  dynamic=True)]
+
+
+@lowers("Tile")
+def tile(cv, node, inputs, attrs):
+    x = cv.tensor(inputs[0])
+    repeats = _known_ints(cv, inputs[1], "repeats", "a run-time repeat count would make the "
+                          "output size unbounded")
+    if len(repeats) != len(x.shape) or any(r < 0 for r in repeats):
+        raise cv.fail(f"repeats {repeats} must give one count >= 0 per dimension of x")
+    shape = [s * r for s, r in zip(x.shape, repeats)]
+    return [_call(cv, "tile", x, repeats, dtype=x.dtype, shape=shape, dynamic=x.dynamic)]
+
+
+_PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+
+
+@lowers("Pad")
+def pad(cv, node, inputs, attrs):
+    x = cv.tensor(inputs[0])
+    rank = len(x.shape)
+    mode = _text(attrs.get("mode", "constant"))
+    if mode not in _PAD_MODES:
+        raise cv.fail(f"mode {mode!r} is not supported")
+    why = "run-time pads would make the output size unbounded"
+    value: Any = None
+    if cv.opset < 11:
+        check_attrs(cv, attrs, ("mode", "pads", "paddings", "value"))
+        pads = [int(p) for p in attrs.get("pads", attrs.get("paddings", []))]
+        value = np.array(float(attrs.get("value", 0.0)))
+        axes = list(range(rank))
+    else:
+        check_attrs(cv, attrs, ("mode",))
+        pads = _known_ints(cv, inputs[1], "pads", why)
+        value = optional(inputs, 2)
+        axes_in = optional(inputs, 3)
+        axes = list(range(rank)) if axes_in is None else [
+            _axis(cv, a, rank, "axes item") for a in _known_ints(cv, axes_in, "axes", why)]
+    if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
+        raise cv.fail(f"pads {pads} need 2 items per axis of {axes}")
+    full = [0] * (2 * rank)
+    for i, a in enumerate(axes):
+        full[a], full[a + rank] = pads[i], pads[i + len(axes)]
+    shape = [s + full[d] + full[d + rank] for d, s in enumerate(x.shape)]
+    kept = [s + min(full[d], 0) + min(full[d + rank], 0) for d, s in enumerate(x.shape)]
+    if any(s < 0 for s in shape) or (not x.dynamic and any(k < 0 for k in kept)):
+        raise cv.fail(f"pads {pads} crop more than x {list(x.shape)} holds")
+    if mode != "constant" and not x.dynamic and any(k == 0 and s > 0 for k, s in zip(kept, shape)):
+        raise cv.fail(f"{mode} padding of an empty dimension")
+    if mode != "constant" or value is None or (not isinstance(value, Value) and np.asarray(value).size == 0):
+        value_arg = None
+    elif isinstance(value, Value):
+        if value.dtype != x.dtype:
+            raise cv.fail("constant_value must have the dtype of data")
+        value_arg = value
+    else:
+        value_arg = cv.tensor(np.asarray(value).astype(x.dtype).reshape(()))
+    return [_call(cv, "pad", x, full, _PAD_MODES[mode], value_arg, dtype=x.dtype, shape=shape,
+                  dynamic=x.dynamic)]
+
+
+# ---- DepthToSpace, SpaceToDepth, Trilu ------------------------------------------------------
+
+_ORDERS = {"DCR": 0, "CRD": 1}
+
+
+def _block(cv, node, inputs, attrs, to_space: bool):
+    check_attrs(cv, attrs, ("blocksize", "mode"))
+    x = cv.tensor(inputs[0])
+    if len(x.shape) != 4:
+        raise cv.fail(f"x must have rank 4, not {len(x.shape)}")
+    b = int(attrs["blocksize"])
+    mode = _text(attrs.get("mode", "DCR"))
+    if mode not in _ORDERS or b < 1:
+        raise cv.fail(f"mode {mode!r} / blocksize {b} is not supported")
+    n, c, h, w = x.shape
+    if to_space:
+        if c % (b * b) and not x.dynamic:
+            raise cv.fail(f"{c} channels are not a multiple of blocksize^2")
+        shape = [n, c // (b * b), h * b, w * b]
+    else:
+        if (h % b or w % b) and not x.dynamic:
+            raise cv.fail(f"height {h} and width {w} must be multiples of blocksize {b}")
+        shape = [n, c * b * b, h // b, w // b]
+    op = "depth_to_space" if to_space else "space_to_depth"
+    return [_call(cv, op, x, b, _ORDERS[mode], dtype=x.dtype, shape=shape, dynamic=x.dynamic)]
+
+
+@lowers("DepthToSpace")
+def depth_to_space(cv, node, inputs, attrs):
+    return _block(cv, node, inputs, attrs, True)
+
+
+@lowers("SpaceToDepth")
+def space_to_depth(cv, node, inputs, attrs):
+    return _block(cv, node, inputs, attrs, False)
+
+
+@lowers("Trilu")
+def trilu(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("upper",))
+    x = cv.tensor(inputs[0])
+    if len(x.shape) < 2:
+        raise cv.fail("x needs rank >= 2")
+    k = optional(inputs, 1)
+    if k is None:
+        k_arg: Any = 0
+    elif isinstance(k, Value):
+        k_arg = _int_param(cv, k, "k")
+    else:
+        k_arg = int(np.asarray(k).reshape(-1)[0])
+    return [_call(cv, "trilu", x, k_arg, bool(attrs.get("upper", 1)), dtype=x.dtype,
+                  shape=x.shape, dynamic=x.dynamic)]
+
+
+# ---- OneHot, EyeLike, NonZero ---------------------------------------------------------------
+
+@lowers("OneHot")
+def one_hot(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("axis",))
+    indices, depth, values = inputs
+    require_dtype(cv, indices, NUMERIC, "indices")
+    if isinstance(depth, Value):
+        raise cv.fail("depth must be known at conversion time: a run-time depth would make "
+                      "the output size unbounded")
+    depth_n = int(np.asarray(depth).reshape(-1)[0])  # ONNX casts a float depth to int64
+    if depth_n < 0:
+        raise cv.fail(f"depth {depth_n} must be >= 0")
+    ishape = list(cv.shape_of(indices))
+    axis = _axis(cv, int(attrs.get("axis", -1)), len(ishape) + 1)
+    shape = ishape[:axis] + [depth_n] + ishape[axis:]
+    vals = cv.tensor(values)
+    if int(np.prod(vals.shape)) != 2:
+        raise cv.fail("values must hold 2 elements (off, on)")
+    return [_call(cv, "one_hot", cv.tensor(indices), depth_n, axis, vals, dtype=vals.dtype,
+                  shape=shape, dynamic=cv.is_dynamic(indices))]
+
+
+@lowers("EyeLike")
+def eye_like(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("dtype", "k"))
+    x = inputs[0]
+    shape = list(cv.shape_of(x))
+    if len(shape) != 2:
+        raise cv.fail("x must have rank 2")
+    if "dtype" in attrs:
+        from .._convert import onnx_dtype_name
+
+        dtype = onnx_dtype_name(int(attrs["dtype"]))
+    else:
+        dtype = cv.dtype_of(x)
+    k = int(attrs.get("k", 0))
+    if not cv.is_dynamic(x):
+        if dtype == "bfloat16":
+            raise cv.fail("a bfloat16 result is not supported")
+        return [np.eye(shape[0], shape[1], k, dtype=np.dtype(dtype))]
+    return [_call(cv, "eye_like", x, k, dtype=dtype, shape=shape, dynamic=True)]
+
+
+@lowers("NonZero")
+def non_zero(cv, node, inputs, attrs):
+    x = cv.tensor(inputs[0])
+    if not x.shape:
+        raise cv.fail("a 0-d input is not supported")
+    # A data-dependent shape: planned for the most nonzeros, sized at every run.
+    return [_call(cv, "non_zero", x, dtype="int64", shape=[len(x.shape), int(np.prod(x.shape))],
+                  dynamic=True)]
+
+
+# ---- Range, Size, ConstantOfShape, Shape ----------------------------------------------------
+
+@lowers("Range")
+def range_op(cv, node, inputs, attrs):
+    start, limit, delta = inputs
+    dtype = require_dtype(cv, start, NUMERIC, "start")
+    known = [np.asarray(v).reshape(-1)[0] if not isinstance(v, Value) else None
+             for v in (start, limit, delta)]
+    upper = int_bounds(cv, limit)
+    if known[0] is None or known[2] is None or upper is None or known[2] <= 0:
+        raise cv.fail("Range with run-time inputs is supported only for a known start and "
+                      "positive delta and a limit computed from Shape (its length must have an "
+                      "upper bound)")
+    count = max(0, math.ceil((float(upper.reshape(-1)[0]) - float(known[0])) / float(known[2])))
+    args = [cv.tensor(np.asarray(v).astype(dtype).reshape(())) if not isinstance(v, Value)
+            else v for v in (start, limit, delta)]
+    return [_call(cv, "range", *args, dtype=dtype, shape=[count], dynamic=True)]
+
+
+@lowers("Size")
+def size_op(cv, node, inputs, attrs):
+    x = inputs[0]
+    if not cv.is_dynamic(x):
+        return [np.array(int(np.prod(cv.shape_of(x))), dtype=np.int64)]
+    y = _call(cv, "size", x, dtype="int64", shape=[], dynamic=False)
+    return [set_int_bounds(cv, y, int(np.prod(x.shape)))]
+
+
+def dynamic_shape(cv: Any, x: Value, start: int, end: Optional[int]) -> Value:
+    """Shape of a dynamic tensor: the shape op (int64 [count], static), with the bounds of
+    x's sizes recorded for ops that take the result as a shape."""
+    rank = len(x.shape)
+    s = start + rank if start < 0 else start
+    e = rank if end is None else (end + rank if end < 0 else end)
+    s, e = min(max(s, 0), rank), min(max(e, 0), rank)
+    count = max(0, e - s)
+    y = _call(cv, "shape", x, s, s + count, dtype="int64", shape=[count], dynamic=False)
+    return set_int_bounds(cv, y, list(x.shape)[s:s + count])
+
+
+@lowers("ConstantOfShape")
+def constant_of_shape(cv, node, inputs, attrs):
+    shape = inputs[0]
+    value = attrs.get("value")
+    fill = np.zeros(1, np.float32) if value is None else cv._numpy_helper.to_array(value)
+    upper = int_bounds(cv, shape)
+    if upper is None or not isinstance(shape, Value) or shape.dynamic:
+        raise cv.fail("a run-time shape is supported only when it comes from Shape of a "
+                      "tensor (its sizes must have known upper bounds)")
+    require_dtype(cv, shape, INDEX_DTYPES, "input")
+    fill = np.asarray(fill).reshape(-1)[:1].reshape(())
+    return [_call(cv, "constant_of_shape", shape, cv.tensor(fill), dtype=cv.dtype_of(fill),
+                  shape=[int(u) for u in upper.reshape(-1)], dynamic=True)]

@@ -1,0 +1,163 @@
+"""Resize and Upsample, lowered to the runtime's resize op (docs/ops.md, resize).
+
+Scales, sizes and roi must be known at conversion time: they decide the output shape. The op
+takes full-rank lists (axes and keep_aspect_ratio_policy are resolved here, as onnx's
+reference does) and reproduces the reference's arithmetic for every coordinate transform,
+nearest rounding mode, linear and cubic filter, antialiasing and exclude_outside.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import numpy as np
+
+from ...builder import Value
+from .._registry import lowers
+from .common import FLOATS, check_attrs, optional
+
+_MODES = {"nearest": 0, "linear": 1, "bilinear": 1, "cubic": 2}
+_COORDS = {"half_pixel": 0, "half_pixel_symmetric": 1, "pytorch_half_pixel": 2,
+           "align_corners": 3, "asymmetric": 4, "tf_crop_and_resize": 5}
+_NEAREST = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _known(cv: Any, x: Any, what: str) -> Optional[np.ndarray]:
+    """A known 1-D parameter, or None when absent or empty."""
+    if x is None:
+        return None
+    if isinstance(x, Value):
+        raise cv.fail(f"{what} must be known at conversion time: a run-time {what} would "
+                      f"make the output size unbounded")
+    arr = np.asarray(x).reshape(-1)
+    return arr if arr.size else None
+
+
+def _emit(cv, x: Value, sizes: List[int], scales: List[float], roi: List[float], mode: str,
+          coord: str, nearest: str, cubic_a: float, exclude_outside: bool, antialias: bool,
+          extrapolation: float) -> Value:
+    rank = len(x.shape)
+    if mode != "nearest" and x.dtype not in FLOATS:
+        raise cv.fail(f"{mode} mode on {x.dtype} is not supported (float32, float64 only)")
+    shape = []
+    for d in range(rank):
+        if sizes:
+            shape.append(x.shape[d] if sizes[d] == -1 else sizes[d])
+        else:
+            shape.append(int(float(scales[d]) * x.shape[d]))  # the kernel's floor rule
+    if any(s > 0 and x.shape[d] == 0 for d, s in enumerate(shape)):
+        raise cv.fail("cannot resize an empty dimension")
+    return cv.m.call("resize", x, [int(s) for s in sizes], [float(s) for s in scales],
+                     [float(r) for r in roi], _MODES[mode], _COORDS[coord], _NEAREST[nearest],
+                     float(cubic_a), bool(exclude_outside), bool(antialias), float(extrapolation),
+                     outputs=[(x.dtype, shape, x.dynamic)])[0]
+
+
+@lowers("Resize")
+def resize(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("mode", "coordinate_transformation_mode", "nearest_mode",
+                            "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+                            "antialias", "axes", "keep_aspect_ratio_policy"))
+    x = cv.tensor(inputs[0])
+    rank = len(x.shape)
+    mode = _text(attrs.get("mode", "nearest"))
+    if mode not in ("nearest", "linear", "cubic"):
+        raise cv.fail(f"mode {mode!r} is not supported")
+    if cv.opset < 11:
+        return [_legacy(cv, x, _known(cv, optional(inputs, 1), "scales"), mode)]
+    roi = _known(cv, optional(inputs, 1), "roi")
+    scales = _known(cv, optional(inputs, 2), "scales")
+    sizes = _known(cv, optional(inputs, 3), "sizes")
+    coord = _text(attrs.get("coordinate_transformation_mode", "half_pixel"))
+    nearest = _text(attrs.get("nearest_mode", "round_prefer_floor"))
+    policy = _text(attrs.get("keep_aspect_ratio_policy", "stretch"))
+    if coord not in _COORDS or nearest not in _NEAREST:
+        raise cv.fail(f"coordinate_transformation_mode {coord!r} / nearest_mode {nearest!r} "
+                      f"is not supported")
+    antialias = bool(attrs.get("antialias", 0)) and mode != "nearest"
+    axes = [int(a) for a in attrs.get("axes", range(rank))]
+    axes = [a + rank if a < 0 else a for a in axes]
+    if len(set(axes)) != len(axes) or any(not 0 <= a < rank for a in axes):
+        raise cv.fail(f"axes {axes} are invalid for rank {rank}")
+    if (scales is None) == (sizes is None):
+        raise cv.fail("exactly one of scales and sizes must be given")
+    given = scales if scales is not None else sizes
+    if len(given) != len(axes):
+        raise cv.fail(f"{'scales' if scales is not None else 'sizes'} has {len(given)} items "
+                      f"for {len(axes)} axes")
+    full_roi: List[float] = []
+    if coord == "tf_crop_and_resize":
+        if roi is None or len(roi) != 2 * len(axes):
+            raise cv.fail("tf_crop_and_resize needs a roi with 2 items per axis")
+        full_roi = [0.0] * rank + [1.0] * rank
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[a + rank] = float(roi[i]), float(roi[i + len(axes)])
+    full_scales: List[float] = []
+    full_sizes: List[int] = []
+    if scales is not None:
+        full_scales = [1.0] * rank
+        for i, a in enumerate(axes):
+            full_scales[a] = float(scales[i])
+        if any(not s > 0 for s in full_scales):
+            raise cv.fail(f"scales {list(scales)} must be > 0")
+    else:
+        full_sizes = [-1 if x.dynamic else x.shape[d] for d in range(rank)]
+        for i, a in enumerate(axes):
+            full_sizes[a] = int(sizes[i])
+        if any(s < -1 for s in full_sizes):
+            raise cv.fail(f"sizes {list(sizes)} must be >= 0")
+        if policy != "stretch":
+            full_sizes, full_scales = _keep_aspect(cv, x, axes, full_sizes, policy)
+    return [_emit(cv, x, full_sizes, full_scales, full_roi, mode, coord, nearest,
+                  float(attrs.get("cubic_coeff_a", -0.75)), bool(attrs.get("exclude_outside", 0)),
+                  antialias, float(attrs.get("extrapolation_value", 0.0)))]
+
+
+def _keep_aspect(cv, x: Value, axes: List[int], sizes: List[int], policy: str):
+    """onnx's rule: one scale for all axes (the smallest or largest ratio), sizes rounded
+    half up from it."""
+    if policy not in ("not_larger", "not_smaller"):
+        raise cv.fail(f"keep_aspect_ratio_policy {policy!r} is not supported")
+    if x.dynamic:
+        raise cv.fail("keep_aspect_ratio_policy needs a static input shape")
+    ratios = [sizes[a] / x.shape[a] for a in axes]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    new_sizes = [int(scale * x.shape[d] + 0.5) if d in axes else x.shape[d]
+                 for d in range(len(x.shape))]
+    scales = [scale if d in axes else 1.0 for d in range(len(x.shape))]
+    return new_sizes, scales
+
+
+def _legacy(cv, x: Value, scales: Optional[np.ndarray], mode: str) -> Value:
+    """Upsample and Resize-10: asymmetric coordinates; nearest takes the floor."""
+    if scales is None or len(scales) != len(x.shape):
+        raise cv.fail("scales must give one factor per dimension")
+    if mode == "nearest" and any(float(s) < 1 for s in scales):
+        raise cv.fail("nearest downsampling before opset 11 is not supported (implementations "
+                      "round differently)")
+    return _emit(cv, x, [], [float(s) for s in scales], [], mode, "asymmetric", "floor", -0.75,
+                 False, False, 0.0)
+
+
+@lowers("Upsample")
+def upsample(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("mode", "scales", "height_scale", "width_scale"))
+    x = cv.tensor(inputs[0])
+    mode = _text(attrs.get("mode", "nearest"))
+    if mode not in _MODES or mode == "cubic":
+        raise cv.fail(f"mode {mode!r} is not supported")
+    mode = "linear" if mode == "bilinear" else mode
+    if "scales" in attrs:
+        scales = np.asarray(attrs["scales"], dtype=np.float64)
+    elif "height_scale" in attrs:
+        if len(x.shape) != 4:
+            raise cv.fail("height_scale/width_scale need a rank-4 input")
+        scales = np.array([1.0, 1.0, attrs["height_scale"], attrs.get("width_scale", 1.0)])
+    else:
+        scales = _known(cv, optional(inputs, 1), "scales")
+    if scales is not None and any(float(s) < 1 for s in scales):
+        raise cv.fail(f"Upsample scales {list(scales)} must be >= 1")
+    return [_legacy(cv, x, scales, mode)]

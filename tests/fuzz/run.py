@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Build the libFuzzer harness (tests/fuzz/fuzz_program.c) with ASan + UBSan and run it.
+
+    python3 tests/fuzz/run.py --seconds 600         # fuzz for 10 minutes
+    python3 tests/fuzz/run.py --seconds 3600 --fork 2   # keep going after crashes, 2 workers
+    python3 tests/fuzz/run.py --replay               # run the seeds and regressions once
+    python3 tests/fuzz/run.py --valgrind             # memcheck over seeds, regressions, corpus
+
+Everything lives in build/fuzz/: the binary, the seed corpus generated from the builder's
+programs (seeds/), the growing corpus (corpus/) and crash artifacts (artifacts/). A crashing
+input belongs in tests/fuzz/regressions/ once fixed (tests/test_fuzz_regressions.py loads
+each one through the Python API). Needs clang with libFuzzer (Debian: clang-14
+libclang-rt-14-dev).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "build" / "fuzz"
+HARNESS = ROOT / "tests" / "fuzz" / "fuzz_program.c"
+REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
+FLAGS = ["-g", "-O1", "-fno-omit-frame-pointer", "-std=c11", "-D_DEFAULT_SOURCE",
+         "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
+         f"-I{ROOT / 'include'}", f"-I{ROOT / 'libruntime'}"]
+
+
+def find_clang() -> str:
+    for name in ("clang", "clang-14", "clang-15", "clang-16", "clang-17", "clang-18"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise SystemExit("run.py: clang not found (apt-get install -y clang-14 libclang-rt-14-dev)")
+
+
+def sources() -> list:
+    return sorted(p for p in (ROOT / "libruntime").rglob("*.c"))
+
+
+def build_harness() -> Path:
+    """Compile the library's sources and the harness into one instrumented binary; skipped
+    when the binary is newer than every source and header."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    binary = OUT / "fuzz_program"
+    inputs = sources() + [HARNESS, ROOT / "include" / "runtime.h"] + \
+        sorted((ROOT / "libruntime").rglob("*.h")) + sorted((ROOT / "libruntime").rglob("*.inc"))
+    if binary.exists() and binary.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
+        return binary
+    cmd = [find_clang(), *FLAGS, "-o", str(binary), str(HARNESS),
+           *[str(s) for s in sources()], "-lm", "-lpthread"]
+    print("run.py: building", binary.relative_to(ROOT), flush=True)
+    subprocess.check_call(cmd)
+    return binary
+
+
+def build_leak_check() -> Path:
+    """The same harness as an ordinary binary (gcc, no sanitizers) for valgrind."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    binary = OUT / "leak_check"
+    cmd = [shutil.which("gcc") or "cc", "-g", "-O1", "-std=c11", "-D_DEFAULT_SOURCE",
+           f"-I{ROOT / 'include'}", f"-I{ROOT / 'libruntime'}", "-o", str(binary),
+           str(ROOT / "tests" / "fuzz" / "leak_check.c"), str(HARNESS),
+           *[str(s) for s in sources()], "-lm", "-lpthread"]
+    subprocess.check_call(cmd)
+    return binary
+
+
+def valgrind(files: list) -> int:
+    """memcheck over `files`; fails on any memory error or definitely lost block."""
+    tool = shutil.which("valgrind")
+    if tool is None:
+        raise SystemExit("run.py: valgrind not found (apt-get install -y valgrind)")
+    binary = build_leak_check()
+    listing = OUT / "leak_check.files"
+    listing.write_text("".join(f"{f}\n" for f in files))
+    cmd = [tool, "--leak-check=full", "--errors-for-leak-kinds=definite",
+           "--error-exitcode=99", str(binary), f"@{listing}"]
+    print(f"run.py: valgrind over {len(files)} files", flush=True)
+    return subprocess.call(cmd)
+
+
+def write_seeds() -> Path:
+    sys.path.insert(0, str(ROOT))
+    from tests.fuzz.seeds import seed_programs
+
+    seeds = OUT / "seeds"
+    seeds.mkdir(parents=True, exist_ok=True)
+    for name, data in seed_programs().items():
+        (seeds / f"{name}.rtp").write_bytes(data)
+    return seeds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=60, help="fuzzing time (default 60)")
+    parser.add_argument("--fork", type=int, default=0,
+                        help="libFuzzer fork mode with this many workers; continues after "
+                             "crashes, collecting them in build/fuzz/artifacts")
+    parser.add_argument("--timeout", type=int, default=10, help="seconds per input (hang)")
+    parser.add_argument("--replay", action="store_true",
+                        help="run the seeds and regression files once each, then exit")
+    parser.add_argument("--valgrind", action="store_true",
+                        help="build a plain driver and run valgrind memcheck over the seeds, "
+                             "the regressions and the corpus")
+    parser.add_argument("--max-files", type=int, default=0,
+                        help="with --valgrind: at most this many corpus files (0: all)")
+    parser.add_argument("extra", nargs="*", help="more libFuzzer flags, e.g. -seed=1")
+    args = parser.parse_args()
+
+    seeds = write_seeds()
+    regressions = sorted(p for p in REGRESSIONS.glob("*") if p.is_file() and p.suffix != ".md")
+    if args.valgrind:
+        corpus = sorted((OUT / "corpus").glob("*"))
+        if args.max_files:
+            corpus = corpus[:args.max_files]
+        return valgrind(sorted(seeds.iterdir()) + regressions + corpus)
+    binary = build_harness()
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:allocator_may_return_null=1")
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    if args.replay:
+        files = sorted(seeds.iterdir()) + regressions
+        cmd = [str(binary), f"-timeout={args.timeout}", *args.extra, *map(str, files)]
+        return subprocess.call(cmd, env=env)
+    corpus = OUT / "corpus"
+    artifacts = OUT / "artifacts"
+    corpus.mkdir(exist_ok=True)
+    artifacts.mkdir(exist_ok=True)
+    cmd = [str(binary), str(corpus), str(seeds), str(REGRESSIONS),
+           f"-dict={ROOT / 'tests' / 'fuzz' / 'program.dict'}",
+           "-max_len=65536", f"-timeout={args.timeout}", f"-max_total_time={args.seconds}",
+           "-rss_limit_mb=4096", "-malloc_limit_mb=1024", "-print_final_stats=1",
+           f"-artifact_prefix={artifacts}/"]
+    if args.fork:
+        cmd += [f"-fork={args.fork}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1"]
+    cmd += args.extra
+    print("run.py:", " ".join(cmd), flush=True)
+    return subprocess.call(cmd, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+"""Threads: one Program shared by many threads, one Method per thread running in parallel (the
+GIL is released during execute), and a clear InvalidState for two threads on one Method.
+
+The same file runs under ThreadSanitizer (docs/reliability.md):
+
+    python3 build.py --sanitize thread
+    LD_PRELOAD=$(gcc -print-file-name=libtsan.so) RUNTIME_PY_LIBRARY=build/thread/libruntime.so \
+        TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" \
+        python3 -m pytest -q -p no:cacheprovider tests/test_concurrency.py
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import runtime_py as rt
+from runtime_py._ffi import ffi, get_lib, to_str
+from runtime_py.builder import ProgramBuilder
+
+THREADS = 8
+
+
+def mlp_program() -> bytes:
+    """Big enough that matmul, linear and softmax split their work over the thread pool."""
+    rng = np.random.default_rng(7)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (64, 96))
+    w1 = m.constant(rng.standard_normal((96, 128)).astype(np.float32))
+    w2 = m.constant(rng.standard_normal((32, 128)).astype(np.float32))
+    bias = m.constant(rng.standard_normal(32).astype(np.float32))
+    h = m.relu(m.matmul(x, w1))
+    y = m.softmax(m.linear(h, w2, bias), axis=-1)
+    m.output(y, "y")
+    m.output(m.transpose(h, [1, 0]), "ht")
+    return b.to_bytes()
+
+
+def spin_program() -> bytes:
+    """y = x ** n by a loop of n iterations: a method that runs as long as asked."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (64,))
+    n = m.input("n", "int64", (1,))
+    one = m.constant(np.ones(1, np.int64))
+    i = m.tensor("int64", (1,))
+    y = m.tensor("float32", (64,))
+    m.sub(one, one, out=i)
+    m.copy(x, out=y)
+    top, done = m.place(m.label()), m.label()
+    m.jump_if_not(m.less(i, n), done)
+    m.mul(y, x, out=y)
+    m.add(i, one, out=i)
+    m.jump(top)
+    m.place(done)
+    m.output(y, "y")
+    m.output(i, "iterations")
+    return b.to_bytes()
+
+
+@pytest.fixture(scope="module")
+def spin():
+    """(method factory, iteration count for a call of at least 0.1 s on this machine)."""
+    program = rt.Program.load(spin_program())
+    x = np.ones(64, np.float32)
+    with program.load_method() as m:
+        n = 1000
+        while True:
+            start = time.perf_counter()
+            m(x, np.array([n]))
+            if time.perf_counter() - start >= 0.1 or n >= 1 << 26:
+                break
+            n *= 2
+    yield program, n
+    program.close()
+
+
+def test_shared_program_many_threads_match_serial_results():
+    program = rt.Program.load(mlp_program())
+    rng = np.random.default_rng(0)
+    inputs = [[rng.standard_normal((64, 96)).astype(np.float32) for _ in range(6)]
+              for _ in range(THREADS)]
+    with program.load_method() as serial:
+        expected = [[[np.asarray(o).copy() for o in serial(x)] for x in xs] for xs in inputs]
+    results = [None] * THREADS
+    errors = []
+    barrier = threading.Barrier(THREADS)
+
+    def worker(k):
+        try:
+            with program.load_method() as method:
+                barrier.wait()
+                results[k] = [[np.asarray(o).copy() for o in method(x)] for x in inputs[k]]
+        except BaseException as exc:  # reported below, in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    program.close()
+    assert not errors, errors
+    for k in range(THREADS):
+        for got, want in zip(results[k], expected[k]):
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)  # bitwise: same kernels, same threads
+
+
+def test_execute_releases_the_gil(spin):
+    """While one thread is inside a long execute, other threads run Python and other methods."""
+    program, n = spin
+    x = np.full(64, 1.0001, np.float32)
+    long_method = program.load_method()
+    short_method = program.load_method()
+    started = threading.Event()
+    span = []
+
+    def long_call():
+        started.set()
+        t0 = time.perf_counter()
+        long_method(x, np.array([n]))
+        span.append((t0, time.perf_counter()))
+
+    thread = threading.Thread(target=long_call)
+    thread.start()
+    started.wait()
+    stamps = []
+    while thread.is_alive() and len(stamps) < 50:
+        (y, i) = short_method(x, np.array([3]))
+        stamps.append(time.perf_counter())
+        assert i.tolist() == [3]
+    thread.join()
+    (t0, t1), = span
+    inside = [s for s in stamps if t0 < s < t1]
+    assert len(inside) >= 2, "no other call completed while the long execute ran"
+    long_method.close()
+    short_method.close()
+
+
+def overlap(method_call, busy_call, attempts=8):
+    """Run method_call in a thread and busy_call in this one while it runs; returns the
+    results of busy_call (an exception or a value) for the attempts that overlapped."""
+    seen = []
+    for _ in range(attempts):
+        started = threading.Event()
+        box = []
+
+        def run():
+            started.set()
+            try:
+                box.append(method_call())
+            except BaseException as exc:
+                box.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        started.wait()
+        time.sleep(0.01)
+        if thread.is_alive():
+            try:
+                seen.append(busy_call())
+            except BaseException as exc:
+                seen.append(exc)
+        thread.join()
+        assert not isinstance(box[0], BaseException), box[0]
+        if any(isinstance(s, rt.InvalidState) for s in seen):
+            break
+    return seen
+
+
+def test_same_method_from_two_threads_is_a_clear_invalid_state(spin):
+    program, n = spin
+    x = np.full(64, 1.0, np.float32)
+    with program.load_method() as method:
+        seen = overlap(lambda: method(x, np.array([n])), lambda: method(x, np.array([1])))
+        errors = [s for s in seen if isinstance(s, BaseException)]
+        assert errors, "the calls never overlapped"
+        for e in errors:
+            assert isinstance(e, rt.InvalidState), e
+            assert "'forward'" in str(e) and "another thread" in str(e)
+        # Every entry point refuses while busy; afterwards the method is fine.
+        for call in (lambda: method.set_input(0, x), lambda: method.execute(),
+                     lambda: method.get_outputs(), lambda: method.close()):
+            got = overlap(lambda: method(x, np.array([n])), call)
+            assert any(isinstance(g, rt.InvalidState) for g in got), got
+        y, i = method(x * 2, np.array([2]))
+        assert i.tolist() == [2]
+        np.testing.assert_array_equal(np.asarray(y), (x * 2) ** 3)
+
+
+def test_c_busy_flag_refuses_a_second_thread(spin):
+    """Below the Python lock: rt_method_* on one handle from two threads at once."""
+    program, n = spin
+    lib = get_lib()
+    method = program.load_method()
+    method.set_inputs(np.full(64, 1.0, np.float32), np.array([n]))
+    ptr = method._ptr
+    statuses = []
+    messages = []
+
+    def run():
+        status = lib.rt_method_execute(ptr)
+        statuses.append(status)
+        if status:
+            messages.append(to_str(lib.rt_last_error()))
+        return status
+
+    def second():
+        status = lib.rt_method_execute(ptr)
+        statuses.append(status)
+        if status:
+            messages.append(to_str(lib.rt_last_error()))
+            raise rt.InvalidState(messages[-1])
+        return status
+
+    seen = overlap(run, second)
+    assert any(isinstance(s, rt.InvalidState) for s in seen), (seen, statuses, messages)
+    assert all("another thread" in msg for msg in messages), messages
+    assert lib.rt_method_execute(ptr) == lib.RT_OK  # the flag was released
+    method.close()
+
+
+def test_profile_readers_refuse_while_the_method_runs(spin):
+    """rt_method_profile_event reads the event list an execute is growing: it takes the busy
+    flag like every other entry point (the count reads 0 meanwhile)."""
+    program, n = spin
+    lib = get_lib()
+    method = program.load_method(profile=True)
+    method.set_inputs(np.full(64, 1.0, np.float32), np.array([n]))
+    method.execute()
+    ptr = method._ptr
+    event = ffi.new("rt_profile_event *")
+
+    def read_profile():
+        status = lib.rt_method_profile_event(event, ptr, 0)
+        if status:
+            raise rt.InvalidState(to_str(lib.rt_last_error()))
+        return status
+
+    seen = overlap(lambda: lib.rt_method_execute(ptr), read_profile)
+    errors = [s for s in seen if isinstance(s, BaseException)]
+    assert errors and all("another thread" in str(e) for e in errors), seen
+    assert lib.rt_method_profile_event_count(ptr) >= 3 * n  # every step of the loop
+    assert lib.rt_method_profile_event(event, ptr, 0) == lib.RT_OK
+    method.close()
+
+
+def test_methods_outlive_a_program_closed_by_another_thread():
+    program = rt.Program.load(mlp_program())
+    methods = [program.load_method() for _ in range(4)]
+    x = np.random.default_rng(3).standard_normal((64, 96)).astype(np.float32)
+    want = [np.asarray(o).copy() for o in methods[0](x)]
+    errors = []
+    barrier = threading.Barrier(len(methods) + 1)
+
+    def worker(method):
+        try:
+            barrier.wait()
+            for _ in range(5):
+                for got, w in zip(method(x), want):
+                    np.testing.assert_array_equal(np.asarray(got), w)
+            method.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(m,)) for m in methods]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    program.close()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_global_settings_change_while_methods_run():
+    """rt_set_num_threads and the log callback are thread-safe against running methods."""
+    program = rt.Program.load(mlp_program())
+    x = np.random.default_rng(4).standard_normal((64, 96)).astype(np.float32)
+    lib = get_lib()
+    before = lib.rt_get_num_threads()
+    stop = threading.Event()
+    errors = []
+
+    def worker():
+        try:
+            with program.load_method() as method:
+                want = [np.asarray(o).copy() for o in method(x)]
+                while not stop.is_set():
+                    for got, w in zip(method(x), want):
+                        np.testing.assert_allclose(np.asarray(got), w, rtol=1e-5, atol=1e-6)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for k in range(40):
+            lib.rt_set_num_threads(1 + k % 3)
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        lib.rt_set_num_threads(before)
+        program.close()
+    assert not errors, errors
