@@ -4,9 +4,9 @@ GIL is released during execute), and a clear InvalidState for two threads on one
 The same file runs under ThreadSanitizer (docs/reliability.md):
 
     python3 build.py --sanitize thread
+    PY=$(python3 -c "import sys; print(sys.executable)")   # not a pyenv shell shim
     LD_PRELOAD=$(gcc -print-file-name=libtsan.so) RUNTIME_PY_LIBRARY=build/thread/libruntime.so \
-        TSAN_OPTIONS="suppressions=tests/tsan.supp halt_on_error=1" \
-        python3 -m pytest -q -p no:cacheprovider tests/test_concurrency.py
+        TSAN_OPTIONS=halt_on_error=1 $PY -m pytest -q -p no:cacheprovider tests/test_concurrency.py
 """
 from __future__ import annotations
 

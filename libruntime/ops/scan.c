@@ -177,20 +177,20 @@ typedef struct topk_job {
         return i < j;                                                                       \
     }                                                                                       \
                                                                                             \
-    /* Move h[at] down a heap of `size` whose root is the worst. */                         \
-    static void topk_sift__##sfx(const T *x, int64_t s, int64_t *h, int64_t hs,             \
-                                 int64_t size, int64_t at, bool big) {                      \
+    /* Move h[at] down a heap of `size` whose root is the worst (h and x both stride s). */ \
+    static void topk_sift__##sfx(const T *x, int64_t s, int64_t *h, int64_t size,           \
+                                 int64_t at, bool big) {                                    \
         for (;;) {                                                                          \
             int64_t worst = at, l = 2 * at + 1, r = l + 1;                                  \
-            if (l < size && topk_better__##sfx(x, s, h[worst * hs], h[l * hs], big))        \
+            if (l < size && topk_better__##sfx(x, s, h[worst * s], h[l * s], big))          \
                 worst = l;                                                                  \
-            if (r < size && topk_better__##sfx(x, s, h[worst * hs], h[r * hs], big))        \
+            if (r < size && topk_better__##sfx(x, s, h[worst * s], h[r * s], big))          \
                 worst = r;                                                                  \
             if (worst == at)                                                                \
                 return;                                                                     \
-            int64_t t = h[at * hs];                                                         \
-            h[at * hs] = h[worst * hs];                                                     \
-            h[worst * hs] = t;                                                              \
+            int64_t t = h[at * s];                                                          \
+            h[at * s] = h[worst * s];                                                       \
+            h[worst * s] = t;                                                               \
             at = worst;                                                                     \
         }                                                                                   \
     }                                                                                       \
@@ -218,14 +218,14 @@ typedef struct topk_job {
             for (int64_t i = k; i < n && k > 0; i++) {                                      \
                 if (topk_better__##sfx(x, s, i, h[0], big)) {                               \
                     h[0] = i;                                                               \
-                    topk_sift__##sfx(x, s, h, s, k, 0, big);                                \
+                    topk_sift__##sfx(x, s, h, k, 0, big);                                   \
                 }                                                                           \
             }                                                                               \
             for (int64_t size = k - 1; size > 0; size--) { /* worst to the back */          \
                 int64_t t = h[0];                                                           \
                 h[0] = h[size * s];                                                         \
                 h[size * s] = t;                                                            \
-                topk_sift__##sfx(x, s, h, s, size, 0, big);                                 \
+                topk_sift__##sfx(x, s, h, size, 0, big);                                    \
             }                                                                               \
             for (int64_t i = 0; i < k; i++)                                                 \
                 v[i * s] = x[h[i * s] * s];                                                 \

@@ -22,7 +22,8 @@ typedef struct slice_dims {
 } slice_dims;
 
 /* ONNX's clamping of one axis of size dim: negative starts and ends count from the end, then
- * starts clamp to [0, dim] ([0, dim - 1] for negative steps) and ends to [0, dim] ([-1, dim - 1]). */
+ * starts clamp to [0, dim] and ends to [0, dim]; for negative steps starts clamp to
+ * [0, dim - 1] and ends to [-1, dim - 1]. */
 static void slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first,
                        int64_t *count) {
     if (start < 0)

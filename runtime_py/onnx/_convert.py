@@ -33,7 +33,12 @@ FLOAT32_COMPUTED = frozenset({
     "Cos", "Tan", "Tanh", "Erf", "Sigmoid", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Gelu",
     "Softplus", "Softsign", "HardSwish", "Mish", "PRelu", "Clip", "IsNaN", "IsInf",
     "LogSoftmax", "Hardmax", "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Conv", "Softmax",
-    "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+    "Pow", "Mod", "Min", "Max", "Mean", "Sum", "LessOrEqual", "GreaterOrEqual", "Less", "Greater",
+    "Where", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+    "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum", "ArgMax", "ArgMin",
+    "CumSum", "TopK", "BatchNormalization", "LayerNormalization", "InstanceNormalization",
+    "GroupNormalization", "LpNormalization", "ConvTranspose", "Einsum"})
 _HALF = ("float16", "bfloat16")
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...builder import Value
 from .._registry import lowers
-from .common import FLOATS, NUMERIC, check_attrs, optional, require_dtype
+from .common import NUMERIC, check_attrs, optional, require_dtype
 
 INDEX_DTYPES = ("int32", "int64")
 
@@ -91,7 +91,9 @@ def split(cv, node, inputs, attrs):
     count = len(node.output)
     sizes_arg = attrs.get("split") if cv.opset < 13 else optional(inputs, 1)
     dim = shape[axis]
-    if sizes_arg is not None and (isinstance(sizes_arg, Value) or len(np.asarray(sizes_arg).reshape(-1))):
+    given = sizes_arg is not None and (isinstance(sizes_arg, Value)
+                                       or np.asarray(sizes_arg).size > 0)
+    if given:
         sizes = _int_param(cv, sizes_arg, "split")
         if isinstance(sizes, list):
             if len(sizes) != count or any(s < 0 for s in sizes):
@@ -377,7 +379,8 @@ def pad(cv, node, inputs, attrs):
         raise cv.fail(f"pads {pads} crop more than x {list(x.shape)} holds")
     if mode != "constant" and not x.dynamic and any(k == 0 and s > 0 for k, s in zip(kept, shape)):
         raise cv.fail(f"{mode} padding of an empty dimension")
-    if mode != "constant" or value is None or (not isinstance(value, Value) and np.asarray(value).size == 0):
+    empty = value is None or (not isinstance(value, Value) and np.asarray(value).size == 0)
+    if mode != "constant" or empty:
         value_arg = None
     elif isinstance(value, Value):
         if value.dtype != x.dtype:
