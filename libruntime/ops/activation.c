@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/fast_exp.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -115,14 +116,14 @@ typedef struct softmax_job {
             T max = -(T)INFINITY;                                                          \
             for (int64_t k = 0; k < n; k++)                                                \
                 max = x[k] > max ? x[k] : max;                                             \
+            for (int64_t k = 0; k < n; k++) /* no carried sum here: this loop vectorises */ \
+                o[k] = EXP(x[k] - max);                                                    \
             ACC sum = 0;                                                                   \
-            for (int64_t k = 0; k < n; k++) {                                              \
-                T e = EXP(x[k] - max);                                                     \
-                o[k] = e;                                                                  \
-                sum += e;                                                                  \
-            }                                                                              \
             for (int64_t k = 0; k < n; k++)                                                \
-                o[k] = (T)(o[k] / sum);                                                    \
+                sum += o[k];                                                               \
+            const T scale = (T)(1 / sum);                                                  \
+            for (int64_t k = 0; k < n; k++)                                                \
+                o[k] = o[k] * scale;                                                       \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
@@ -159,7 +160,7 @@ typedef struct softmax_job {
                     o[k * inner + c] = (T)(o[k * inner + c] / sum[c]);                     \
         }                                                                                  \
     }
-DEFINE_SOFTMAX(f32, float, double, expf)
+DEFINE_SOFTMAX(f32, float, double, rt_fast_expf)
 DEFINE_SOFTMAX(f64, double, double, exp)
 
 typedef struct softmax_args {
