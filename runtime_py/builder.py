@@ -562,8 +562,20 @@ class ProgramBuilder:
         return w.encode_program(strings, ops, constants, words, values, instructions, methods)
 
     def save(self, path: Any) -> None:
-        with open(path, "wb") as f:
-            f.write(self.to_bytes())
+        """Write the program to `path` atomically: a process that has the old file mapped keeps
+        reading the old bytes (rewriting a mapped file in place would change them under it)."""
+        import os
+        import tempfile
+
+        path = os.fspath(path)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.to_bytes())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
 
 
 # ---- helpers --------------------------------------------------------------------------------
