@@ -111,6 +111,27 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* fork(): hold the lock across it so the child never inherits it locked, and give the child,
+ * which has no worker threads, a fresh pool that starts its own on first use. */
+static void before_fork(void) { pthread_mutex_lock(&pool.lock); }
+
+static void after_fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
+
+static void after_fork_child(void) {
+    pool.queue = NULL;
+    pool.workers = 0;
+    pool.started = false;
+    pthread_cond_init(&pool.work, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void install_fork_handlers(void) {
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
 /* Start the workers once; false when none could start (then loops run inline). */
 static bool ensure_workers(void) {
     if (pool.started)
@@ -142,6 +163,7 @@ void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, vo
         fn(ctx, 0, n);
         return;
     }
+    pthread_once(&atfork_once, install_fork_handlers);
     pthread_mutex_lock(&pool.lock);
     if (!ensure_workers()) {
         pthread_mutex_unlock(&pool.lock);
