@@ -145,7 +145,8 @@ static rt_status trilu_setup(rt_op_ctx *ctx, trilu_args *args) {
                           x->rank);
     if (args->k.tensor)
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->k.tensor, "k"));
-    if (rt_mv__ints_known(ctx, &args->k) && args->k.count != 1)
+    bool count_known = !(ctx->preparing && args->k.tensor && args->k.tensor->dynamic);
+    if (count_known && args->k.count != 1)
         return rt_op_fail(ctx, rt_op__shape_code(ctx), "k has %zu elements; it must hold one",
                           args->k.count);
     int64_t sizes[RT_MAX_RANK];

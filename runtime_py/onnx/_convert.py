@@ -39,6 +39,7 @@ FLOAT32_COMPUTED = frozenset({
     "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum", "ArgMax", "ArgMin",
     "CumSum", "TopK", "BatchNormalization", "LayerNormalization", "InstanceNormalization",
     "GroupNormalization", "LpNormalization", "ConvTranspose", "Einsum"})
+FLOAT32_COMPUTED |= {"LSTM", "GRU", "RNN"}  # recurrent layers (_lowerings/rnn.py)
 _HALF = ("float16", "bfloat16")
 
 
@@ -85,12 +86,21 @@ class Converter:
         self.fuse = fuse
         graph = model.graph
         self.consumers: Dict[str, int] = {}  # value name -> nodes and graph outputs reading it
+        self._count_consumers(graph)
+        self._numpy_helper = onnx.numpy_helper
+
+    def _count_consumers(self, graph: Any) -> None:
+        """Count the readers of every value name: node inputs and graph outputs, inside
+        subgraphs (If branches, Loop and Scan bodies) too, so that no fusion rewrites a value
+        that a body also reads."""
         for n in graph.node:
             for name in n.input:
                 self.consumers[name] = self.consumers.get(name, 0) + 1
+            for a in n.attribute:
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    self._count_consumers(sub)
         for out in graph.output:
             self.consumers[out.name] = self.consumers.get(out.name, 0) + 1
-        self._numpy_helper = onnx.numpy_helper
 
     # ---- values --------------------------------------------------------------------------
 
@@ -224,6 +234,30 @@ class Converter:
                 if name:
                     self.env[name] = value
         self.node = None
+
+    def lower_subgraph(self, graph: Any, bindings: Mapping[str, Operand],
+                       what: str) -> List[Optional[Operand]]:
+        """Lower a subgraph (an If branch, a Loop or Scan body) inline at the current
+        position: its inputs are `bindings` (name -> operand), its initializers are known, and
+        the names of the enclosing scopes stay visible. Returns the operands of its outputs;
+        the enclosing scope is restored afterwards, so the body's names do not leak out.
+        `what` ("then_branch", "body") prefixes errors raised inside."""
+        if len(graph.sparse_initializer):
+            raise self.fail(f"{what} has a sparse initializer; not supported")
+        outer_env, outer_node = self.env, self.node
+        self.env = dict(outer_env)
+        try:
+            for init in graph.initializer:
+                self.env[init.name] = self._numpy_helper.to_array(init)
+            self.env.update(bindings)
+            self.run_nodes(graph.node)
+            self.node = outer_node
+            return [self.operand(out.name) for out in graph.output]
+        except ConversionError as e:
+            self.node = outer_node
+            raise ConversionError(f"{self.where()}: in {what}: {e}") from None
+        finally:
+            self.env, self.node = outer_env, outer_node
 
     def _lower(self, lowering: Any, node: Any, inputs: List[Optional[Operand]],
                attrs: Dict[str, Any]) -> List[Operand]:

@@ -4,3 +4,5 @@ from . import einsum, norm  # noqa: F401
 from . import unary  # noqa: F401
 from . import logic, reduce  # noqa: F401
 from . import movement, resize  # noqa: F401
+from . import control, rnn  # noqa: F401
+from . import quant  # noqa: F401

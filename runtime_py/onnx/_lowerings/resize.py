@@ -30,8 +30,9 @@ def _known(cv: Any, x: Any, what: str) -> Optional[np.ndarray]:
     if x is None:
         return None
     if isinstance(x, Value):
-        raise cv.fail(f"{what} must be known at conversion time: a run-time {what} would "
-                      f"make the output size unbounded")
+        why = ("the op takes it as a parameter" if what == "roi"
+               else "run-time values would make the output size unbounded")
+        raise cv.fail(f"{what} must be known at conversion time: {why}")
     arr = np.asarray(x).reshape(-1)
     return arr if arr.size else None
 
