@@ -182,22 +182,38 @@ def sweep(suite: str, jobs: int = 2, only_ops: Optional[Sequence[str]] = None) -
              "detail": results[i][1]} for i in selected]
 
 
-def summarize(records: Sequence[Dict[str, str]]) -> Dict[str, Dict[str, int]]:
-    table: Dict[str, Dict[str, int]] = collections.defaultdict(lambda: dict.fromkeys(STATUSES, 0))
+def summarize(records: Sequence[Dict[str, str]]) -> Dict[str, Dict[str, Any]]:
+    """Counts per op type, plus the most common reason its unsupported cases were refused."""
+    table: Dict[str, Dict[str, Any]] = collections.defaultdict(lambda: dict.fromkeys(STATUSES, 0))
+    reasons: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for r in records:
         table[r["op"]][r["status"]] += 1
+        if r["status"] == "unsupported":
+            reasons[r["op"]][_reason(r["detail"])] += 1
+    for op, counter in reasons.items():
+        table[op]["reason"] = counter.most_common(1)[0][0]
     return dict(sorted(table.items()))
 
 
-def markdown(table: Dict[str, Dict[str, int]], title: str) -> str:
+def _reason(detail: str) -> str:
+    """The refusal without the node name, for grouping: "node 'x' (Op): why" -> "why"."""
+    text = detail.split("\n")[0]
+    if "): " in text:
+        text = text.split("): ", 1)[1]
+    return text[:110]
+
+
+def markdown(table: Dict[str, Dict[str, Any]], title: str) -> str:
     totals = dict.fromkeys(STATUSES, 0)
-    lines = [f"### {title}", "", "| op type | passed | failed | unsupported | crashed |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [f"### {title}", "",
+             "| op type | passed | failed | unsupported | crashed | most common refusal |",
+             "|---|---:|---:|---:|---:|---|"]
     for op, counts in table.items():
-        lines.append(f"| {op} | " + " | ".join(str(counts[s]) for s in STATUSES) + " |")
+        reason = counts.get("reason", "").replace("|", "\\|")
+        lines.append(f"| {op} | " + " | ".join(str(counts[s]) for s in STATUSES) + f" | {reason} |")
         for s in STATUSES:
             totals[s] += counts[s]
-    lines.append("| **total** | " + " | ".join(f"**{totals[s]}**" for s in STATUSES) + " |")
+    lines.append("| **total** | " + " | ".join(f"**{totals[s]}**" for s in STATUSES) + " | |")
     return "\n".join(lines) + "\n"
 
 
