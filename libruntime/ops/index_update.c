@@ -24,9 +24,9 @@ typedef struct copy_into_args {
 
 /* index: an int, or an int32/int64 tensor of one element. */
 static rt_status parse_index(rt_op_ctx *ctx, copy_into_args *a) {
-    const rt_value *v = ctx->args[1];
+    const rt_value *v = ctx->args ? ctx->args[1] : NULL;
     a->index = NULL;
-    if (v->kind == RT_VALUE_INT)
+    if (v && v->kind == RT_VALUE_INT)
         return rt_op_int(ctx, 1, "index", &a->literal);
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "index", &a->index));
     if (!ctx->preparing)

@@ -42,8 +42,6 @@ def _activations(cv: Any, op: str, attrs: dict, dirs: int) -> Tuple[List[int], L
     consumed in order by the activations that take them (ONNX's rule, as onnxruntime)."""
     per = len(_DEFAULTS[op])
     names = [_text(a) for a in attrs.get("activations", [])] or _DEFAULTS[op] * dirs
-    if len(names) == per and dirs == 2:
-        names = names * 2  # one set given for both directions
     if len(names) != per * dirs:
         raise cv.fail(f"activations has {len(names)} names; {op} with {dirs} direction(s) "
                       f"needs {per * dirs}")
@@ -117,6 +115,8 @@ def recurrent(cv, node, inputs, attrs):
     if w.shape[1] != gates * hidden or w.shape[0] != dirs:
         raise cv.fail(f"W has shape {list(w.shape)}; expected [{dirs}, {gates} * hidden_size "
                       f"{hidden}, input_size]")
+    if list(r.shape) != [dirs, gates * hidden, hidden]:
+        raise cv.fail(f"R has shape {list(r.shape)}; expected {[dirs, gates * hidden, hidden]}")
     seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     clip = float(attrs.get("clip", 0.0)) if "clip" in attrs else 0.0
     if "clip" in attrs and not clip > 0:
