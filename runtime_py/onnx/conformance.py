@@ -91,6 +91,36 @@ def _array(x: Any) -> Any:
     return x
 
 
+def _model_and_data(case: Any) -> Tuple[Any, List[Any]]:
+    """The model and (inputs, outputs) data sets: in memory for node tests, else read from the
+    case's directory (model.onnx and test_data_set_*/{input,output}_*.pb) when it is on disk."""
+    if case.model is not None:
+        return case.model, case.data_sets
+    import glob
+    import os
+
+    import onnx
+
+    path = os.path.join(case.model_dir or "", "model.onnx")
+    if not case.model_dir or not os.path.exists(path):
+        return None, []
+
+    def tensors(directory: str, prefix: str) -> List[Any]:
+        files = sorted(glob.glob(os.path.join(directory, f"{prefix}_*.pb")),
+                       key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]))
+        out = []
+        for name in files:
+            tensor = onnx.TensorProto()
+            with open(name, "rb") as f:
+                tensor.ParseFromString(f.read())
+            out.append(onnx.numpy_helper.to_array(tensor))
+        return out
+
+    data = [(tensors(d, "input"), tensors(d, "output"))
+            for d in sorted(glob.glob(os.path.join(case.model_dir, "test_data_set_*")))]
+    return onnx.load(path), data
+
+
 def run_case(case: Any) -> Tuple[str, str]:
     """(status, detail) of one case, in this process."""
     import numpy as np
@@ -98,10 +128,11 @@ def run_case(case: Any) -> Tuple[str, str]:
     from ..errors import Error, InvalidArgument, NotFound, Unsupported
     from .backend import RuntimeBackend
 
-    if case.model is None:
+    model, data_sets = _model_and_data(case)
+    if model is None:
         return "unsupported", "no model (needs download)"
     try:
-        rep = RuntimeBackend.prepare(case.model, max_steps=10_000_000)
+        rep = RuntimeBackend.prepare(model, max_steps=10_000_000)
     except (Unsupported, NotFound, InvalidArgument) as e:
         return "unsupported", str(e)
     except Error as e:
@@ -109,7 +140,7 @@ def run_case(case: Any) -> Tuple[str, str]:
     except Exception as e:  # a converter bug
         return "crashed", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
     try:
-        for inputs, expected in case.data_sets:
+        for inputs, expected in data_sets:
             # Cases of special dtypes (bfloat16, float8, ...) carry TensorProtos.
             inputs, expected = [_array(x) for x in inputs], [_array(x) for x in expected]
             try:

@@ -58,3 +58,19 @@ def dynamic_reshape_target(cv: Any, x: Any, target: Sequence[int]) -> List[int]:
 
 def optional(inputs: Sequence[Any], index: int) -> Optional[Any]:
     return inputs[index] if index < len(inputs) else None
+
+
+def legacy_broadcast(cv: Any, a: Any, b: Any, attrs: dict) -> Any:
+    """Opset < 7 binary ops with broadcast=1 and an axis: B's dimensions align with A's starting
+    at `axis` (not from the right), so B is reshaped with 1s around them."""
+    if not attrs.get("broadcast") or "axis" not in attrs:
+        return b
+    rank_a, shape_b = len(cv.shape_of(a)), list(cv.shape_of(b))
+    axis = int(attrs["axis"])
+    axis = axis + rank_a if axis < 0 else axis
+    if not 0 <= axis <= rank_a - len(shape_b):
+        raise cv.fail(f"broadcast axis {attrs['axis']} does not fit B {shape_b} into rank {rank_a}")
+    target = [1] * axis + shape_b + [1] * (rank_a - axis - len(shape_b))
+    if isinstance(b, Value) and b.dynamic:
+        raise cv.fail("legacy broadcast of a dynamic B is not supported")
+    return reshape(cv, b, target)

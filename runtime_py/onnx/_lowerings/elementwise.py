@@ -5,16 +5,15 @@ import numpy as np
 
 from ...builder import Value
 from .._registry import lowers
-from .common import NUMERIC, require_dtype
+from .common import NUMERIC, legacy_broadcast, require_dtype
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 
 
 @lowers(*_BINARY)
 def binary(cv, node, inputs, attrs):
-    if attrs.get("broadcast") and "axis" in attrs:
-        raise cv.fail("legacy broadcast with an axis (opset < 7) is not supported")
     a, b = inputs
+    b = legacy_broadcast(cv, a, b, attrs)
     require_dtype(cv, a, NUMERIC)
     return [getattr(cv.m, _BINARY[node.op_type])(cv.tensor(a), cv.tensor(b))]
 

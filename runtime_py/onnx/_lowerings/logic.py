@@ -12,15 +12,9 @@ import numpy as np
 
 from ... import _shapes
 from .._registry import lowers
-from .common import FLOATS, NUMERIC, require_dtype
+from .common import FLOATS, NUMERIC, legacy_broadcast, require_dtype
 
 BOOL = ("bool",)
-
-
-def _refuse_legacy_broadcast(cv, attrs) -> None:
-    """Opset < 7 broadcast with an explicit axis; without one it is numpy's trailing rule."""
-    if attrs.get("broadcast") and "axis" in attrs:
-        raise cv.fail("legacy broadcast with an axis (opset < 7) is not supported")
 
 
 def _call(cv, op: str, inputs: Sequence[Any], params: Sequence[Any] = (),
@@ -39,8 +33,8 @@ def _call(cv, op: str, inputs: Sequence[Any], params: Sequence[Any] = (),
 
 @lowers("Pow")
 def pow_(cv, node, inputs, attrs):
-    _refuse_legacy_broadcast(cv, attrs)
     base, exponent = inputs
+    exponent = legacy_broadcast(cv, base, exponent, attrs)
     require_dtype(cv, base, ("float32", "float64", "int32", "int64"), "base X")
     require_dtype(cv, exponent, NUMERIC, "exponent Y")
     return [_call(cv, "pow", [base, exponent])]
@@ -91,8 +85,8 @@ def less_equal(cv, node, inputs, attrs):
 
 @lowers("And", "Or", "Xor")
 def logic(cv, node, inputs, attrs):
-    _refuse_legacy_broadcast(cv, attrs)
     a, b = inputs
+    b = legacy_broadcast(cv, a, b, attrs)
     require_dtype(cv, a, BOOL)
     require_dtype(cv, b, BOOL)
     return [_call(cv, node.op_type.lower(), [a, b], dtype="bool")]

@@ -22,7 +22,8 @@ def gemm(cv, node, inputs, attrs):
     """Y = alpha * A' @ B' + beta * C; the common case (transB, alpha = beta = 1, C a row of
     biases) is one linear op."""
     a, b, c = inputs[0], inputs[1], optional(inputs, 2)
-    check_attrs(cv, attrs, ("alpha", "beta", "transA", "transB"))
+    # `broadcast` (opset < 7) only allowed C to broadcast, which is always done here.
+    check_attrs(cv, attrs, ("alpha", "beta", "transA", "transB", "broadcast"))
     require_dtype(cv, a, FLOATS)
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     if attrs.get("transA", 0):

@@ -104,6 +104,10 @@ def prelu(cv, node, inputs, attrs):
     require_dtype(cv, x, NUMERIC)
     require_dtype(cv, slope, (cv.dtype_of(x),), "slope")
     x_shape, s_shape = cv.shape_of(x), cv.shape_of(slope)
+    if len(s_shape) == 1 and len(x_shape) > 2 and s_shape[0] == x_shape[1] != x_shape[-1]:
+        # Per-channel slope (opset < 7 exports, PyTorch's PReLU): align it with axis 1.
+        slope = reshape(cv, slope, [s_shape[0]] + [1] * (len(x_shape) - 2))
+        s_shape = cv.shape_of(slope)
     try:
         fits = np.broadcast_shapes(x_shape, s_shape) == tuple(x_shape)
     except ValueError:
