@@ -91,6 +91,8 @@ def test_dropped_objects_are_released_by_the_garbage_collector():
     for _ in range(30):
         drop_without_close()
         gc.collect()
+    # PyPy frees an object numpy has looked at one collection later (see docs/python.md).
+    gc.collect()
     assert all(r() is None for r in refs), "a Program, Method or Tensor is still alive"
     grown = rss() - before
     # Each leaked method would keep 32 MB of touched arena (input copy and output).
