@@ -1,0 +1,131 @@
+"""Command line: python -m runtime_py {convert, inspect, run} ...
+
+    python -m runtime_py convert model.onnx -o model.rtp --dynamic x:0=64
+    python -m runtime_py inspect model.rtp
+    python -m runtime_py run model.rtp --input x=x.npy -o outputs.npz
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+from typing import Dict, List, Optional, Sequence
+
+
+def _parse_shapes(items: Sequence[str]) -> Dict[str, List[int]]:
+    """NAME=1,3,224,224 -> {NAME: [1, 3, 224, 224]}."""
+    shapes = {}
+    for item in items or ():
+        name, _, dims = item.partition("=")
+        shapes[name] = [int(d) for d in dims.split(",") if d]
+    return shapes
+
+
+def _parse_bounds(items: Sequence[str]) -> Dict[str, Dict[int, int]]:
+    """NAME:AXIS=BOUND -> {NAME: {AXIS: BOUND}} (repeatable)."""
+    bounds: Dict[str, Dict[int, int]] = collections.defaultdict(dict)
+    for item in items or ():
+        target, _, bound = item.partition("=")
+        name, _, axis = target.rpartition(":")
+        bounds[name][int(axis)] = int(bound)
+    return dict(bounds)
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from . import onnx as ro
+
+    data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
+                      dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse)
+    with open(args.output, "wb") as f:
+        f.write(data)
+    print(f"wrote {args.output} ({len(data):,} bytes)")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from .program import Program
+
+    with Program.load(args.program) as program:
+        print(f"{args.program}: {len(program.method_names)} method(s), "
+              f"{program.constant_bytes:,} bytes of constants")
+        for name in program.method_names:
+            meta = program.method_meta(name)
+            print(f"\nmethod '{name}': {meta.num_instructions} instructions, "
+                  f"planned memory {meta.planned_bytes:,} bytes")
+            for label, infos in (("input", meta.inputs), ("output", meta.outputs)):
+                for i, info in enumerate(infos):
+                    bound = " (upper bounds)" if info.dynamic else ""
+                    print(f"  {label} {i} '{info.name}': {info.kind} {info.dtype or ''} "
+                          f"{list(info.shape)}{bound}")
+            ops = collections.Counter(op for op in program.instruction_ops(name) if op)
+            print("  ops: " + ", ".join(f"{op} x{n}" for op, n in ops.most_common()))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .program import Program
+
+    feeds = {}
+    for item in args.input or ():
+        name, _, path = item.partition("=")
+        feeds[name] = np.load(path)
+    with Program.load(args.program) as program:
+        meta = program.method_meta(args.method)
+        missing = [i.name for i in meta.inputs if i.name not in feeds]
+        if missing:
+            print(f"missing --input for: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        with program.load_method(args.method, num_threads=args.threads) as method:
+            outputs = method(*[feeds[i.name] for i in meta.inputs])
+    arrays = {(info.name or f"output{i}"): np.asarray(o)
+              for i, (info, o) in enumerate(zip(meta.outputs, outputs))}
+    if args.output:
+        np.savez(args.output, **arrays)
+        print(f"wrote {args.output}")
+    else:
+        for name, array in arrays.items():
+            print(f"{name}: {array.dtype} {list(array.shape)}\n{array}")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runtime_py",
+                                     description="libruntime command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    convert = sub.add_parser("convert", help="convert an ONNX model into a program file")
+    convert.add_argument("model", help="the .onnx file")
+    convert.add_argument("-o", "--output", required=True, help="the .rtp file to write")
+    convert.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
+                         help="a concrete shape for an input with symbolic dimensions")
+    convert.add_argument("--dynamic", action="append", metavar="NAME:AXIS=BOUND",
+                         help="make an input dimension dynamic up to BOUND")
+    convert.add_argument("--no-fuse", action="store_true", help="keep every op separate")
+    convert.set_defaults(fn=cmd_convert)
+
+    inspect = sub.add_parser("inspect", help="methods, inputs, outputs, ops and memory")
+    inspect.add_argument("program")
+    inspect.set_defaults(fn=cmd_inspect)
+
+    run = sub.add_parser("run", help="run a method on .npy inputs")
+    run.add_argument("program")
+    run.add_argument("--method", default="forward")
+    run.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    run.add_argument("--threads", type=int, default=0)
+    run.add_argument("-o", "--output", help="save outputs to this .npz instead of printing")
+    run.set_defaults(fn=cmd_run)
+
+    args = parser.parse_args(argv)
+    from .errors import Error
+
+    try:
+        return args.fn(args)
+    except (Error, OSError) as e:  # the library's and importer's messages say what and where
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""python -m runtime_py: convert, inspect and run on a real model."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import onnx  # noqa: E402
+
+from tests import onnx_models  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runtime_py", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_convert_inspect_run(tmp_path):
+    model = onnx_models.mlp(batch="N")
+    onnx.save(model, tmp_path / "mlp.onnx")
+    x = np.random.default_rng(0).standard_normal((3, 256)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+
+    missing = cli("convert", str(tmp_path / "mlp.onnx"), "-o", str(tmp_path / "bad.rtp"))
+    assert missing.returncode == 1 and "input 'x' dimension 0 ('N')" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+    done = cli("convert", str(tmp_path / "mlp.onnx"), "-o", str(tmp_path / "mlp.rtp"),
+               "--dynamic", "x:0=32")
+    assert done.returncode == 0, done.stderr
+    shown = cli("inspect", str(tmp_path / "mlp.rtp"))
+    assert "input 0 'x': tensor float32 [32, 256] (upper bounds)" in shown.stdout
+    assert "linear_act x2" in shown.stdout
+    ran = cli("run", str(tmp_path / "mlp.rtp"), "--input", f"x={tmp_path / 'x.npy'}",
+              "-o", str(tmp_path / "out.npz"))
+    assert ran.returncode == 0, ran.stderr
+    got = np.load(tmp_path / "out.npz")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
+    np.testing.assert_allclose(list(got.values())[0], want, rtol=1e-4, atol=1e-4)
