@@ -1,8 +1,10 @@
-"""Command line: python -m runtime_py {convert, inspect, run} ...
+"""Command line: python -m runtime_py {convert, inspect, run, bench, profile} ...
 
     python -m runtime_py convert model.onnx -o model.rtp --dynamic x:0=64
     python -m runtime_py inspect model.rtp
     python -m runtime_py run model.rtp --input x=x.npy -o outputs.npz
+    python -m runtime_py bench model.rtp --runs 500
+    python -m runtime_py profile model.rtp -o trace.json
 """
 from __future__ import annotations
 
@@ -90,6 +92,74 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inputs_for(program, method: str, items: Sequence[str]):
+    """Inputs from NAME=FILE.npy items, or deterministic random data of the declared shapes."""
+    import numpy as np
+
+    meta = program.method_meta(method)
+    given = {}
+    for item in items or ():
+        name, _, path = item.partition("=")
+        given[name] = np.load(path)
+    rng = np.random.default_rng(0)
+    inputs = []
+    for info in meta.inputs:
+        if info.name in given:
+            inputs.append(given[info.name])
+        elif info.kind == "tensor":
+            inputs.append(rng.standard_normal(info.shape).astype(info.dtype)
+                          if info.dtype.startswith("float") else np.zeros(info.shape, info.dtype))
+        else:
+            inputs.append(0)
+    return inputs
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import statistics
+    import time
+
+    from .program import Program
+
+    with Program.load(args.program) as program:
+        inputs = _inputs_for(program, args.method, args.input)
+        for threads in args.threads:
+            with program.load_method(args.method, num_threads=threads) as method:
+                for _ in range(args.warmup):
+                    method(*inputs)
+                times = []
+                for i in range(args.runs):
+                    t0 = time.perf_counter()
+                    method(*inputs)
+                    times.append(time.perf_counter() - t0)
+                    if args.runs >= 50 and i % max(args.runs // 20, 1) == 0:
+                        done = (i + 1) * 20 // args.runs
+                        print(f"\r[{'#' * done}{'.' * (20 - done)}] {i + 1}/{args.runs}",
+                              end="", file=sys.stderr, flush=True)
+                if args.runs >= 50:
+                    print(file=sys.stderr)
+                times.sort()
+                print(f"threads {threads}: median {statistics.median(times) * 1e6:,.1f} us, "
+                      f"min {times[0] * 1e6:,.1f} us, p90 {times[int(0.9 * (len(times) - 1))] * 1e6:,.1f} us "
+                      f"({args.runs} runs)")
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .profiling import Profile
+    from .program import Program
+
+    with Program.load(args.program) as program:
+        inputs = _inputs_for(program, args.method, args.input)
+        with program.load_method(args.method, profile=True, num_threads=args.threads) as method:
+            method(*inputs)  # warm-up
+            profile = Profile.record(method, inputs, runs=args.runs)
+    print(profile.summary_table())
+    if args.output:
+        profile.write_trace(args.output)
+        print(f"wrote {args.output} (open in chrome://tracing or ui.perfetto.dev)")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runtime_py",
                                      description="libruntime command line")
@@ -116,6 +186,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("--threads", type=int, default=0)
     run.add_argument("-o", "--output", help="save outputs to this .npz instead of printing")
     run.set_defaults(fn=cmd_run)
+
+    bench = sub.add_parser("bench", help="latency of a method (random inputs unless given)")
+    bench.add_argument("program")
+    bench.add_argument("--method", default="forward")
+    bench.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    bench.add_argument("--runs", type=int, default=200)
+    bench.add_argument("--warmup", type=int, default=10)
+    bench.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    bench.set_defaults(fn=cmd_bench)
+
+    profile = sub.add_parser("profile", help="per-op times and a Chrome / Perfetto trace")
+    profile.add_argument("program")
+    profile.add_argument("--method", default="forward")
+    profile.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    profile.add_argument("--runs", type=int, default=10)
+    profile.add_argument("--threads", type=int, default=0)
+    profile.add_argument("-o", "--output", help="trace file to write (JSON)")
+    profile.set_defaults(fn=cmd_profile)
 
     args = parser.parse_args(argv)
     from .errors import Error

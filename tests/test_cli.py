@@ -46,3 +46,20 @@ def test_convert_inspect_run(tmp_path):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})[0]
     np.testing.assert_allclose(list(got.values())[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_bench_and_profile(tmp_path):
+    onnx.save(onnx_models.small_cnn(batch=1), tmp_path / "cnn.onnx")
+    assert cli("convert", str(tmp_path / "cnn.onnx"), "-o", str(tmp_path / "cnn.rtp")).returncode == 0
+    bench = cli("bench", str(tmp_path / "cnn.rtp"), "--runs", "5", "--threads", "1")
+    assert bench.returncode == 0 and "threads 1: median" in bench.stdout, bench.stderr
+    trace = tmp_path / "trace.json"
+    prof = cli("profile", str(tmp_path / "cnn.rtp"), "--runs", "3", "-o", str(trace))
+    assert prof.returncode == 0, prof.stderr
+    assert "conv2d_act" in prof.stdout and "share" in prof.stdout
+    import json
+
+    events = json.loads(trace.read_text())["traceEvents"]
+    ops = [e["name"] for e in events if e["args"]["run"] == 0]
+    assert ops[0] == "conv2d_act" and len(events) == 3 * len(ops)
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
