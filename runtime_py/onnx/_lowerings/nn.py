@@ -179,16 +179,31 @@ def batch_norm(cv, node, inputs, attrs):
     if attrs.get("training_mode", 0) or (len(node.output) > 1 and any(node.output[1:])):
         raise cv.fail("training mode (running statistics outputs) is not supported")
     require_dtype(cv, x, FLOATS)
-    if any(isinstance(p, Value) for p in (scale, bias, mean, var)):
-        raise cv.fail("scale, B, mean and var must be constants")
     eps = float(attrs.get("epsilon", 1e-5))
     dtype = np.dtype(cv.dtype_of(x))
+    rank = len(cv.shape_of(x))
+    if any(isinstance(p, Value) for p in (scale, bias, mean, var)):
+        return [_batch_norm_at_run_time(cv, x, scale, bias, mean, var, eps, dtype, rank)]
     a = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
     shift = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * a
-    rank = len(cv.shape_of(x))
     shape = [-1] + [1] * (rank - 2)
     y = cv.m.mul(cv.tensor(x), cv.tensor(a.astype(dtype).reshape(shape)))
     return [cv.m.add(y, cv.tensor(shift.astype(dtype).reshape(shape)))]
+
+
+def _batch_norm_at_run_time(cv, x, scale, bias, mean, var, eps, dtype, rank):
+    """(x - mean) / sqrt(var + eps) * scale + B with statistics that are graph inputs."""
+    def per_channel(p):
+        p = cv.tensor(p)
+        if len(p.shape) != 1:
+            raise cv.fail(f"scale, B, mean and var must be 1-D, got shape {list(p.shape)}")
+        return reshape(cv, p, [p.shape[0]] + [1] * (rank - 2))
+
+    m = cv.m
+    denom = m.call("sqrt", m.add(per_channel(var), cv.tensor(np.array(eps, dtype))),
+                   outputs=[(dtype.name, (cv.shape_of(var)[0],) + (1,) * (rank - 2), False)])[0]
+    y = m.div(m.sub(cv.tensor(x), per_channel(mean)), denom)
+    return m.add(m.mul(y, per_channel(scale)), per_channel(bias))
 
 
 @lowers("Softmax")
