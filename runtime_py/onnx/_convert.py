@@ -38,7 +38,7 @@ FLOAT32_COMPUTED = frozenset({
     "Where", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
     "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum", "ArgMax", "ArgMin",
     "CumSum", "TopK", "BatchNormalization", "LayerNormalization", "InstanceNormalization",
-    "GroupNormalization", "LpNormalization", "ConvTranspose", "Einsum"})
+    "GroupNormalization", "LpNormalization", "ConvTranspose", "Einsum", "RMSNormalization"})
 FLOAT32_COMPUTED |= {"LSTM", "GRU", "RNN"}  # recurrent layers (_lowerings/rnn.py)
 _HALF = ("float16", "bfloat16")
 

@@ -136,6 +136,30 @@ def _check_channel_x(cv, x, op):
     return cv.shape_of(x)[1]
 
 
+@lowers("RMSNormalization")
+def rms_normalization(cv, node, inputs, attrs):
+    """Y = X / sqrt(mean(X^2 over [axis, rank)) + epsilon) * scale, in float32 or float64."""
+    x, scale = inputs[0], inputs[1]
+    dtype = cv.dtype_of(x)
+    if dtype not in ("float32", "float64"):
+        raise cv.fail(f"X has dtype {dtype}; supported: float32, float64")
+    shape = cv.shape_of(x)
+    rank = len(shape)
+    axis = int(attrs.get("axis", -1))
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank:
+        raise cv.fail(f"axis {attrs.get('axis')} is out of range for rank {rank}")
+    m = cv.m
+    x = cv.tensor(x)
+    axes = list(range(axis, rank))
+    reduced = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    mean_square = m.call("reduce_mean", m.mul(x, x), axes, True,
+                         outputs=[(dtype, reduced, x.dynamic)])[0]
+    eps = cv.tensor(np.array(float(attrs.get("epsilon", 1e-5)), dtype))
+    rms = m.call("sqrt", m.add(mean_square, eps), outputs=[(dtype, reduced, x.dynamic)])[0]
+    return [m.mul(m.div(x, rms), cv.tensor(_operand(cv, scale, dtype)))]
+
+
 @lowers("InstanceNormalization")
 def instance_normalization(cv, node, inputs, attrs):
     x = inputs[0]
