@@ -417,3 +417,18 @@ def test_large_inputs_on_several_threads():
     b[b == 0] = 1
     with Loaded(build("mod", [a, b], [False], [("int32", (300, 700), False)]), 4) as f:
         same(f(a, b)[0], np.mod(a, b))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint32", "int8", "int64"])
+def test_bit_shifts_match_numpy(dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(3)
+    a = rng.integers(info.min, info.max, size=(4, 5), dtype=dtype, endpoint=True)
+    bits = np.dtype(dtype).itemsize * 8
+    b = np.array([0, 1, bits - 1, bits, bits + 3], dtype=dtype)  # broadcast along rows
+    for op, ref in (("bit_shift_left", np.left_shift), ("bit_shift_right", np.right_shift)):
+        data = build(op, [a, b], [], [(dtype, a.shape, False)])
+        with rt.Program.load(data) as program, program.load_method("forward") as f:
+            got = np.asarray(f(a, b)[0])
+        want = np.where(b >= bits, np.where((a < 0) & (op == "bit_shift_right"), -1, 0), ref(a, np.minimum(b, bits - 1)))
+        np.testing.assert_array_equal(got, want.astype(dtype))

@@ -285,8 +285,12 @@ static rt_status simple_setup(rt_op_ctx *ctx, rt_more_op op, nary_args *args) {
     RT_RETURN_IF_ERROR(read_args(ctx, 3, 2, AB, args));
     rt_tensor_value *a = args->in[0];
     bool logic = op == RT_MORE_AND || op == RT_MORE_OR || op == RT_MORE_XOR;
+    bool shift = op == RT_MORE_SHIFT_LEFT || op == RT_MORE_SHIFT_RIGHT;
     if (logic)
         RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, a, "a", RT_TYPE_BIT(RT_BOOL), "bool"));
+    else if (shift)
+        RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, a, "a", RT_TYPES_INTEGER,
+                                                "the integer types"));
     else
         RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, a, "a", RT_TYPES_NUMERIC,
                                                 "float32, float64 and the integer types"));
@@ -319,6 +323,8 @@ DEFINE_SIMPLE_OP(less_equal, RT_MORE_LESS_EQUAL)
 DEFINE_SIMPLE_OP(logical_and, RT_MORE_AND)
 DEFINE_SIMPLE_OP(logical_or, RT_MORE_OR)
 DEFINE_SIMPLE_OP(logical_xor, RT_MORE_XOR)
+DEFINE_SIMPLE_OP(bit_shift_left, RT_MORE_SHIFT_LEFT)
+DEFINE_SIMPLE_OP(bit_shift_right, RT_MORE_SHIFT_RIGHT)
 
 /* ---- where ------------------------------------------------------------------------------ */
 

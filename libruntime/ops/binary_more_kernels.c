@@ -107,6 +107,24 @@ DEFINE_BINARY(binary_and__bool, uint8_t, uint8_t, uint8_t, (p != 0) & (q != 0))
 DEFINE_BINARY(binary_or__bool, uint8_t, uint8_t, uint8_t, (p != 0) | (q != 0))
 DEFINE_BINARY(binary_xor__bool, uint8_t, uint8_t, uint8_t, (p != 0) != (q != 0))
 
+/* ---- bit shifts (unsigned; widened first so no shift of a promoted int can overflow) ----- */
+
+#define DEFINE_SHIFT(sfx, T)                                                                  \
+    DEFINE_BINARY(binary_shift_left__##sfx, T, T, T,                                         \
+                  q >= 8 * sizeof(T) ? (T)0 : (T)((uint64_t)p << q))                         \
+    DEFINE_BINARY(binary_shift_right__##sfx, T, T, T,                                        \
+                  q >= 8 * sizeof(T) ? (T)0 : (T)((uint64_t)p >> q))
+UNSIGNED_TYPES(DEFINE_SHIFT)
+
+/* Signed: left shifts wrap (done unsigned); right shifts are arithmetic, as numpy's, and a
+ * shift by the width or more (or a negative amount) gives 0, or -1 for a negative value. */
+#define DEFINE_SIGNED_SHIFT(sfx, T)                                                           \
+    DEFINE_BINARY(binary_shift_left__##sfx, T, T, T,                                         \
+                  (uint64_t)q >= 8 * sizeof(T) ? (T)0 : (T)((uint64_t)p << q))               \
+    DEFINE_BINARY(binary_shift_right__##sfx, T, T, T,                                        \
+                  (uint64_t)q >= 8 * sizeof(T) ? (T)(p < 0 ? -1 : 0) : (T)(p >> q))
+SIGNED_TYPES(DEFINE_SIGNED_SHIFT)
+
 /* ---- table ------------------------------------------------------------------------------ */
 
 #define ENTRY(op, type, fn) [op][type] = fn,
@@ -116,6 +134,10 @@ DEFINE_BINARY(binary_xor__bool, uint8_t, uint8_t, uint8_t, (p != 0) != (q != 0))
     ENTRY(RT_MORE_MIN, type, binary_min__##sfx)               \
     ENTRY(RT_MORE_MAX, type, binary_max__##sfx)               \
     ENTRY(RT_MORE_LESS_EQUAL, type, binary_less_equal__##sfx)
+
+#define SHIFT_ENTRIES(sfx, type)                              \
+    ENTRY(RT_MORE_SHIFT_LEFT, type, binary_shift_left__##sfx) \
+    ENTRY(RT_MORE_SHIFT_RIGHT, type, binary_shift_right__##sfx)
 
 static const rt_nary_kernel more_kernels[RT_MORE_OP_COUNT][RT_TYPE_COUNT] = {
     NUMERIC_ENTRIES(f32, RT_F32)
@@ -131,6 +153,14 @@ static const rt_nary_kernel more_kernels[RT_MORE_OP_COUNT][RT_TYPE_COUNT] = {
     ENTRY(RT_MORE_AND, RT_BOOL, binary_and__bool)
     ENTRY(RT_MORE_OR, RT_BOOL, binary_or__bool)
     ENTRY(RT_MORE_XOR, RT_BOOL, binary_xor__bool)
+    SHIFT_ENTRIES(i8, RT_I8)
+    SHIFT_ENTRIES(i16, RT_I16)
+    SHIFT_ENTRIES(i32, RT_I32)
+    SHIFT_ENTRIES(i64, RT_I64)
+    SHIFT_ENTRIES(u8, RT_U8)
+    SHIFT_ENTRIES(u16, RT_U16)
+    SHIFT_ENTRIES(u32, RT_U32)
+    SHIFT_ENTRIES(u64, RT_U64)
 };
 
 rt_nary_kernel rt_ops__more_kernel(rt_more_op op, rt_type type) {

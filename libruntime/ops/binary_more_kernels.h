@@ -18,6 +18,8 @@ typedef enum rt_more_op {
     RT_MORE_AND,
     RT_MORE_OR,
     RT_MORE_XOR,
+    RT_MORE_SHIFT_LEFT,  /* integer types; see binary_more_kernels.c for out-of-range shifts */
+    RT_MORE_SHIFT_RIGHT,
     RT_MORE_OP_COUNT
 } rt_more_op;
 

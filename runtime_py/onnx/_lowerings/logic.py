@@ -98,3 +98,15 @@ def where(cv, node, inputs, attrs):
     require_dtype(cv, cond, BOOL, "condition")
     require_dtype(cv, a, NUMERIC + BOOL, "X")
     return [_call(cv, "where", [cond, a, b], dtype=cv.dtype_of(a))]
+
+
+@lowers("BitShift")
+def bit_shift(cv, node, inputs, attrs):
+    direction = attrs.get("direction", b"")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    if direction not in ("LEFT", "RIGHT"):
+        raise cv.fail(f"direction must be LEFT or RIGHT, not {direction!r}")
+    x, y = inputs
+    require_dtype(cv, x, ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
+    op = "bit_shift_left" if direction == "LEFT" else "bit_shift_right"
+    return [_call(cv, op, [x, y])]
