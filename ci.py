@@ -13,6 +13,9 @@ Steps:
            pytest only: the `core` subset, without numpy. A missing one is skipped with a note.
   wheel    `pip wheel .` gives one py3-none-<platform> wheel; it is installed into fresh CPython
            and PyPy venvs outside the tree, where examples/demo.py runs.
+  asan     build.py --sanitize address (ASan + UBSan, stopping on any report), then a reduced
+           but real subset (format, engine, fuzz regressions, binding fuzz, every op, GEMM,
+           Python API, ONNX models) with the sanitizer runtimes preloaded.
 
 Only the standard library; runs on Python 3.9+. Ends with one line of totals.
 """
@@ -32,7 +35,11 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent
-STEPS = ("cpython", "pypy", "others", "wheel")
+STEPS = ("cpython", "pypy", "others", "wheel", "asan")
+# Run against the ASan + UBSan build: the C paths that take hostile input, every op, the engine.
+ASAN_FILES = ("tests/test_format.py", "tests/test_engine.py", "tests/test_fuzz_regressions.py",
+              "tests/test_binding_fuzz.py", "tests/test_ops.py", "tests/test_gemm.py",
+              "tests/test_python_api.py", "tests/test_onnx_models.py")
 OTHER_VERSIONS = ("3.9", "3.10", "3.12", "3.13")
 CORE_MARK = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.core\b", re.M)
 SUMMARY = re.compile(r"^=*\s*(?P<body>(?:\d+ \w+(?:, )?)+) in [\d.]+s", re.M)
@@ -125,10 +132,13 @@ def core_files() -> List[str]:
 
 
 def pytest(label: str, python: Path, args: Sequence[str], *, source_tree: bool,
-           selection: str) -> None:
-    """Run pytest and record its counts; source_tree puts this tree on PYTHONPATH."""
-    env = dict(os.environ)
-    env.pop("RUNTIME_PY_LIBRARY", None)
+           selection: str, env: Optional[Dict[str, str]] = None) -> None:
+    """Run pytest and record its counts; source_tree puts this tree on PYTHONPATH; `env`
+    (default: this process's, less RUNTIME_PY_LIBRARY) is the environment to run it in."""
+    if env is None:
+        env = dict(os.environ)
+        env.pop("RUNTIME_PY_LIBRARY", None)
+    env = dict(env)
     if source_tree:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     started = time.monotonic()
@@ -314,6 +324,20 @@ def step_wheel(cpython: Optional[Path]) -> None:
     say(f"wheel check took {time.monotonic() - started:.0f}s")
 
 
+def step_asan(cpython: Optional[Path]) -> None:
+    python = cpython or main_cpython()
+    run([python, "build.py", "--sanitize", "address"])
+    runtimes = [run(["gcc", f"-print-file-name={name}"], capture=True).strip()
+                for name in ("libasan.so", "libubsan.so")]
+    env = dict(os.environ, LD_PRELOAD=" ".join(runtimes), ASAN_OPTIONS="detect_leaks=0",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1",
+               RUNTIME_PY_LIBRARY=str(ROOT / "build" / "address" / "libruntime.so"))
+    # The venv's python is the interpreter binary itself (a pyenv shim is a shell script, and
+    # preloading the sanitizers into a shell breaks it).
+    pytest("asan", python, ["-p", "no:cacheprovider", *ASAN_FILES], source_tree=True,
+           selection="subset", env=env)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(STEPS),
@@ -340,6 +364,9 @@ def main() -> int:
     if "wheel" in steps:
         say("== wheel: build it, install it in fresh venvs, run the demo")
         step_wheel(cpython)
+    if "asan" in steps:
+        say("== ASan + UBSan build: the sanitizer subset")
+        step_asan(cpython)
 
     wall = time.monotonic() - started
     print()
