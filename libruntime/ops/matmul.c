@@ -6,84 +6,9 @@
 #include <string.h>
 
 #include "ops/gemm/gemm.h"
+#include "ops/matmul_shape.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
-
-/* ---- matmul: shapes --------------------------------------------------------------------- */
-
-/* The problem as a batch of [M, K] @ [K, N] products, with each operand's matrix stride per
- * batch dimension (0 where it is broadcast). */
-typedef struct matmul_dims {
-    int64_t m, k, n;
-    int32_t batch_rank;
-    int64_t batch_sizes[RT_MAX_RANK];
-    int64_t a_batch_strides[RT_MAX_RANK]; /* elements */
-    int64_t b_batch_strides[RT_MAX_RANK];
-    int64_t batch_count;
-} matmul_dims;
-
-/* Matrix strides (elements) of t's batch dimensions, aligned to a batch of rank `rank`. */
-static void batch_strides(int64_t *out, const int64_t *sizes, int32_t t_batch_rank,
-                          int64_t matrix_elems, int32_t rank) {
-    int64_t stride = matrix_elems;
-    for (int32_t i = rank - 1; i >= 0; i--) {
-        int32_t d = i - (rank - t_batch_rank);
-        if (d < 0) {
-            out[i] = 0;
-            continue;
-        }
-        out[i] = sizes[d] == 1 ? 0 : stride;
-        stride *= sizes[d];
-    }
-}
-
-static rt_status matmul_shape(rt_op_ctx *ctx, const rt_tensor_value *a, const rt_tensor_value *b,
-                              matmul_dims *dims, int32_t *out_rank, int64_t *out_sizes) {
-    /* A 1-D operand is a row (a) or column (b) whose dimension is dropped from the result. */
-    bool a_vector = a->rank == 1, b_vector = b->rank == 1;
-    int32_t a_batch = a_vector ? 0 : a->rank - 2, b_batch = b_vector ? 0 : b->rank - 2;
-    dims->m = a_vector ? 1 : a->sizes[a->rank - 2];
-    dims->k = a->sizes[a->rank - 1];
-    int64_t k_b = b_vector ? b->sizes[0] : b->sizes[b->rank - 2];
-    dims->n = b_vector ? 1 : b->sizes[b->rank - 1];
-    if (k_b != dims->k) {
-        char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "a %s and b %s do not match: a has %" PRId64 " columns, b has %" PRId64
-                          " rows",
-                          rt_op__shape_text(a->sizes, a->rank, ta),
-                          rt_op__shape_text(b->sizes, b->rank, tb), dims->k, k_b);
-    }
-
-    int32_t rank = a_batch > b_batch ? a_batch : b_batch;
-    dims->batch_rank = rank;
-    dims->batch_count = 1;
-    for (int32_t i = 0; i < rank; i++) {
-        int32_t da = i - (rank - a_batch), db = i - (rank - b_batch);
-        int64_t sa = da >= 0 ? a->sizes[da] : 1, sb = db >= 0 ? b->sizes[db] : 1;
-        if (sa != sb && sa != 1 && sb != 1) {
-            char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "the batch dimensions of a %s and b %s cannot be broadcast together",
-                              rt_op__shape_text(a->sizes, a->rank, ta),
-                              rt_op__shape_text(b->sizes, b->rank, tb));
-        }
-        dims->batch_sizes[i] = sa == 1 ? sb : sa;
-        if (!rt_op__mul(dims->batch_count, dims->batch_sizes[i], &dims->batch_count))
-            return rt_op_fail(ctx, rt_op__shape_code(ctx), "the batch dimensions overflow int64");
-    }
-    batch_strides(dims->a_batch_strides, a->sizes, a_batch, dims->m * dims->k, rank);
-    batch_strides(dims->b_batch_strides, b->sizes, b_batch, dims->k * dims->n, rank);
-
-    int32_t r = rank;
-    memcpy(out_sizes, dims->batch_sizes, (size_t)rank * sizeof *out_sizes);
-    if (!a_vector)
-        out_sizes[r++] = dims->m;
-    if (!b_vector)
-        out_sizes[r++] = dims->n;
-    *out_rank = r;
-    return RT_OK;
-}
 
 /* ---- matmul: kernels -------------------------------------------------------------------- */
 
@@ -94,22 +19,11 @@ static rt_status matmul_shape(rt_op_ctx *ctx, const rt_tensor_value *a, const rt
 #define TILE_K 128
 
 typedef struct matmul_job {
-    const matmul_dims *dims;
+    const rt_matmul_dims *dims;
     const void *a, *b;
     void *out;
     int64_t row_tiles, col_tiles;
 } matmul_job;
-
-/* Offsets (elements) of the a and b matrices of one batch entry. */
-static void batch_offsets(const matmul_dims *dims, int64_t batch, int64_t *a_off, int64_t *b_off) {
-    *a_off = *b_off = 0;
-    for (int32_t d = dims->batch_rank - 1; d >= 0; d--) {
-        int64_t i = batch % dims->batch_sizes[d];
-        batch /= dims->batch_sizes[d];
-        *a_off += i * dims->a_batch_strides[d];
-        *b_off += i * dims->b_batch_strides[d];
-    }
-}
 
 /* MADD(acc, x, y) adds x * y to acc; integers wrap around in the unsigned type W. */
 #define FLOAT_MADD(T, W, acc, x, y) ((acc) + (x) * (y))
@@ -120,7 +34,7 @@ static void batch_offsets(const matmul_dims *dims, int64_t batch, int64_t *a_off
     static void matmul_tiles__##sfx(void *arg, size_t begin, size_t end)                      \
     {                                                                                         \
         const matmul_job *job = arg;                                                          \
-        const matmul_dims *dims = job->dims;                                                  \
+        const rt_matmul_dims *dims = job->dims;                                                  \
         int64_t m = dims->m, k = dims->k, n = dims->n;                                        \
         int64_t tiles = job->row_tiles * job->col_tiles;                                      \
         for (size_t item = begin; item < end; item++) {                                       \
@@ -129,7 +43,7 @@ static void batch_offsets(const matmul_dims *dims, int64_t batch, int64_t *a_off
             int64_t i1 = i0 + TILE_M < m ? i0 + TILE_M : m;                                   \
             int64_t j1 = j0 + TILE_N < n ? j0 + TILE_N : n;                                   \
             int64_t a_off, b_off;                                                             \
-            batch_offsets(dims, batch, &a_off, &b_off);                                       \
+            rt_op__matmul_batch_offsets(dims, batch, &a_off, &b_off);                                       \
             const T *a = (const T *)job->a + a_off;                                           \
             const T *b = (const T *)job->b + b_off;                                           \
             T *out = (T *)job->out + batch * m * n;                                           \
@@ -171,7 +85,7 @@ static rt_range_fn matmul_kernel_for(rt_type type) {
 
 typedef struct matmul_args {
     rt_tensor_value *a, *b, *out;
-    matmul_dims dims;
+    rt_matmul_dims dims;
 } matmul_args;
 
 static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args) {
@@ -198,7 +112,7 @@ static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args) {
 
     int32_t rank;
     int64_t sizes[RT_MAX_RANK];
-    RT_RETURN_IF_ERROR(matmul_shape(ctx, a, b, &args->dims, &rank, sizes));
+    RT_RETURN_IF_ERROR(rt_op__matmul_shape(ctx, a, b, &args->dims, &rank, sizes));
     return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
@@ -214,11 +128,11 @@ static void request_gemm_scratch(rt_op_ctx *ctx) {
 }
 
 static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
-    const matmul_dims *d = &args->dims;
+    const rt_matmul_dims *d = &args->dims;
     int32_t threads = gemm_threads(ctx);
     for (int64_t batch = 0; batch < d->batch_count; batch++) {
         int64_t a_off, b_off;
-        batch_offsets(d, batch, &a_off, &b_off);
+        rt_op__matmul_batch_offsets(d, batch, &a_off, &b_off);
         rt_gemm_f32_args g = {
             .m = d->m, .n = d->n, .k = d->k,
             .a = (const float *)args->a->data + a_off, .a_row_stride = d->k, .a_col_stride = 1,
@@ -240,7 +154,7 @@ rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx) {
 rt_status rt_ops__matmul_run(rt_op_ctx *ctx) {
     matmul_args args;
     RT_RETURN_IF_ERROR(matmul_setup(ctx, &args));
-    const matmul_dims *dims = &args.dims;
+    const rt_matmul_dims *dims = &args.dims;
     if (dims->batch_count == 0 || dims->m == 0 || dims->n == 0)
         return RT_OK;
     if (args.a->type == RT_F32) {

@@ -7,87 +7,9 @@
  * tiles summed in a local buffer, so requantizing needs no scratch. */
 #include <string.h>
 
+#include "ops/matmul_shape.h"
 #include "ops/ops.h"
 #include "ops/quant.h"
-
-/* ---- shapes (as matmul.c) --------------------------------------------------------------- */
-
-typedef struct qmm_dims {
-    int64_t m, k, n;
-    int32_t batch_rank;
-    int64_t batch_sizes[RT_MAX_RANK];
-    int64_t a_batch_strides[RT_MAX_RANK]; /* elements */
-    int64_t b_batch_strides[RT_MAX_RANK];
-    int64_t batch_count;
-} qmm_dims;
-
-/* Matrix strides (elements) of t's batch dimensions, aligned to a batch of rank `rank`. */
-static void batch_strides(int64_t *out, const int64_t *sizes, int32_t t_batch_rank,
-                          int64_t matrix_elems, int32_t rank) {
-    int64_t stride = matrix_elems;
-    for (int32_t i = rank - 1; i >= 0; i--) {
-        int32_t d = i - (rank - t_batch_rank);
-        if (d < 0) {
-            out[i] = 0;
-            continue;
-        }
-        out[i] = sizes[d] == 1 ? 0 : stride;
-        stride *= sizes[d];
-    }
-}
-
-static rt_status batch_shape(rt_op_ctx *ctx, const rt_tensor_value *a, const rt_tensor_value *b,
-                             int32_t a_batch, int32_t b_batch, qmm_dims *dims) {
-    int32_t rank = a_batch > b_batch ? a_batch : b_batch;
-    dims->batch_rank = rank;
-    dims->batch_count = 1;
-    for (int32_t i = 0; i < rank; i++) {
-        int32_t da = i - (rank - a_batch), db = i - (rank - b_batch);
-        int64_t sa = da >= 0 ? a->sizes[da] : 1, sb = db >= 0 ? b->sizes[db] : 1;
-        if (sa != sb && sa != 1 && sb != 1) {
-            char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "the batch dimensions of a %s and b %s cannot be broadcast together",
-                              rt_op__shape_text(a->sizes, a->rank, ta),
-                              rt_op__shape_text(b->sizes, b->rank, tb));
-        }
-        dims->batch_sizes[i] = sa == 1 ? sb : sa;
-        if (!rt_op__mul(dims->batch_count, dims->batch_sizes[i], &dims->batch_count))
-            return rt_op_fail(ctx, rt_op__shape_code(ctx), "the batch dimensions overflow int64");
-    }
-    return RT_OK;
-}
-
-static rt_status qmm_shape(rt_op_ctx *ctx, const rt_tensor_value *a, const rt_tensor_value *b,
-                           qmm_dims *dims, int32_t *out_rank, int64_t *out_sizes) {
-    /* A 1-D operand is a row (a) or column (b) whose dimension is dropped from the result. */
-    bool a_vector = a->rank == 1, b_vector = b->rank == 1;
-    int32_t a_batch = a_vector ? 0 : a->rank - 2, b_batch = b_vector ? 0 : b->rank - 2;
-    dims->m = a_vector ? 1 : a->sizes[a->rank - 2];
-    dims->k = a->sizes[a->rank - 1];
-    int64_t k_b = b_vector ? b->sizes[0] : b->sizes[b->rank - 2];
-    dims->n = b_vector ? 1 : b->sizes[b->rank - 1];
-    if (k_b != dims->k) {
-        char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "a %s and b %s do not match: a has %" PRId64 " columns, b has %" PRId64
-                          " rows",
-                          rt_op__shape_text(a->sizes, a->rank, ta),
-                          rt_op__shape_text(b->sizes, b->rank, tb), dims->k, k_b);
-    }
-    RT_RETURN_IF_ERROR(batch_shape(ctx, a, b, a_batch, b_batch, dims));
-    int32_t rank = dims->batch_rank;
-    batch_strides(dims->a_batch_strides, a->sizes, a_batch, dims->m * dims->k, rank);
-    batch_strides(dims->b_batch_strides, b->sizes, b_batch, dims->k * dims->n, rank);
-    int32_t r = rank;
-    memcpy(out_sizes, dims->batch_sizes, (size_t)rank * sizeof *out_sizes);
-    if (!a_vector)
-        out_sizes[r++] = dims->m;
-    if (!b_vector)
-        out_sizes[r++] = dims->n;
-    *out_rank = r;
-    return RT_OK;
-}
 
 /* ---- parameters ------------------------------------------------------------------------- */
 
@@ -101,7 +23,7 @@ typedef struct qmm_param {
 } qmm_param;
 
 /* The batch dimensions of p (operand's rank, >= 2) against the output's. */
-static bool param_batch(const rt_tensor_value *p, const qmm_dims *d, qmm_param *out) {
+static bool param_batch(const rt_tensor_value *p, const rt_matmul_dims *d, qmm_param *out) {
     int64_t dense[RT_MAX_RANK];
     rt_tensor__dense_strides(dense, p->rank, p->sizes, NULL);
     int32_t lead = d->batch_rank - (p->rank - 2);
@@ -115,7 +37,7 @@ static bool param_batch(const rt_tensor_value *p, const qmm_dims *d, qmm_param *
 
 /* p against operand a (columns false: one value per row) or b (columns true). */
 static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const char *what,
-                             const rt_tensor_value *operand, bool columns, const qmm_dims *d,
+                             const rt_tensor_value *operand, bool columns, const rt_matmul_dims *d,
                              qmm_param *out) {
     memset(out, 0, sizeof *out);
     if (!p)
@@ -160,7 +82,7 @@ static int64_t param_offset(const qmm_param *p, const int64_t *index, int32_t ra
 #define TILE_N 128
 
 typedef struct qmm_job {
-    const qmm_dims *d;
+    const rt_matmul_dims *d;
     const void *a, *b;
     rt_type a_type, b_type;
     qmm_param za, zb, sa, sb; /* zero points; scales (qlinear_matmul only) */
@@ -256,7 +178,7 @@ static void tile_store(const qmm_job *job, const qmm_tile *t, int64_t out_off, i
 
 static void qmm_tiles(void *arg, size_t begin, size_t end) {
     const qmm_job *job = arg;
-    const qmm_dims *d = job->d;
+    const rt_matmul_dims *d = job->d;
     qmm_tile t;
     int64_t tiles = job->row_tiles * job->col_tiles;
     for (size_t item = begin; item < end; item++) {
@@ -287,7 +209,7 @@ static void qmm_tiles(void *arg, size_t begin, size_t end) {
 
 typedef struct qmm_args {
     rt_tensor_value *a, *b, *za, *zb, *sa, *sb, *ys, *yz, *out;
-    qmm_dims dims;
+    rt_matmul_dims dims;
     qmm_job job;
 } qmm_args;
 
@@ -334,8 +256,8 @@ static rt_status qmm_setup(rt_op_ctx *ctx, qmm_args *q, bool requant) {
     RT_RETURN_IF_ERROR(check_operands(ctx, q));
     int32_t rank = 0;
     int64_t sizes[RT_MAX_RANK];
-    qmm_dims *d = &q->dims;
-    RT_RETURN_IF_ERROR(qmm_shape(ctx, q->a, q->b, d, &rank, sizes));
+    rt_matmul_dims *d = &q->dims;
+    RT_RETURN_IF_ERROR(rt_op__matmul_shape(ctx, q->a, q->b, d, &rank, sizes));
     qmm_job *job = &q->job;
     memset(job, 0, sizeof *job);
     RT_RETURN_IF_ERROR(param_setup(ctx, q->za, "a_zero_point", q->a, false, d, &job->za));
@@ -358,7 +280,7 @@ static rt_status qmm_setup(rt_op_ctx *ctx, qmm_args *q, bool requant) {
 }
 
 static rt_status qmm_run(rt_op_ctx *ctx, qmm_args *q) {
-    const qmm_dims *d = &q->dims;
+    const rt_matmul_dims *d = &q->dims;
     if (d->batch_count == 0 || d->m == 0 || d->n == 0)
         return RT_OK;
     q->job.d = d;
