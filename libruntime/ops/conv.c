@@ -202,44 +202,12 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
 
 /* ---- op --------------------------------------------------------------------------------- */
 
-static rt_status conv_check_tensors(rt_op_ctx *ctx, const conv_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->w, "w", args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->x, "x", 4));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->w, "w", 4));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, args->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->w, "w"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->w, "w"));
-    if (!args->bias)
-        return RT_OK;
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->bias, "bias", args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->bias, "bias", 1));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->bias, "bias"));
-    return rt_op__check_disjoint(ctx, args->out, "out", args->bias, "bias");
-}
-
 /* Channel counts of x, w and bias against groups, for the current sizes. */
 static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args) {
     const conv_dims *d = &args->dims;
-    char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
-    rt_op__shape_text(args->x->sizes, 4, tx);
+    RT_RETURN_IF_ERROR(rt_op__check_conv_groups(ctx, args->x, args->w, d->groups));
+    char tw[RT_OP_SHAPE_TEXT];
     rt_op__shape_text(args->w->sizes, 4, tw);
-    if (d->channels % d->groups != 0 || d->out_channels % d->groups != 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "groups %" PRId64 " must divide the input channels of x %s and the "
-                          "output channels of w %s",
-                          d->groups, tx, tw);
-    if (args->w->sizes[1] != d->channels / d->groups)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "w %s must have %" PRId64 " input channels per group for x %s and "
-                          "groups %" PRId64,
-                          tw, d->channels / d->groups, tx, d->groups);
-    if (d->kernel_h < 1 || d->kernel_w < 1)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);
     if (args->bias && args->bias->sizes[0] != d->out_channels)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "bias has %" PRId64 " elements, but w %s has %" PRId64 " output channels",
@@ -268,7 +236,7 @@ static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args, bool fused) {
     }
     if (d->groups < 1)
         return rt_op_fail(ctx, RT_INVALID_PROGRAM, "groups must be >= 1, not %" PRId64, d->groups);
-    RT_RETURN_IF_ERROR(conv_check_tensors(ctx, args));
+    RT_RETURN_IF_ERROR(rt_op__check_conv_tensors(ctx, args->x, args->w, args->bias, args->out));
 
     const int64_t *xs = args->x->sizes, *ws = args->w->sizes;
     d->batch = xs[0];

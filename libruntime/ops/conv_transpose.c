@@ -197,26 +197,6 @@ static void convt_f32_gemm(const rt_op_ctx *ctx, convt_job *job) {
 
 /* ---- op --------------------------------------------------------------------------------- */
 
-static rt_status convt_check_tensors(rt_op_ctx *ctx, const convt_args *a) {
-    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, a->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, a->w, "w", a->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, a->out, "out", a->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, a->x, "x", 4));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, a->w, "w", 4));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, a->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a->w, "w"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->w, "w"));
-    if (!a->bias)
-        return RT_OK;
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, a->bias, "bias", a->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, a->bias, "bias", 1));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a->bias, "bias"));
-    return rt_op__check_disjoint(ctx, a->out, "out", a->bias, "bias");
-}
-
 /* padding: [h, w] or [top, left, bottom, right], each in [-(2^31 - 1), 2^31 - 1]: a negative
  * padding adds output positions (ONNX derives such pads from output_shape). */
 static rt_status convt_padding(rt_op_ctx *ctx, size_t index, int64_t out[4]) {
@@ -305,7 +285,7 @@ static rt_status convt_setup(rt_op_ctx *ctx, convt_args *a) {
         return rt_op_fail(ctx, RT_INVALID_PROGRAM,
                           "groups must be in [1, %" PRId64 "], not %" PRId64,
                           (int64_t)RT_OP_MAX_WINDOW_PARAM, d->groups);
-    RT_RETURN_IF_ERROR(convt_check_tensors(ctx, a));
+    RT_RETURN_IF_ERROR(rt_op__check_conv_tensors(ctx, a->x, a->w, a->bias, a->out));
 
     const int64_t *xs = a->x->sizes, *ws = a->w->sizes;
     d->batch = xs[0];

@@ -447,3 +447,46 @@ rt_status rt_op__activation(rt_op_ctx *ctx, size_t index, rt_activation *out) {
     *out = (rt_activation){(int32_t)kind, (float)lo, (float)hi};
     return RT_OK;
 }
+
+rt_status rt_op__check_conv_tensors(rt_op_ctx *ctx, const rt_tensor_value *x,
+                                    const rt_tensor_value *w, const rt_tensor_value *bias,
+                                    const rt_tensor_value *out) {
+    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, w, "w", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, x, "x", 4));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, w, "w", 4));
+    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, w, "w"));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", w, "w"));
+    if (!bias)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, bias, "bias", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, bias, "bias", 1));
+    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, bias, "bias"));
+    return rt_op__check_disjoint(ctx, out, "out", bias, "bias");
+}
+
+rt_status rt_op__check_conv_groups(rt_op_ctx *ctx, const rt_tensor_value *x,
+                                   const rt_tensor_value *w, int64_t groups) {
+    char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
+    int64_t channels = x->sizes[1], out_channels = w->sizes[0];
+    rt_op__shape_text(x->sizes, 4, tx);
+    rt_op__shape_text(w->sizes, 4, tw);
+    if (channels % groups != 0 || out_channels % groups != 0)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "groups %" PRId64 " must divide the input channels of x %s and the "
+                          "output channels of w %s",
+                          groups, tx, tw);
+    if (w->sizes[1] != channels / groups)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx),
+                          "w %s must have %" PRId64 " input channels per group for x %s and "
+                          "groups %" PRId64,
+                          tw, channels / groups, tx, groups);
+    if (w->sizes[2] < 1 || w->sizes[3] < 1)
+        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);
+    return RT_OK;
+}

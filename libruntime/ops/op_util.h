@@ -120,6 +120,16 @@ static inline size_t rt_op__grain(int64_t work_per_item) {
     return work_per_item >= target ? 1 : (size_t)(target / work_per_item);
 }
 
+/* Convolutions: float x, w [O, C / groups, kH, kW] and out alike (and bias [O] when given),
+ * rank 4, row-major, out sharing memory with none of them. */
+rt_status rt_op__check_conv_tensors(rt_op_ctx *ctx, const rt_tensor_value *x,
+                                    const rt_tensor_value *w, const rt_tensor_value *bias,
+                                    const rt_tensor_value *out);
+/* groups (>= 1) divides x's channels and w's output channels, w has C / groups input
+ * channels per group, and the kernel is not empty; x is [N, C, H, W], w [O, C/g, kH, kW]. */
+rt_status rt_op__check_conv_groups(rt_op_ctx *ctx, const rt_tensor_value *x,
+                                   const rt_tensor_value *w, int64_t groups);
+
 /* Arguments (kind:int, lo:double, hi:double) at index..index+2 of a fused op. */
 rt_status rt_op__activation(rt_op_ctx *ctx, size_t index, rt_activation *out);
 

@@ -228,21 +228,7 @@ static rt_status check_per_channel(rt_op_ctx *ctx, const rt_tensor_value *p, con
 /* Channel counts of x and w against groups, for the current sizes. */
 static rt_status check_channels(rt_op_ctx *ctx, const qconv_args *q) {
     const qconv_dims *d = &q->dims;
-    char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
-    rt_op__shape_text(q->x->sizes, 4, tx);
-    rt_op__shape_text(q->w->sizes, 4, tw);
-    if (d->channels % d->groups != 0 || d->out_channels % d->groups != 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "groups %" PRId64 " must divide the input channels of x %s and the "
-                          "output channels of w %s",
-                          d->groups, tx, tw);
-    if (q->w->sizes[1] != d->channels / d->groups)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "w %s must have %" PRId64 " input channels per group for x %s and "
-                          "groups %" PRId64,
-                          tw, d->channels / d->groups, tx, d->groups);
-    if (d->kernel_h < 1 || d->kernel_w < 1)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);
+    RT_RETURN_IF_ERROR(rt_op__check_conv_groups(ctx, q->x, q->w, d->groups));
     RT_RETURN_IF_ERROR(rt_quant__check_single(ctx, q->xz, "x_zero_point"));
     RT_RETURN_IF_ERROR(check_per_channel(ctx, q->wz, "w_zero_point", d->out_channels, true));
     RT_RETURN_IF_ERROR(check_per_channel(ctx, q->ws, "w_scale", d->out_channels, true));
