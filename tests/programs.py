@@ -38,3 +38,29 @@ def rich_program(seed: int = 0):
     s.place(skip)
     s.output(result, "out")
     return b.to_bytes(), (w, bias)
+
+
+def counted_loop(size: int = 3, body: str = "double") -> ProgramBuilder:
+    """forward(x, n) runs n iterations of a backward jump with a conditional exit and returns
+    (y, iterations): y = x * 2**n for body "double", y = x ** (n + 1) for body "power"."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (size,))
+    n = m.input("n", "int64", (1,))
+    one = m.constant(np.ones(1, np.int64))
+    i = m.tensor("int64", (1,))
+    y = m.tensor("float32", (size,))
+    m.sub(one, one, out=i)
+    m.copy(x, out=y)
+    top, done = m.place(m.label()), m.label()
+    m.jump_if_not(m.less(i, n), done)
+    if body == "double":
+        m.add(y, y, out=y)
+    else:
+        m.mul(y, x, out=y)
+    m.add(i, one, out=i)
+    m.jump(top)
+    m.place(done)
+    m.output(y, "y")
+    m.output(i, "iterations")
+    return b

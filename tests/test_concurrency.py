@@ -19,6 +19,7 @@ import pytest
 import runtime_py as rt
 from runtime_py._ffi import ffi, get_lib, to_str
 from runtime_py.builder import ProgramBuilder
+from tests.programs import counted_loop
 
 THREADS = 8
 
@@ -40,25 +41,8 @@ def mlp_program() -> bytes:
 
 
 def spin_program() -> bytes:
-    """y = x ** n by a loop of n iterations: a method that runs as long as asked."""
-    b = ProgramBuilder()
-    m = b.method("forward")
-    x = m.input("x", "float32", (64,))
-    n = m.input("n", "int64", (1,))
-    one = m.constant(np.ones(1, np.int64))
-    i = m.tensor("int64", (1,))
-    y = m.tensor("float32", (64,))
-    m.sub(one, one, out=i)
-    m.copy(x, out=y)
-    top, done = m.place(m.label()), m.label()
-    m.jump_if_not(m.less(i, n), done)
-    m.mul(y, x, out=y)
-    m.add(i, one, out=i)
-    m.jump(top)
-    m.place(done)
-    m.output(y, "y")
-    m.output(i, "iterations")
-    return b.to_bytes()
+    """y = x ** (n + 1) by a loop of n iterations: a method that runs as long as asked."""
+    return counted_loop(64, "power").to_bytes()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import runtime_py as rt
 from runtime_py.builder import ProgramBuilder
-from tests.programs import rich_program
+from tests.programs import counted_loop, rich_program
 
 
 def load(builder: ProgramBuilder, name: str = "forward", **options) -> rt.Method:
@@ -63,25 +63,7 @@ def test_static_shape_mismatch_names_shapes():
 
 def power_loop():
     """y = x * 2**n by a loop: i = 0; while i < n: y = y + y; i = i + 1."""
-    b = ProgramBuilder()
-    m = b.method("forward")
-    x = m.input("x", "float32", (3,))
-    n = m.input("n", "int64", (1,))
-    one = m.constant(np.ones(1, np.int64))
-    i = m.tensor("int64", (1,))
-    y = m.tensor("float32", (3,))
-    m.sub(one, one, out=i)
-    m.copy(x, out=y)
-    top, done = m.place(m.label()), m.label()
-    cond = m.less(i, n)
-    m.jump_if_not(cond, done)
-    m.add(y, y, out=y)
-    m.add(i, one, out=i)
-    m.jump(top)
-    m.place(done)
-    m.output(y, "y")
-    m.output(i, "iterations")
-    return b
+    return counted_loop(3, "double")
 
 
 @pytest.mark.parametrize("n", [0, 1, 5, 20])

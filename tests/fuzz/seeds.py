@@ -8,6 +8,7 @@ from typing import Dict
 import numpy as np
 
 from runtime_py.builder import ProgramBuilder
+from tests.programs import counted_loop
 
 
 def mlp() -> bytes:
@@ -39,24 +40,7 @@ def cnn() -> bytes:
 
 def loop() -> bytes:
     """y = x * 2**n, with a backward jump and a conditional exit; n is a tensor input."""
-    b = ProgramBuilder()
-    m = b.method("forward")
-    x = m.input("x", "float32", (3,))
-    n = m.input("n", "int64", (1,))
-    one = m.constant(np.ones(1, np.int64))
-    i = m.tensor("int64", (1,))
-    y = m.tensor("float32", (3,))
-    m.sub(one, one, out=i)
-    m.copy(x, out=y)
-    top, done = m.place(m.label()), m.label()
-    m.jump_if_not(m.less(i, n), done)
-    m.add(y, y, out=y)
-    m.add(i, one, out=i)
-    m.jump(top)
-    m.place(done)
-    m.output(y, "y")
-    m.output(i, "iterations")
-    return b.to_bytes()
+    return counted_loop(3, "double").to_bytes()
 
 
 def attributes_and_scalars() -> bytes:
