@@ -568,6 +568,8 @@ ACTIVATIONS = {  # conv2d_act's (kind, lo, hi) and a numpy reference
     0: lambda v, lo, hi: v,
     1: lambda v, lo, hi: np.maximum(v, 0),
     2: lambda v, lo, hi: np.clip(v, lo, hi),
+    3: lambda v, lo, hi: 1 / (1 + np.exp(-v)),
+    4: lambda v, lo, hi: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2))),
     5: lambda v, lo, hi: v * np.clip(v / 6 + 0.5, 0, 1),
 }
 
@@ -590,7 +592,7 @@ def test_depthwise_conv2d_act_wide_rows(stride, step, dilation, kernel, multipli
     bias = data.draw(S.arrays("float32", (channels * multiplier,), bound=2.0), label="bias")
     strides, dilations = [stride[0], step], [1, dilation]
     want = ACTIVATIONS[act](ref_conv2d(x, w, bias, strides, list(padding), dilations, channels),
-                            np.float32(0.5), np.float32(1.5))
+                            np.float32(0.5), np.float32(1.5)).astype(np.float32)
     got = run_op("conv2d_act", [x, w, bias],
                  [strides, list(padding), dilations, channels, act, 0.5, 1.5],
                  out=("float32", want.shape), num_threads=threads)
