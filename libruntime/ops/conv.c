@@ -145,13 +145,24 @@ static void im2col_rows(void *arg, size_t begin, size_t end) {
         int64_t oh0, oh1, ow0, ow1;
         tap_range(off_h, d->stride[0], d->height, d->out_h, &oh0, &oh1);
         tap_range(off_w, d->stride[1], d->width, d->out_w, &ow0, &ow1);
-        memset(row, 0, (size_t)plane * sizeof(float));
+        /* Each element is written once: zeros where the tap falls in the padding. */
+        if (oh0 >= oh1 || ow0 >= ow1) {
+            memset(row, 0, (size_t)plane * sizeof(float));
+            continue;
+        }
+        memset(row, 0, (size_t)(oh0 * d->out_w) * sizeof(float));
         for (int64_t oh = oh0; oh < oh1; oh++) {
             const float *xr = xp + (oh * d->stride[0] + off_h) * d->width;
             float *out = row + oh * d->out_w;
-            for (int64_t ow = ow0; ow < ow1; ow++)
-                out[ow] = xr[ow * d->stride[1] + off_w];
+            memset(out, 0, (size_t)ow0 * sizeof(float));
+            if (d->stride[1] == 1)
+                memcpy(out + ow0, xr + (ow0 + off_w), (size_t)(ow1 - ow0) * sizeof(float));
+            else
+                for (int64_t ow = ow0; ow < ow1; ow++)
+                    out[ow] = xr[ow * d->stride[1] + off_w];
+            memset(out + ow1, 0, (size_t)(d->out_w - ow1) * sizeof(float));
         }
+        memset(row + oh1 * d->out_w, 0, (size_t)((d->out_h - oh1) * d->out_w) * sizeof(float));
     }
 }
 
