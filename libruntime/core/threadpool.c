@@ -2,9 +2,16 @@
  *
  * A loop is a job of `chunks` pieces on a shared queue. The calling thread and at most
  * threads - 1 workers claim pieces with an atomic counter; the caller waits until every piece
- * is done. Workers start lazily on the first loop that wants them. */
+ * is done. Workers start lazily on the first loop that wants them.
+ *
+ * A method runs its ops back to back, each a short loop, so waking a sleeping worker (a futex
+ * round trip of several microseconds, more in a VM) for each would cost more than small ops
+ * take. Workers therefore spin for a while after each job, watching a generation counter,
+ * before they sleep; the caller likewise spins briefly before it sleeps waiting for them, and
+ * claims every piece no worker has started, so a late worker never delays it. */
 #include "core/threadpool.h"
 
+#include "core/clock.h"
 #include "runtime.h"
 
 #include <pthread.h>
@@ -13,6 +20,14 @@
 #include <unistd.h>
 
 #define RT_MAX_WORKERS 64
+#define SPIN_NS 100000     /* how long an idle worker, or a waiting caller, spins first */
+#define CHUNKS_PER_THREAD 4 /* pieces per thread, so threads that start late still balance */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 typedef struct rt_job {
     rt_range_fn fn;
@@ -21,7 +36,7 @@ typedef struct rt_job {
     size_t chunks;
     int32_t max_helpers;
     int32_t helpers;           /* workers that ever joined, guarded by pool.lock */
-    int32_t active;            /* workers still inside work_on, guarded by pool.lock */
+    atomic_int active;         /* workers still inside the job (changed under pool.lock) */
     atomic_size_t next_chunk;
     atomic_size_t done_chunks;
     struct rt_job *next;       /* queue link, guarded by pool.lock */
@@ -33,9 +48,12 @@ static struct {
     pthread_cond_t done;
     rt_job *queue;
     int32_t workers;
+    int32_t sleepers;          /* workers waiting on `work` */
     bool started;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          NULL, 0, false};
+          NULL, 0, 0, false};
+
+static atomic_uint generation; /* bumped (under pool.lock) whenever a job is queued */
 
 static atomic_int default_threads = 0;
 
@@ -88,27 +106,51 @@ static rt_job *find_open_job(void) {
     return NULL;
 }
 
+/* Spin until `*word` differs from `seen` or SPIN_NS pass; true when it changed. */
+static bool spin_while_equal(atomic_uint *word, unsigned seen) {
+    uint64_t start = rt_clock__now_ns();
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(word, memory_order_acquire) != seen)
+            return true;
+        cpu_relax();
+        if (i % 64 == 0 && rt_clock__now_ns() - start > SPIN_NS)
+            return false;
+    }
+}
+
 static void *worker_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&pool.lock);
     for (;;) {
         rt_job *job = find_open_job();
         if (job == NULL) {
-            pthread_cond_wait(&pool.work, &pool.lock);
+            unsigned seen = atomic_load(&generation);
+            pthread_mutex_unlock(&pool.lock);
+            spin_while_equal(&generation, seen);
+            pthread_mutex_lock(&pool.lock);
+            if (atomic_load(&generation) == seen) {
+                pool.sleepers++;
+                pthread_cond_wait(&pool.work, &pool.lock);
+                pool.sleepers--;
+            }
             continue;
         }
         job->helpers++;
-        job->active++;
+        atomic_fetch_add(&job->active, 1);
         pthread_mutex_unlock(&pool.lock);
         size_t ran = work_on(job);
         pthread_mutex_lock(&pool.lock);
         /* The job lives on its caller's stack; the caller returns only once no worker is
-         * active in it, which it checks under this lock. */
+         * active in it, so `active` is the last thing a worker touches. */
         atomic_fetch_add(&job->done_chunks, ran);
-        job->active--;
+        atomic_fetch_sub(&job->active, 1);
         pthread_cond_broadcast(&pool.done);
     }
     return NULL;
+}
+
+static bool job_finished(rt_job *job) {
+    return atomic_load(&job->done_chunks) >= job->chunks && atomic_load(&job->active) == 0;
 }
 
 /* fork(): hold the lock across it so the child never inherits it locked, and give the child,
@@ -120,6 +162,7 @@ static void after_fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
 static void after_fork_child(void) {
     pool.queue = NULL;
     pool.workers = 0;
+    pool.sleepers = 0;
     pool.started = false;
     pthread_cond_init(&pool.work, NULL);
     pthread_cond_init(&pool.done, NULL);
@@ -157,8 +200,9 @@ void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, vo
     if (grain == 0)
         grain = 1;
     size_t chunks = (n + grain - 1) / grain;
-    if (threads > 1 && chunks > (size_t)threads)
-        chunks = (size_t)threads;
+    size_t most = (size_t)threads * CHUNKS_PER_THREAD;
+    if (threads > 1 && chunks > most)
+        chunks = most;
     if (threads <= 1 || chunks <= 1) {
         fn(ctx, 0, n);
         return;
@@ -173,9 +217,12 @@ void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, vo
     rt_job job = {.fn = fn, .ctx = ctx, .n = n, .chunks = chunks, .max_helpers = threads - 1};
     atomic_init(&job.next_chunk, 0);
     atomic_init(&job.done_chunks, 0);
+    atomic_init(&job.active, 0);
     job.next = pool.queue;
     pool.queue = &job;
-    pthread_cond_broadcast(&pool.work);
+    atomic_fetch_add(&generation, 1);
+    if (pool.sleepers > 0)
+        pthread_cond_broadcast(&pool.work);
     pthread_mutex_unlock(&pool.lock);
 
     size_t ran = work_on(&job);
@@ -188,7 +235,15 @@ void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, vo
             break;
         }
     }
-    while (atomic_load(&job.done_chunks) < job.chunks || job.active > 0)
+    if (!job_finished(&job)) {
+        /* A worker is finishing a piece: spin a little before sleeping on it. */
+        pthread_mutex_unlock(&pool.lock);
+        uint64_t start = rt_clock__now_ns();
+        while (!job_finished(&job) && rt_clock__now_ns() - start < SPIN_NS)
+            cpu_relax();
+        pthread_mutex_lock(&pool.lock);
+    }
+    while (!job_finished(&job))
         pthread_cond_wait(&pool.done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
 }

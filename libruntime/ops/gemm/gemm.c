@@ -6,6 +6,7 @@
 #include "ops/gemm/gemm.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ typedef struct gemm_plan {
     float *scratch;
     int64_t m_tiles, n_tiles, nc;
     int32_t threads;
+    atomic_llong next_tile;
 } gemm_plan;
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -190,11 +192,13 @@ void rt_gemm_f32_pack_b(const rt_gemm_f32_args *g, float *dst) {
         pack_b(g, p0, min64(KC, g->k - p0), 0, g->n, dst + p0 * n_pad);
 }
 
+/* Each slot (one packing buffer) claims tiles until none are left, so a thread that joins
+ * late takes fewer instead of making the others wait for its share. */
 static void run_slots(void *ctx, size_t begin, size_t end) {
-    const gemm_plan *plan = ctx;
+    gemm_plan *plan = ctx;
     int64_t tiles = plan->m_tiles * plan->n_tiles;
     for (size_t slot = begin; slot < end; slot++)
-        for (int64_t t = (int64_t)slot; t < tiles; t += plan->threads)
+        for (int64_t t; (t = atomic_fetch_add(&plan->next_tile, 1)) < tiles;)
             run_tile(plan, t, plan->scratch + slot * SLOT_FLOATS);
 }
 
@@ -208,6 +212,7 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, int32_t threads) {
     while (threads > 1 && flops / threads < MIN_FLOPS_PER_THREAD)
         threads--;
     gemm_plan plan = {.g = g, .scratch = scratch, .threads = threads};
+    atomic_init(&plan.next_tile, 0);
     plan.m_tiles = (g->m + MC - 1) / MC;
     plan.nc = min64(NC_MAX, (g->n + RT_GEMM_NR - 1) / RT_GEMM_NR * RT_GEMM_NR);
     plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
