@@ -111,6 +111,29 @@ void rt_tensor__update_strides(rt_tensor_value *t) {
 }
 
 /* Innermost dimension as a tight loop, the rest as an odometer over indices. */
+/* One strided run of n elements (strides in bytes): typed loads and stores for the common
+ * element sizes rather than a memcpy call per element. memcpy of a constant size compiles to
+ * one move and keeps unaligned addresses legal. */
+#define COPY_RUN(T)                                               \
+    for (int64_t k = 0; k < n; k++) {                             \
+        T v;                                                      \
+        memcpy(&v, s + k * ss, sizeof v);                         \
+        memcpy(d + k * ds, &v, sizeof v);                         \
+    }
+
+static void copy_strided_row(char *d, int64_t ds, const char *s, int64_t ss, int64_t n,
+                             size_t elem_size) {
+    switch (elem_size) {
+    case 1: COPY_RUN(uint8_t) return;
+    case 2: COPY_RUN(uint16_t) return;
+    case 4: COPY_RUN(uint32_t) return;
+    case 8: COPY_RUN(uint64_t) return;
+    default:
+        for (int64_t k = 0; k < n; k++)
+            memcpy(d + k * ds, s + k * ss, elem_size);
+    }
+}
+
 void rt_tensor__copy_strided(void *dst, const int64_t *dst_strides, const void *src,
                              const int64_t *src_strides, int32_t rank, const int64_t *sizes,
                              size_t elem_size) {
@@ -129,12 +152,10 @@ void rt_tensor__copy_strided(void *dst, const int64_t *dst_strides, const void *
     const char *s = src;
     char *d = dst;
     for (;;) {
-        if (ds == (int64_t)elem_size && ss == (int64_t)elem_size) {
+        if (ds == (int64_t)elem_size && ss == (int64_t)elem_size)
             memcpy(d, s, (size_t)n_inner * elem_size);
-        } else {
-            for (int64_t k = 0; k < n_inner; k++)
-                memcpy(d + k * ds, s + k * ss, elem_size);
-        }
+        else
+            copy_strided_row(d, ds, s, ss, n_inner, elem_size);
         int32_t dim = inner - 1;
         for (; dim >= 0; dim--) {
             index[dim]++;
