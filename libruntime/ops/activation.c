@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/multiversion.h"
 #include "ops/fast_exp.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -105,7 +106,7 @@ typedef struct softmax_job {
 
 /* T: element type, ACC: the type sums accumulate in, EXP: exp for T. Items are rows
  * (inner == 1) or (outer, column block) pairs. Subtracting the maximum keeps exp finite. */
-#define DEFINE_SOFTMAX(sfx, T, ACC, EXP)                                                   \
+#define DEFINE_SOFTMAX_ROWS(sfx, T, ACC, EXP)                                              \
     static void softmax_rows__##sfx(void *arg, size_t begin, size_t end)                   \
     {                                                                                      \
         const softmax_job *job = arg;                                                      \
@@ -125,8 +126,9 @@ typedef struct softmax_job {
             for (int64_t k = 0; k < n; k++)                                                \
                 o[k] = o[k] * scale;                                                       \
         }                                                                                  \
-    }                                                                                      \
-                                                                                           \
+    }
+
+#define DEFINE_SOFTMAX_COLUMNS(sfx, T, ACC, EXP)                                           \
     static void softmax_columns__##sfx(void *arg, size_t begin, size_t end)                \
     {                                                                                      \
         const softmax_job *job = arg;                                                      \
@@ -160,8 +162,46 @@ typedef struct softmax_job {
                     o[k * inner + c] = (T)(o[k * inner + c] / sum[c]);                     \
         }                                                                                  \
     }
-DEFINE_SOFTMAX(f32, float, double, rt_fast_expf)
-DEFINE_SOFTMAX(f64, double, double, exp)
+DEFINE_SOFTMAX_ROWS(f64, double, double, exp)
+DEFINE_SOFTMAX_COLUMNS(f32, float, double, rt_fast_expf)
+DEFINE_SOFTMAX_COLUMNS(f64, double, double, exp)
+
+/* float32 rows, the common case (attention scores): the maximum and the sum (in double) run
+ * in eight independent lanes so both loops vectorise. NaN handling is
+ * the generic kernel's: a NaN never wins the maximum and then poisons the sum. */
+RT_MULTIVERSION static void softmax_rows_lanes__f32(void *arg, size_t begin, size_t end) {
+    const softmax_job *job = arg;
+    int64_t n = job->n, body = n / 8 * 8;
+    for (size_t row = begin; row < end; row++) {
+        const float *x = (const float *)job->x + (int64_t)row * n;
+        float *o = (float *)job->out + (int64_t)row * n;
+        float lanes[8];
+        for (int j = 0; j < 8; j++)
+            lanes[j] = -INFINITY;
+        for (int64_t k = 0; k < body; k += 8)
+            for (int j = 0; j < 8; j++)
+                lanes[j] = x[k + j] > lanes[j] ? x[k + j] : lanes[j];
+        float max = -INFINITY;
+        for (int j = 0; j < 8; j++)
+            max = lanes[j] > max ? lanes[j] : max;
+        for (int64_t k = body; k < n; k++)
+            max = x[k] > max ? x[k] : max;
+        for (int64_t k = 0; k < n; k++)
+            o[k] = rt_fast_expf(x[k] - max);
+        double sums[8] = {0};
+        for (int64_t k = 0; k < body; k += 8)
+            for (int j = 0; j < 8; j++)
+                sums[j] += o[k + j];
+        double sum = 0;
+        for (int j = 0; j < 8; j++)
+            sum += sums[j];
+        for (int64_t k = body; k < n; k++)
+            sum += o[k];
+        const float scale = (float)(1 / sum);
+        for (int64_t k = 0; k < n; k++)
+            o[k] = o[k] * scale;
+    }
+}
 
 typedef struct softmax_args {
     rt_tensor_value *x, *out;
@@ -205,7 +245,7 @@ rt_status rt_ops__softmax_run(rt_op_ctx *ctx) {
     int32_t threads = rt_op__threads(ctx);
     if (job.inner == 1) {
         rt_parallel_for(threads, (size_t)job.outer, rt_op__grain(job.n),
-                        is_f32 ? softmax_rows__f32 : softmax_rows__f64, &job);
+                        is_f32 ? softmax_rows_lanes__f32 : softmax_rows__f64, &job);
     } else {
         int64_t blocks = (job.inner + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;
         rt_parallel_for(threads, (size_t)(job.outer * blocks),
