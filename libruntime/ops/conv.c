@@ -286,6 +286,11 @@ static void conv_pack_weights(rt_op_ctx *ctx, const conv_args *args) {
 static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
     conv_args args;
     RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
+    if (args.x->type == RT_F32 && rt_conv__depthwise_fits(&args.dims)) {
+        ctx->scratch_bytes = rt_conv__depthwise_scratch_bytes(
+            &args.dims, rt_threadpool__hardware_threads());
+        return RT_OK;
+    }
     if (!conv_uses_gemm(&args))
         return RT_OK;
     ctx->scratch_bytes = conv_columns_bytes(&args.dims) +
@@ -318,7 +323,7 @@ static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
     if (args.x->type == RT_F32 && rt_conv__depthwise_fits(d)) {
         rt_conv__depthwise_f32(d, args.x->data, args.w->data,
                                args.bias ? args.bias->data : NULL, &args.act, args.out->data,
-                               rt_op__threads(ctx));
+                               ctx->scratch, conv_threads(ctx));
         return RT_OK;
     }
     conv_job job = {

@@ -18,13 +18,17 @@ typedef struct conv_dims {
 } conv_dims;
 
 /* float32 convolutions where each output channel reads a single input channel (depthwise,
- * with any channel multiplier) and whose horizontal stride and reach are small enough for
- * rt_conv__depthwise_f32's row buffers. */
+ * with any channel multiplier), with a horizontal stride of at most 4, at most 64 taps and a
+ * padded plane of at most 64 MB: what rt_conv__depthwise_f32 takes. */
 bool rt_conv__depthwise_fits(const conv_dims *d);
 
-/* out = act(conv(x, w) + bias), bias may be NULL; up to `threads` threads. */
+/* Scratch rt_conv__depthwise_f32 needs on up to `threads` threads (a padded plane each). */
+size_t rt_conv__depthwise_scratch_bytes(const conv_dims *d, int32_t threads);
+
+/* out = act(conv(x, w) + bias), bias may be NULL; up to `threads` threads. `scratch` holds
+ * rt_conv__depthwise_scratch_bytes(d, threads) bytes, 64-byte aligned. */
 void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                             const float *bias, const rt_activation *act, float *out,
-                            int32_t threads);
+                            void *scratch, int32_t threads);
 
 #endif

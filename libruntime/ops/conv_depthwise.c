@@ -1,11 +1,13 @@
 /* conv_depthwise.c: float32 convolution with one input channel per output channel.
  *
- * Each output row is computed in chunks of up to CHUNK columns. For every
- * kernel row the needed span of the input row is copied once into `stride` phase buffers
- * (phase r holds columns stride * i + r, zero outside the image), which turns every tap into a
- * contiguous run: no per-pixel bounds checks, padding for free, and strided convolutions
- * vectorise like unit-stride ones. Eight outputs at a time then sum every tap in a register,
- * and the activation runs on the chunk while it is in L1. */
+ * A thread takes one (image, channel) plane at a time and first copies it once into a
+ * padded buffer split by horizontal stride phase: phase r of padded row i holds the padded
+ * columns stride * j + r. Every tap of every output row then reads a contiguous run of that
+ * buffer, so padding costs nothing, strided convolutions vectorise like unit-stride ones, and
+ * each output vector (8 columns) sums all its taps in a register before one store; the
+ * activation runs on each finished row. Phase rows carry 8 spare zeros so the last vector of a
+ * row may read past its end. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/multiversion.h"
@@ -13,119 +15,138 @@
 #include "ops/conv.h"
 #include "ops/op_util.h"
 
-#define CHUNK 128       /* output columns per accumulator */
 #define MAX_STRIDE 4
-#define MAX_REACH 64    /* (kernel_w - 1) * dilation_w */
-#define MAX_KERNEL_W 16
-#define MAX_KERNEL_H 8
-#define BAND 8          /* output rows per work item */
+#define MAX_TAPS 64                    /* kernel_h * kernel_w */
+#define MAX_SLOT_BYTES ((size_t)64 << 20)
+
+typedef struct plane_layout {
+    int64_t rows;      /* padded input rows: height + pad top + pad bottom */
+    int64_t phase_len; /* floats per phase row, spare included, a multiple of 8 */
+} plane_layout;
+
+static bool layout_of(const conv_dims *d, plane_layout *out) {
+    int64_t s = d->stride[1], width, phase;
+    if (!rt_op__add(d->height, d->pad[0], &out->rows) ||
+        !rt_op__add(out->rows, d->pad[2], &out->rows) ||
+        !rt_op__add(d->width, d->pad[1], &width) || !rt_op__add(width, d->pad[3], &width))
+        return false;
+    phase = (width + s - 1) / s;
+    out->phase_len = (phase + 8 + 7) / 8 * 8;
+    return true;
+}
+
+/* Bytes of one thread's plane buffer, or 0 when it would be unreasonably large. */
+static size_t slot_bytes(const conv_dims *d) {
+    plane_layout p;
+    int64_t floats;
+    if (!layout_of(d, &p) || !rt_op__mul(p.rows, d->stride[1], &floats) ||
+        !rt_op__mul(floats, p.phase_len, &floats) ||
+        (uint64_t)floats > MAX_SLOT_BYTES / sizeof(float))
+        return 0;
+    return (size_t)floats * sizeof(float);
+}
 
 bool rt_conv__depthwise_fits(const conv_dims *d) {
     return d->channels / d->groups == 1 && d->stride[1] >= 1 && d->stride[1] <= MAX_STRIDE &&
-           d->kernel_h <= MAX_KERNEL_H && d->kernel_w <= MAX_KERNEL_W && (d->kernel_w - 1) * d->dilation[1] <= MAX_REACH;
+           d->kernel_h * d->kernel_w <= MAX_TAPS && slot_bytes(d) > 0;
+}
+
+size_t rt_conv__depthwise_scratch_bytes(const conv_dims *d, int32_t threads) {
+    return (size_t)(threads > 0 ? threads : 1) * ((slot_bytes(d) + 63) / 64 * 64);
 }
 
 typedef struct depthwise_job {
     const conv_dims *d;
     const float *x, *w, *bias;
     const rt_activation *act;
-    float *out;
-    int64_t bands;
+    float *out, *scratch;
+    size_t slot_floats;
+    plane_layout layout;
+    int64_t planes;
+    atomic_llong next_plane;
 } depthwise_job;
 
-/* phase[r][i] = row[s * (first + i) + r - pad_left], or 0 outside [0, width), i < count:
- * zeros, one run of copies, zeros. */
-static inline __attribute__((always_inline)) void fill_phases(const conv_dims *d, const float *row, int64_t first, int64_t count,
-                        float *phases, int64_t phase_len) {
-    int64_t s = d->stride[1];
-    for (int64_t r = 0; r < s; r++) {
-        float *ph = phases + r * phase_len;
-        int64_t col0 = s * first + r - d->pad[1]; /* the column of i = 0 */
-        int64_t lo = col0 >= 0 ? 0 : rt_op__ceil_div(-col0, s);
-        int64_t hi = d->width > col0 ? rt_op__ceil_div(d->width - col0, s) : 0;
-        if (hi > count)
-            hi = count;
-        if (lo > hi)
-            lo = hi;
-        memset(ph, 0, (size_t)lo * sizeof(float));
+/* The padded, phase-split copy of one input plane. */
+RT_MULTIVERSION static void fill_plane(const depthwise_job *job, const float *x, float *buf) {
+    const conv_dims *d = job->d;
+    int64_t s = d->stride[1], len = job->layout.phase_len;
+    memset(buf, 0, (size_t)(job->layout.rows * s * len) * sizeof(float));
+    for (int64_t ih = 0; ih < d->height; ih++) {
+        const float *src = x + ih * d->width;
+        float *row = buf + (ih + d->pad[0]) * s * len;
         if (s == 1) {
-            memcpy(ph + lo, row + (col0 + lo), (size_t)(hi - lo) * sizeof(float));
-        } else {
-            for (int64_t i = lo; i < hi; i++)
-                ph[i] = row[col0 + s * i];
+            memcpy(row + d->pad[1], src, (size_t)d->width * sizeof(float));
+            continue;
         }
-        memset(ph + hi, 0, (size_t)(count - hi) * sizeof(float));
+        /* Phase r takes the columns iw with (iw + pad_left) % s == r: a strided run each. */
+        for (int64_t r = 0; r < s; r++) {
+            int64_t first = ((r - d->pad[1]) % s + s) % s; /* the first such iw */
+            float *dst = row + r * len + (first + d->pad[1]) / s;
+            for (int64_t k = 0, iw = first; iw < d->width; k++, iw += s)
+                dst[k] = src[iw];
+        }
     }
 }
 
 /* Eight floats; memcpy in and out of it compiles to unaligned vector loads and stores. */
 typedef float vec8 __attribute__((vector_size(32)));
 
-RT_MULTIVERSION static void depthwise_rows(void *arg, size_t begin, size_t end) {
-    const depthwise_job *job = arg;
+RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end) {
+    depthwise_job *job = arg;
     const conv_dims *d = job->d;
-    int64_t s = d->stride[1], group_out = d->out_channels / d->groups;
-    int64_t kh_count = d->kernel_h, kw_count = d->kernel_w;
-    int64_t reach_q = (kw_count - 1) * d->dilation[1] / s; /* extra phase entries */
-    int64_t phase_len = CHUNK + reach_q;
-    float phases[MAX_KERNEL_H][MAX_STRIDE * (CHUNK + MAX_REACH)] __attribute__((aligned(64)));
-    const float *taps[MAX_KERNEL_H * MAX_KERNEL_W]; /* where each live tap reads the chunk */
-    float weights[MAX_KERNEL_H * MAX_KERNEL_W];
-    int64_t tap_offset[MAX_KERNEL_W], tap_phase[MAX_KERNEL_W];
-    for (int64_t kw = 0; kw < kw_count; kw++) {
-        tap_offset[kw] = kw * d->dilation[1] / s;
-        tap_phase[kw] = kw * d->dilation[1] % s;
-    }
-    for (size_t item = begin; item < end; item++) {
-        int64_t plane = (int64_t)item / job->bands, band = (int64_t)item % job->bands;
-        int64_t n = plane / d->out_channels, o = plane % d->out_channels;
-        const float *x = job->x + (n * d->channels + o / group_out) * d->height * d->width;
-        const float *w = job->w + o * kh_count * kw_count;
-        float b = job->bias != NULL ? job->bias[o] : 0.0f;
-        float *out = job->out + plane * d->out_h * d->out_w;
-        int64_t row1 = (band + 1) * BAND < d->out_h ? (band + 1) * BAND : d->out_h;
-        for (int64_t oh = band * BAND; oh < row1; oh++) {
-            for (int64_t ow0 = 0; ow0 < d->out_w; ow0 += CHUNK) {
-                int64_t count = d->out_w - ow0 < CHUNK ? d->out_w - ow0 : CHUNK;
-                int64_t span = count + reach_q, start = ow0 - d->pad[1];
-                /* The input rows this output row reads; rows in the padding add nothing. */
-                int ntaps = 0;
-                for (int64_t kh = 0; kh < kh_count; kh++) {
-                    int64_t ih = oh * d->stride[0] - d->pad[0] + kh * d->dilation[0];
-                    if (ih < 0 || ih >= d->height)
-                        continue;
-                    const float *row = x + ih * d->width, *base = phases[kh];
-                    int64_t len = phase_len;
-                    if (s == 1 && start >= 0 && start + span <= d->width) {
-                        base = row + start; /* inside the image: read the row itself */
-                        len = 0;
-                    } else {
-                        fill_phases(d, row, ow0, span, phases[kh], phase_len);
+    int64_t s = d->stride[1], len = job->layout.phase_len, group_out = d->out_channels / d->groups;
+    int64_t taps = d->kernel_h * d->kernel_w;
+    int64_t tap_offset[MAX_TAPS]; /* from the first row of an output row's window */
+    for (int64_t kh = 0; kh < d->kernel_h; kh++)
+        for (int64_t kw = 0; kw < d->kernel_w; kw++) {
+            int64_t col = kw * d->dilation[1];
+            tap_offset[kh * d->kernel_w + kw] =
+                (kh * d->dilation[0] * s + col % s) * len + col / s;
+        }
+    for (size_t slot = begin; slot < end; slot++) {
+        float *buf = job->scratch + slot * job->slot_floats;
+        for (int64_t plane; (plane = atomic_fetch_add(&job->next_plane, 1)) < job->planes;) {
+            int64_t n = plane / d->out_channels, o = plane % d->out_channels;
+            fill_plane(job, job->x + (n * d->channels + o / group_out) * d->height * d->width,
+                       buf);
+            const float *w = job->w + o * taps;
+            float b = job->bias != NULL ? job->bias[o] : 0.0f;
+            float *out = job->out + plane * d->out_h * d->out_w;
+            for (int64_t oh = 0; oh < d->out_h; oh++) {
+                const float *window = buf + oh * d->stride[0] * s * len;
+                float *dst = out + oh * d->out_w;
+                int64_t ow = 0;
+                /* Four vectors per tap: one weight broadcast and offset serve 32 columns. */
+                for (; ow + 32 <= d->out_w; ow += 32) {
+                    vec8 a0 = {b, b, b, b, b, b, b, b}, a1 = a0, a2 = a0, a3 = a0;
+                    for (int64_t t = 0; t < taps; t++) {
+                        const float *src = window + tap_offset[t] + ow;
+                        vec8 v0, v1, v2, v3;
+                        memcpy(&v0, src, sizeof v0);
+                        memcpy(&v1, src + 8, sizeof v1);
+                        memcpy(&v2, src + 16, sizeof v2);
+                        memcpy(&v3, src + 24, sizeof v3);
+                        a0 += w[t] * v0;
+                        a1 += w[t] * v1;
+                        a2 += w[t] * v2;
+                        a3 += w[t] * v3;
                     }
-                    for (int64_t kw = 0; kw < kw_count; kw++) {
-                        taps[ntaps] = base + tap_phase[kw] * len + tap_offset[kw];
-                        weights[ntaps++] = w[kh * kw_count + kw];
-                    }
+                    memcpy(dst + ow, &a0, sizeof a0);
+                    memcpy(dst + ow + 8, &a1, sizeof a1);
+                    memcpy(dst + ow + 16, &a2, sizeof a2);
+                    memcpy(dst + ow + 24, &a3, sizeof a3);
                 }
-                /* Eight outputs at a time, every tap accumulated in a register. */
-                float *dst = out + oh * d->out_w + ow0;
-                int64_t i = 0;
-                for (; i + 8 <= count; i += 8) {
+                for (; ow < d->out_w; ow += 8) {
                     vec8 acc = {b, b, b, b, b, b, b, b};
-                    for (int t = 0; t < ntaps; t++) {
+                    for (int64_t t = 0; t < taps; t++) {
                         vec8 v;
-                        memcpy(&v, taps[t] + i, sizeof v);
-                        acc += weights[t] * v;
+                        memcpy(&v, window + tap_offset[t] + ow, sizeof v);
+                        acc += w[t] * v;
                     }
-                    memcpy(dst + i, &acc, sizeof acc);
+                    int64_t count = d->out_w - ow < 8 ? d->out_w - ow : 8;
+                    memcpy(dst + ow, &acc, (size_t)count * sizeof(float));
                 }
-                for (; i < count; i++) {
-                    float acc = b;
-                    for (int t = 0; t < ntaps; t++)
-                        acc += weights[t] * taps[t][i];
-                    dst[i] = acc;
-                }
-                rt_activation__apply(job->act, dst, count);
+                rt_activation__apply(job->act, dst, d->out_w);
             }
         }
     }
@@ -133,12 +154,20 @@ RT_MULTIVERSION static void depthwise_rows(void *arg, size_t begin, size_t end) 
 
 void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                             const float *bias, const rt_activation *act, float *out,
-                            int32_t threads) {
-    depthwise_job job = {d, x, w, bias, act, out, (d->out_h + BAND - 1) / BAND};
-    /* Bounded by the output's element count. */
-    int64_t items = d->batch * d->out_channels * job.bands;
-    int64_t rows = d->out_h < BAND ? d->out_h : BAND;
-    int64_t work = rt_op__mul_sat(rt_op__mul_sat(rows, d->out_w),
-                                  rt_op__mul_sat(d->kernel_h, d->kernel_w));
-    rt_parallel_for(threads, (size_t)items, rt_op__grain(work), depthwise_rows, &job);
+                            void *scratch, int32_t threads) {
+    depthwise_job job = {.d = d, .x = x, .w = w, .bias = bias, .act = act, .out = out,
+                         .scratch = scratch, .slot_floats = (slot_bytes(d) + 63) / 64 * 64 /
+                                                            sizeof(float),
+                         .planes = d->batch * d->out_channels};
+    layout_of(d, &job.layout);
+    atomic_init(&job.next_plane, 0);
+    int64_t plane_work = rt_op__mul_sat(rt_op__mul_sat(d->out_h, d->out_w),
+                                        d->kernel_h * d->kernel_w);
+    /* Threads beyond one per ~32k multiply-adds of work would only add overhead. */
+    int64_t useful = rt_op__mul_sat(plane_work, job.planes) / 32768 + 1;
+    if (threads > useful)
+        threads = (int32_t)useful;
+    if (threads < 1)
+        threads = 1;
+    rt_parallel_for(threads, (size_t)threads, 1, depthwise_slots, &job);
 }
