@@ -6,7 +6,9 @@
 
 Steps:
   cpython  .venv (CPython 3.11): `pip install -e '.[test]'` builds libruntime once (CMake via
-           scikit-build-core) and places it in runtime_py/; then the whole suite.
+           scikit-build-core) and places it in runtime_py/, plus torch==2.13.0 (a CPU wheel on
+           the machine's disk, for the torch interop tests; this venv only); then the whole
+           suite.
   pypy     .venv-pypy (Debian's pypy3, installed with apt-get when missing) with the test
            dependencies but not the package: the suite runs this source tree and that library.
   others   .venv-3.X for every other CPython of pyenv (3.9, 3.10, 3.12, 3.13) with cffi and
@@ -41,6 +43,7 @@ ASAN_FILES = ("tests/test_format.py", "tests/test_engine.py", "tests/test_fuzz_r
               "tests/test_binding_fuzz.py", "tests/test_ops.py", "tests/test_gemm.py",
               "tests/test_python_api.py", "tests/test_onnx_models.py")
 OTHER_VERSIONS = ("3.9", "3.10", "3.12", "3.13")
+TORCH = "torch==2.13.0"  # the torch interop tests' torch (cpython step only)
 CORE_MARK = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.core\b", re.M)
 SUMMARY = re.compile(r"^=*\s*(?P<body>(?:\d+ \w+(?:, )?)+) in [\d.]+s", re.M)
 
@@ -188,6 +191,12 @@ def main_cpython() -> Path:
 def step_cpython() -> Path:
     python = venv(main_cpython(), ROOT / ".venv")
     pip_install(python, "-e", ".[test]")  # builds libruntime into runtime_py/ (CMakeLists)
+    if version_of(python).startswith("3.11."):
+        # Exactly this version: it installs a CPU build from the machine's disk, where any
+        # other would download gigabytes of CUDA. Only here: the torch tests skip elsewhere.
+        pip_install(python, TORCH)
+    else:
+        notes.append("torch tests skipped: the main venv is not CPython 3.11")
     library = ROOT / "runtime_py" / "libruntime.so"
     if not library.exists():
         raise SystemExit(f"ci: the editable install did not place {library}")
