@@ -199,17 +199,10 @@ def _release(addr: int) -> None:
         entry[-1]()
 
 
-@dl.callback("void(DLManagedTensor *)")
 def _deleter(managed: Any) -> None:
     _release(int(dl.cast("uintptr_t", managed)))
 
 
-@dl.callback("void(DLManagedTensorVersioned *)")
-def _deleter_versioned(managed: Any) -> None:
-    _release(int(dl.cast("uintptr_t", managed)))
-
-
-@dl.callback("void(void *)")
 def _capsule_destructor(capsule: Any) -> None:
     # Only a capsule never consumed still has its first name: then nobody else will call the
     # deleter, so we let go here. A consumed one ("used_...") is the consumer's to delete.
@@ -219,12 +212,34 @@ def _capsule_destructor(capsule: Any) -> None:
         _release(_capsule.destructor_pointer(addr, name))
 
 
-_DESTRUCTOR = int(dl.cast("uintptr_t", _capsule_destructor))
+_callbacks: Optional[Tuple[Any, Any, Any, int]] = None
+
+
+def _get_callbacks() -> Tuple[Any, Any, Any, int]:
+    """The C entry points of exports, made on first use (so that a platform refusing cffi
+    callbacks, e.g. without writable+executable memory, still imports runtime_py)."""
+    global _callbacks
+    if _callbacks is None:
+        try:
+            legacy = dl.callback("void(DLManagedTensor *)", _deleter)
+            versioned = dl.callback("void(DLManagedTensorVersioned *)", _deleter)
+            destructor = dl.callback("void(void *)", _capsule_destructor)
+        except (MemoryError, RuntimeError) as exc:
+            raise _capsule.CapsuleError(f"cffi cannot make callbacks here: {exc}") from None
+        _callbacks = (legacy, versioned, destructor, int(dl.cast("uintptr_t", destructor)))
+    return _callbacks
 
 
 def export(tensor: Any, addr: int, versioned: bool, flags: int,
            on_release: Optional[Callable[[], None]]) -> Any:
-    """A capsule describing `tensor` (at `addr`) that keeps it alive until released."""
+    """A capsule describing `tensor` (at `addr`) that keeps it alive until released;
+    on_release runs then (or at once if this fails)."""
+    try:
+        legacy_deleter, versioned_deleter, _, destructor = _get_callbacks()
+    except BaseException:
+        if on_release is not None:  # every failure lets go of what the caller held for us
+            on_release()
+        raise
     shape, strides = tensor.shape, tensor.strides
     ndim = len(shape)
     managed = dl.new("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *")
@@ -243,14 +258,14 @@ def export(tensor: Any, addr: int, versioned: bool, flags: int,
     if versioned:
         managed.version.major, managed.version.minor = MAX_VERSION
         managed.flags = flags
-        managed.deleter = _deleter_versioned
+        managed.deleter = versioned_deleter
     else:
-        managed.deleter = _deleter
+        managed.deleter = legacy_deleter
     key = int(dl.cast("uintptr_t", managed))
     with _exports_lock:
         _exports[key] = (tensor, managed, c_shape, c_strides, on_release)
     try:
-        return _capsule.new(key, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
+        return _capsule.new(key, VERSIONED if versioned else LEGACY, destructor)
     except BaseException:
         _release(key)
         raise
