@@ -412,5 +412,7 @@ def test_export_import_cycles_do_not_leak():
         collect()
         grown = rss() - before
     assert _dlpack.live_exports() == 0
-    # 3000 cycles each holding 16 KB of output would be ~48 MB if anything were kept.
-    assert grown < 4 << 20, f"RSS grew by {grown / (1 << 20):.1f} MB"
+    # 3000 cycles each holding 16 KB of output would be ~48 MB if anything were kept. Under a
+    # sanitizer freed memory is quarantined, so RSS says nothing there (test_leaks.py likewise).
+    if not any(s in os.environ.get("LD_PRELOAD", "") for s in ("asan", "tsan")):
+        assert grown < 4 << 20, f"RSS grew by {grown / (1 << 20):.1f} MB"
