@@ -167,8 +167,12 @@ def import_object(label: str, obj: Any, method_device: Tuple[int, int],
     """Bind an object with __dlpack__ / __dlpack_device__ (torch, cupy, jax, numpy...)."""
     get_device = getattr(obj, "__dlpack_device__", None)
     if get_device is not None:  # refuse foreign devices before the producer does any work
-        kind, index = get_device()
-        check_device(label, (int(kind), int(index)), method_device, "DLPack")
+        try:
+            kind, index = (int(v) for v in get_device())
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise InvalidArgument(f"{label}: {type(obj).__name__}.__dlpack_device__() did not "
+                                  f"give (device type, index): {exc}") from exc
+        check_device(label, (kind, index), method_device, "DLPack")
     kwargs = {"stream": stream} if method_device[0] == CUDA else {}
     try:
         try:

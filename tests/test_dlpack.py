@@ -418,6 +418,83 @@ def test_export_import_cycles_do_not_leak():
         assert grown < 4 << 20, f"RSS grew by {grown / (1 << 20):.1f} MB"
 
 
+def fake_cuda_tensor() -> rt.Tensor:
+    """A Tensor describing CUDA memory, as the CUDA backend hands out results (the fake pointer
+    is never dereferenced)."""
+    return rt.Tensor._view(0xDEAD0000, "float32", (2, 3), None, (2, 0), None, False)
+
+
+def test_device_tensor_offers_only_device_protocols():
+    t = fake_cuda_tensor()
+    assert t.device == "cuda:0" and t.__dlpack_device__() == (2, 0)
+    assert not hasattr(t, "__array_interface__")
+    cai = t.__cuda_array_interface__
+    assert cai["data"] == (0xDEAD0000, False) and cai["shape"] == (2, 3)
+    assert cai["typestr"] == "<f4" and cai["stream"] is None and cai["version"] == 3
+    with pytest.raises(rt.Unsupported, match="needs a CPU tensor; this one is on cuda:0"):
+        np.asarray(t)
+    with pytest.raises(BufferError, match="to DLPack device cpu"):
+        t.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
+    with double_method() as forward, pytest.raises(
+            rt.InvalidArgument, match=r"input 0 \('x'\): the tensor \(a runtime_py Tensor\) is "
+            r"on cuda:0, but the method runs on cpu"):
+        forward(t)
+    cpu = rt.Tensor.from_bytes(bytes(8), "float32", (2,))
+    assert not hasattr(cpu, "__cuda_array_interface__")
+
+
+@needs_export
+def test_device_tensor_capsule_says_cuda():
+    t = fake_cuda_tensor()
+    capsule = t.__dlpack__(max_version=(1, 0), stream=1)
+    managed = _dlpack.dl.cast("DLManagedTensorVersioned *",
+                              _capsule.get_pointer(capsule, b"dltensor_versioned"))
+    dev = managed.dl_tensor.device
+    assert (dev.device_type, dev.device_id) == (2, 0)
+    assert int(_dlpack.dl.cast("uintptr_t", managed.dl_tensor.data)) == 0xDEAD0000
+    with double_method() as forward, pytest.raises(rt.InvalidArgument, match=r"\(DLPack\) is on "
+                                                   r"cuda:0, but the method runs on cpu"):
+        forward(capsule)
+    assert _capsule.get_name(capsule) == b"dltensor_versioned"  # refused, not consumed
+    del capsule
+    collect()
+    assert _dlpack.live_exports() == 0
+
+
+@needs_export
+def test_dlpack_of_a_closed_view_is_refused():
+    forward = double_method()
+    forward(np.ones((2, 3), np.float32))
+    (view,) = forward.get_outputs(clone=False)
+    forward.close()
+    with pytest.raises(BufferError, match="closed method 'forward'"):
+        view.__dlpack__(max_version=(1, 0))
+    assert _dlpack.live_exports() == 0
+
+
+@needs_export
+def test_exports_released_from_many_threads():
+    """Deleters may run on any thread; the registry and the method holds stay consistent."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        with double_method() as forward:
+            for _ in range(50):
+                forward(x)
+                (view,) = forward.get_outputs(clone=False)
+                a = np.from_dlpack(view)
+                np.testing.assert_array_equal(a, x * 2)
+                del a, view
+        return True
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(8)))
+    collect()
+    assert _dlpack.live_exports() == 0
+
+
 # ---- property: any layout numpy can export, any dtype --------------------------------------
 
 from hypothesis import given, settings  # noqa: E402
