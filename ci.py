@@ -14,7 +14,8 @@ Steps:
   others   .venv-3.X for every other CPython of pyenv (3.9, 3.10, 3.12, 3.13) with cffi and
            pytest only: the `core` subset, without numpy. A missing one is skipped with a note.
   wheel    `pip wheel .` gives one py3-none-<platform> wheel; it is installed into fresh CPython
-           and PyPy venvs outside the tree, where examples/demo.py runs.
+           and PyPy venvs outside the tree, where examples/demo.py and the runtime-py script
+           run.
   asan     build.py --sanitize address (ASan + UBSan, stopping on any report), then a reduced
            but real subset (format, engine, fuzz regressions, binding fuzz, every op, GEMM,
            Python API, ONNX models, DLPack) with the sanitizer runtimes preloaded.
@@ -324,9 +325,13 @@ def step_wheel(cpython: Optional[Path]) -> None:
                 out = run([python, demo, "--out", Path(tmp) / f"out-{label}"], env=env,
                           cwd=Path(tmp), capture=True)
                 ok = "all outputs match numpy" in out
-            except subprocess.CalledProcessError:
+                # The console script the wheel declares ([project.scripts]).
+                helped = run([where / "bin" / "runtime-py", "--help"], env=env, cwd=Path(tmp),
+                             capture=True)
+                ok = ok and helped.startswith("usage: runtime-py ")
+            except (subprocess.CalledProcessError, OSError):
                 ok = False
-            checks.append(f"wheel demo under {version_of(python)}: "
+            checks.append(f"wheel demo and runtime-py script under {version_of(python)}: "
                           f"{'all outputs match numpy' if ok else 'FAILED'}")
             if not ok:
                 failures.append(f"wheel: the demo failed under {label}")

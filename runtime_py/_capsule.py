@@ -67,9 +67,14 @@ class _CPython:
         self.get_pointer = fn("PyCapsule_GetPointer", vp, obj, cp)
         self.set_name = fn("PyCapsule_SetName", ctypes.c_int, obj, vp)
         self.new = fn("PyCapsule_New", obj, vp, cp, vp)
-        # For the destructor, which receives the capsule as a bare address.
-        self.raw_get_name = fn("PyCapsule_GetName", vp, vp)
-        self.raw_get_pointer = fn("PyCapsule_GetPointer", vp, vp, vp)
+        # For the destructor, which receives the capsule as a bare address and may run while
+        # an exception is being raised: plain C calls (no check of the error indicator, which
+        # would mistake that exception for ours). Both only read the capsule's fields.
+        def raw(name: str, restype: Any, *argtypes: Any) -> Any:
+            return ctypes.CFUNCTYPE(restype, *argtypes)((name, api))
+
+        self.raw_get_name = raw("PyCapsule_GetName", vp, vp)
+        self.raw_get_pointer = raw("PyCapsule_GetPointer", vp, vp, vp)
 
 
 class _PyPy:
