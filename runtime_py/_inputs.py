@@ -261,7 +261,8 @@ def _slow(slot: Slot, value: Any, view: Optional[memoryview]) -> Tuple[Any, ...]
                 got = _dlpack.import_object(slot.label, value, slot.device)
         except _capsule.CapsuleError as exc:
             if _capsule.is_capsule(value):
-                raise InvalidArgument(f"{slot.label}: cannot read a DLPack capsule: {exc}") from None
+                raise InvalidArgument(
+                    f"{slot.label}: cannot read a DLPack capsule: {exc}") from None
             got = None  # fall through to the other interfaces the object may have
         if got is not None:
             why = "the DLPack capsule is flagged read-only" if got.readonly else ""
