@@ -6,16 +6,19 @@
 
 Steps:
   cpython  .venv (CPython 3.11): `pip install -e '.[test]'` builds libruntime once (CMake via
-           scikit-build-core) and places it in runtime_py/; then the whole suite.
+           scikit-build-core) and places it in runtime_py/, plus torch==2.13.0 (a CPU wheel on
+           the machine's disk, for the torch interop tests; this venv only); then the whole
+           suite.
   pypy     .venv-pypy (Debian's pypy3, installed with apt-get when missing) with the test
            dependencies but not the package: the suite runs this source tree and that library.
   others   .venv-3.X for every other CPython of pyenv (3.9, 3.10, 3.12, 3.13) with cffi and
            pytest only: the `core` subset, without numpy. A missing one is skipped with a note.
   wheel    `pip wheel .` gives one py3-none-<platform> wheel; it is installed into fresh CPython
-           and PyPy venvs outside the tree, where examples/demo.py runs.
+           and PyPy venvs outside the tree, where examples/demo.py and the runtime-py script
+           run.
   asan     build.py --sanitize address (ASan + UBSan, stopping on any report), then a reduced
            but real subset (format, engine, fuzz regressions, binding fuzz, every op, GEMM,
-           Python API, ONNX models) with the sanitizer runtimes preloaded.
+           Python API, ONNX models, DLPack) with the sanitizer runtimes preloaded.
 
 Only the standard library; runs on Python 3.9+. Ends with one line of totals.
 """
@@ -39,8 +42,9 @@ STEPS = ("cpython", "pypy", "others", "wheel", "asan")
 # Run against the ASan + UBSan build: the C paths that take hostile input, every op, the engine.
 ASAN_FILES = ("tests/test_format.py", "tests/test_engine.py", "tests/test_fuzz_regressions.py",
               "tests/test_binding_fuzz.py", "tests/test_ops.py", "tests/test_gemm.py",
-              "tests/test_python_api.py", "tests/test_onnx_models.py")
+              "tests/test_python_api.py", "tests/test_onnx_models.py", "tests/test_dlpack.py")
 OTHER_VERSIONS = ("3.9", "3.10", "3.12", "3.13")
+TORCH = "torch==2.13.0"  # the torch interop tests' torch (cpython step only)
 CORE_MARK = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.core\b", re.M)
 SUMMARY = re.compile(r"^=*\s*(?P<body>(?:\d+ \w+(?:, )?)+) in [\d.]+s", re.M)
 
@@ -188,6 +192,12 @@ def main_cpython() -> Path:
 def step_cpython() -> Path:
     python = venv(main_cpython(), ROOT / ".venv")
     pip_install(python, "-e", ".[test]")  # builds libruntime into runtime_py/ (CMakeLists)
+    if version_of(python).startswith("3.11."):
+        # Exactly this version: it installs a CPU build from the machine's disk, where any
+        # other would download gigabytes of CUDA. Only here: the torch tests skip elsewhere.
+        pip_install(python, TORCH)
+    else:
+        notes.append("torch tests skipped: the main venv is not CPython 3.11")
     library = ROOT / "runtime_py" / "libruntime.so"
     if not library.exists():
         raise SystemExit(f"ci: the editable install did not place {library}")
@@ -315,9 +325,13 @@ def step_wheel(cpython: Optional[Path]) -> None:
                 out = run([python, demo, "--out", Path(tmp) / f"out-{label}"], env=env,
                           cwd=Path(tmp), capture=True)
                 ok = "all outputs match numpy" in out
-            except subprocess.CalledProcessError:
+                # The console script the wheel declares ([project.scripts]).
+                helped = run([where / "bin" / "runtime-py", "--help"], env=env, cwd=Path(tmp),
+                             capture=True)
+                ok = ok and helped.startswith("usage: runtime-py ")
+            except (subprocess.CalledProcessError, OSError):
                 ok = False
-            checks.append(f"wheel demo under {version_of(python)}: "
+            checks.append(f"wheel demo and runtime-py script under {version_of(python)}: "
                           f"{'all outputs match numpy' if ok else 'FAILED'}")
             if not ok:
                 failures.append(f"wheel: the demo failed under {label}")

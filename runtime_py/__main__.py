@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
@@ -161,8 +162,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runtime_py",
-                                     description="libruntime command line")
+    script = os.path.basename(sys.argv[0] or "")
+    parser = argparse.ArgumentParser(
+        prog=script if script == "runtime-py" else "python -m runtime_py",
+        description="libruntime command line")
     sub = parser.add_subparsers(dest="command", required=True)
 
     convert = sub.add_parser("convert", help="convert an ONNX model into a program file")

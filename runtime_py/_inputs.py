@@ -6,7 +6,11 @@ Accepted for a tensor input, in this order:
   that is static with one element);
 - objects with `__array_interface__` (numpy, ...): pointer, typestr, shape and byte strides;
   byte strides that are not a multiple of the item size are copied to a dense buffer;
-- objects with `__cuda_array_interface__` (device memory of the method's CUDA device);
+- DLPack: a capsule, or an object with `__dlpack__` / `__dlpack_device__` (torch, cupy, jax):
+  a versioned capsule is asked for first (see _dlpack.py); the producer stays alive and its
+  deleter runs when the input is bound again or the method closed;
+- objects with `__cuda_array_interface__` (v2 / v3: device memory of the method's CUDA device;
+  a v3 `stream` is synchronized before binding);
 - anything with the buffer protocol (bytes, bytearray, array.array, memoryview, mmap): its format,
   shape and strides; a non-contiguous memoryview is copied with .tobytes(), since a pure-Python
   reader cannot get its base pointer;
@@ -14,7 +18,9 @@ Accepted for a tensor input, in this order:
   int address or cffi pointer, strides in elements or None for dense; the caller keeps the
   memory valid until the input is set again;
 - nested lists / tuples of numbers, packed into the expected dtype;
-- anything else with `__array__` (torch CPU tensors, ...), through numpy.
+- anything else with `__array__`, through numpy.
+Device memory (CUDA through DLPack or the CUDA array interface) given to a CPU method is refused
+with an error naming the input, before anything reads it.
 A dense buffer whose rank or dtype differs from a static expected shape is read as that shape
 when its byte count matches exactly and its dtype is the expected one or raw bytes (bytes,
 bytearray, a memoryview of format 'B'; not a numpy uint8 array): this lets a bytearray or a
@@ -28,6 +34,7 @@ import operator
 import struct
 from typing import Any, Optional, Tuple
 
+from . import _capsule, _dlpack
 from . import dtypes as _dt
 from ._ffi import ffi, from_buffer
 from .errors import InvalidArgument, Unsupported
@@ -43,7 +50,7 @@ class Slot:
 
     __slots__ = ("index", "label", "kind", "dtype", "shape", "rank", "static", "nbytes", "t",
                  "sizes", "strides", "scalar", "device", "last_dtype", "last_shape",
-                 "last_strided", "last_device")
+                 "last_strided", "last_device", "readonly")
 
     def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int]) -> None:
         self.index = index
@@ -68,6 +75,8 @@ class Slot:
         self.last_strided = False
         self.last_device: Optional[Tuple[int, int]] = None
         self.scalar = ffi.new("rt_scalar *")
+        # Why the value bound last must not be written ("" when it may): allow_mutate checks it.
+        self.readonly = ""
 
 
 def scalar_value(slot: Slot, value: Any) -> Any:
@@ -144,8 +153,10 @@ def _dims(slot: Slot, what: str, items: Any, rank: Optional[int] = None) -> Tupl
     return dims
 
 
-def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Optional[Tuple], Any]:
-    """(pointer, dtype, shape, element strides, keepalive) of an __array_interface__."""
+def _interface(slot: Slot, iface: dict, obj: Any, on_device: bool = False
+               ) -> Tuple[Any, str, Tuple, Optional[Tuple], Any, bool]:
+    """(pointer, dtype, shape, element strides, keepalive, read-only) of an
+    __array_interface__ (or, on_device, a __cuda_array_interface__: never read from here)."""
     if iface.get("mask") is not None:
         raise InvalidArgument(f"{slot.label}: masked arrays are not supported")
     try:
@@ -154,24 +165,70 @@ def _interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, str, Tuple, Opti
         raise InvalidArgument(f"{slot.label}: {exc}") from None
     shape = _dims(slot, "sizes", iface["shape"])
     data = iface.get("data")
+    readonly = False
     if data is None or not isinstance(data, tuple):
+        if on_device:
+            raise InvalidArgument(f"{slot.label}: __cuda_array_interface__ has no data pointer")
         buf, start = from_buffer(obj if data is None else data)
         addr = int(ffi.cast("uintptr_t", start)) + iface.get("offset", 0)
         keep: Any = (obj, buf)
+        readonly = bool(getattr(memoryview(obj if data is None else data), "readonly", False))
     else:
-        addr, keep = data[0], obj
+        addr, keep, readonly = data[0], obj, bool(data[1]) if len(data) > 1 else False
     strides = iface.get("strides")
     if strides is None:
-        return addr, dtype, shape, None, keep
+        return addr, dtype, shape, None, keep, readonly
     strides = _dims(slot, "strides", strides, len(shape))
     itemsize = _dt.DTYPES[dtype].itemsize
     if any(s % itemsize for s in strides):
+        if on_device:
+            raise InvalidArgument(f"{slot.label}: byte strides {strides} are not multiples of "
+                                  f"the item size {itemsize}")
         from .tensor import gather
 
         dense = gather(addr, itemsize, shape, tuple(strides))
         keep = ffi.from_buffer(dense)
-        return keep, dtype, shape, None, keep
-    return addr, dtype, shape, tuple(s // itemsize for s in strides), keep
+        return keep, dtype, shape, None, keep, False
+    return addr, dtype, shape, tuple(s // itemsize for s in strides), keep, readonly
+
+
+_CUDA_SYNC: Any = None
+
+
+def _cuda_stream_sync(slot: Slot, stream: int) -> None:
+    """Wait for the producer's CUDA stream (CUDA array interface v3), with the driver API."""
+    global _CUDA_SYNC
+    if _CUDA_SYNC is None:
+        import cffi
+
+        cuda = cffi.FFI()
+        cuda.cdef("int cuStreamSynchronize(void *stream);")
+        try:
+            _CUDA_SYNC = (cuda, cuda.dlopen("libcuda.so.1"))
+        except OSError as exc:
+            raise InvalidArgument(f"{slot.label}: cannot load the CUDA driver to synchronize "
+                                  f"stream {stream:#x}: {exc}") from None
+    cuda, lib = _CUDA_SYNC
+    status = lib.cuStreamSynchronize(cuda.cast("void *", stream))
+    if status:
+        raise InvalidArgument(f"{slot.label}: cuStreamSynchronize(stream {stream:#x}) failed "
+                              f"with CUDA error {status}")
+
+
+def _cuda_interface(slot: Slot, iface: dict, obj: Any) -> Tuple[Any, ...]:
+    """A __cuda_array_interface__ (v2 / v3). Its memory is on a CUDA device, which one the
+    interface does not say: the method's own (the CUDA backend checks the pointer)."""
+    device = _dlpack.check_device(slot.label, (_dlpack.CUDA, slot.device[1]), slot.device,
+                                  "__cuda_array_interface__")
+    ptr, dtype, shape, strides, keep, readonly = _interface(slot, iface, obj, on_device=True)
+    stream = iface.get("stream")
+    if stream is not None:  # v3: the producer's stream; 0 is ambiguous and forbidden
+        if isinstance(stream, bool) or not isinstance(stream, int) or stream == 0:
+            raise InvalidArgument(f"{slot.label}: __cuda_array_interface__ stream {stream!r} is "
+                                  f"not a CUDA stream handle (0 is not allowed)")
+        _cuda_stream_sync(slot, stream)
+    why = "__cuda_array_interface__ marks it read-only" if readonly else ""
+    return ptr, dtype, shape, strides, device, keep, False, why
 
 
 # memoryview format -> dtype name: the native chars up front, other spellings on first sight.
@@ -189,30 +246,47 @@ def _format_dtype(slot: Slot, fmt: str) -> str:
 
 
 def _slow(slot: Slot, value: Any, view: Optional[memoryview]) -> Tuple[Any, ...]:
-    """(pointer, dtype, shape, strides, device, keep, raw_bytes) of the less common inputs."""
+    """(pointer, dtype, shape, strides, device, keep, raw_bytes, read-only reason) of the less
+    common inputs."""
     iface = getattr(value, "__array_interface__", None)
     if iface is not None:
-        ptr, dtype, shape, strides, keep = _interface(slot, iface, value)
-        return ptr, dtype, shape, strides, _CPU, keep, False
+        ptr, dtype, shape, strides, keep, readonly = _interface(slot, iface, value)
+        why = "__array_interface__ marks it read-only" if readonly else ""
+        return ptr, dtype, shape, strides, _CPU, keep, False, why
+    if _capsule.is_capsule(value) or hasattr(value, "__dlpack__"):
+        try:
+            if _capsule.is_capsule(value):
+                got = _dlpack.import_capsule(slot.label, value, slot.device)
+            else:
+                got = _dlpack.import_object(slot.label, value, slot.device)
+        except _capsule.CapsuleError as exc:
+            if _capsule.is_capsule(value):
+                raise InvalidArgument(
+                    f"{slot.label}: cannot read a DLPack capsule: {exc}") from None
+            got = None  # fall through to the other interfaces the object may have
+        if got is not None:
+            why = "the DLPack capsule is flagged read-only" if got.readonly else ""
+            return got.addr, got.dtype, got.shape, got.strides, got.device, got.keep, False, why
     iface = getattr(value, "__cuda_array_interface__", None)
     if iface is not None:
-        ptr, dtype, shape, strides, keep = _interface(slot, iface, value)
-        device = slot.device if slot.device[0] == 2 else (2, 0)
-        return ptr, dtype, shape, strides, device, keep, False
+        return _cuda_interface(slot, iface, value)
     if view is not None:  # non-contiguous (copied), or a format spelled unusually
         dtype = _format_dtype(slot, view.format)
         keep, ptr = from_buffer(view if view.c_contiguous else view.tobytes())
-        return ptr, dtype, tuple(view.shape), None, _CPU, keep, view.format in _RAW_FORMATS
+        why = "read-only buffer" if view.readonly and view.c_contiguous else ""
+        return ptr, dtype, tuple(view.shape), None, _CPU, keep, view.format in _RAW_FORMATS, why
     if isinstance(value, tuple) and len(value) in (4, 5) and \
             not isinstance(value[1], (int, float, list, tuple)):
         shape = _dims(slot, "sizes", value[2])
         strides = None if value[3] is None else _dims(slot, "strides", value[3], len(shape))
         device = parse_device(value[4]) if len(value) == 5 else _CPU
-        return value[0], _dt.normalize(value[1]), shape, strides, device, value, False
+        if device != _CPU:
+            device = _dlpack.check_device(slot.label, device, slot.device, "raw pointer")
+        return value[0], _dt.normalize(value[1]), shape, strides, device, value, False, ""
     if isinstance(value, (list, tuple)):
         data, dtype, shape = _from_list(slot, value)
         keep = ffi.from_buffer(data)
-        return keep, dtype, shape, None, _CPU, keep, False
+        return keep, dtype, shape, None, _CPU, keep, False, ""
     if hasattr(value, "__array__"):
         import numpy
 
@@ -221,14 +295,19 @@ def _slow(slot: Slot, value: Any, view: Optional[memoryview]) -> Tuple[Any, ...]
 
 
 def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
-    """Fill slot.t from `value`; returns (the rt_tensor pointer, the object to keep alive)."""
+    """Fill slot.t from `value`; returns (the rt_tensor pointer, the object to keep alive).
+    slot.readonly says why the value must not be written ("" when it may)."""
     tp = type(value)
     strides: Optional[Tuple[int, ...]] = None
     device = _CPU
     raw_bytes = False
+    readonly = ""
     if tp is Tensor:
         ptr, dtype, shape, keep = value._address(), value._dtype, value._shape, value
         strides, device = value._strides, value._device
+        if device[0] != 1:
+            device = _dlpack.check_device(slot.label, device, slot.device, "a runtime_py Tensor")
+        readonly = "a read-only Tensor view" if value._readonly else ""
     elif tp is float or tp is int or tp is bool or isinstance(value, (bool, int, float)):
         shape = slot.shape if slot.static and numel(slot.shape) == 1 else ()
         data, dtype, shape = _pack(slot, [value], shape)
@@ -239,6 +318,7 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
     elif tp is bytearray or tp is bytes:
         ptr = keep = ffi.from_buffer(value)
         dtype, shape, raw_bytes = "uint8", (len(value),), True
+        readonly = "bytes are immutable" if tp is bytes else ""
     else:
         try:
             view: Optional[memoryview] = memoryview(value) if tp is not list else None
@@ -254,8 +334,11 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
             shape = view.shape
             # Untyped bytes may be read as the expected dtype; a numpy uint8 array may not.
             raw_bytes = fmt in _RAW_FORMATS and not hasattr(tp, "__array_interface__")
+            readonly = "read-only buffer" if view.readonly else ""
         else:
-            ptr, dtype, shape, strides, device, keep, raw_bytes = _slow(slot, value, view)
+            ptr, dtype, shape, strides, device, keep, raw_bytes, readonly = \
+                _slow(slot, value, view)
+    slot.readonly = readonly
     rank = len(shape)
     if rank != slot.rank or dtype != slot.dtype:
         if strides is None and slot.static and (dtype == slot.dtype or raw_bytes) and \

@@ -20,6 +20,7 @@ __all__ = ["TensorInfo", "MethodMeta", "Method", "ProfileEvent"]
 KIND_NAMES = ("none", "int", "double", "bool", "string", "int_list", "double_list", "tensor",
               "tensor_list")
 _TENSOR, _INT, _DOUBLE, _BOOL = 7, 1, 2, 3
+_ALLOW_MUTATE = 2  # RT_INPUT_ALLOW_MUTATE
 
 
 @dataclass(frozen=True, repr=False)
@@ -162,6 +163,11 @@ class Method:
         self._clone = clone_outputs
         self._profile = profile
         self._busy = threading.Lock()
+        # DLPack capsules of this method's memory still held by consumers; close() with some
+        # alive leaves the destroy to the last one's release (_let_go).
+        self._exports = 0
+        self._exports_lock = threading.Lock()
+        self._doomed: Any = None
         self._slots = tuple(_inputs.Slot(meta.name, i, info, device)
                             for i, info in enumerate(meta.inputs))
         self._bound: List[Any] = [None] * len(self._slots)
@@ -218,7 +224,8 @@ class Method:
         return self._ptr is None
 
     def close(self) -> None:
-        """Destroy the method now (idempotent); its views become invalid."""
+        """Destroy the method now (idempotent); its views become invalid. Memory a DLPack
+        consumer still holds is freed when the last such consumer lets go."""
         ptr = self._ptr
         if ptr is None:
             return
@@ -226,10 +233,31 @@ class Method:
             raise InvalidState(f"method {self._name!r} is in use by another thread")
         try:
             self._ptr = None
-            ffi.release(ptr)
+            with self._exports_lock:
+                if self._exports:
+                    self._doomed, ptr = ptr, None
+            if ptr is not None:
+                ffi.release(ptr)
             self._bound = [None] * len(self._slots)
         finally:
             self._busy.release()
+
+    def _hold_memory(self) -> Any:
+        """Keep this method's memory until the returned callable runs (a DLPack export)."""
+        with self._exports_lock:
+            if self._ptr is None:
+                raise self._closed_error()
+            self._exports += 1
+        return self._let_go
+
+    def _let_go(self) -> None:
+        with self._exports_lock:
+            self._exports -= 1
+            doomed = self._doomed if self._exports == 0 else None
+            if doomed is not None:
+                self._doomed = None
+        if doomed is not None:
+            ffi.release(doomed)
 
     def __enter__(self) -> "Method":
         if self._ptr is None:
@@ -251,11 +279,16 @@ class Method:
 
     # ---- inputs -------------------------------------------------------------------------
 
-    def _bind(self, ptr: Any, index: int, value: Any) -> None:
+    def _bind(self, ptr: Any, index: int, value: Any, flags: int = 0) -> None:
         slot = self._slots[index]
         if slot.kind == _TENSOR:
             t, keep = _inputs.tensor_value(slot, value)
-            status = self._set_input(ptr, index, t, 0)
+            if flags & _ALLOW_MUTATE and slot.readonly:
+                self._bound[index] = None
+                self._set_input(ptr, index, ffi.NULL, 0)  # unset, as any failed bind does
+                raise InvalidArgument(f"{slot.label}: the tensor is read-only ({slot.readonly});"
+                                      f" it cannot be bound with allow_mutate=True")
+            status = self._set_input(ptr, index, t, flags)
         else:
             keep = None
             status = self._set_scalar(ptr, index, _inputs.scalar_value(slot, value))
@@ -271,14 +304,18 @@ class Method:
         for index, value in enumerate(inputs):
             self._bind(ptr, index, value)
 
-    def set_input(self, index: int, value: Any) -> None:
-        """Bind input `index` (zero copy when the library can; kept referenced until rebound)."""
+    def set_input(self, index: int, value: Any, *, allow_mutate: bool = False) -> None:
+        """Bind input `index` (zero copy when the library can; kept referenced until rebound).
+
+        allow_mutate=True lets a method that writes this input in place write into the
+        caller's memory instead of a copy (RT_INPUT_ALLOW_MUTATE); a read-only input (bytes, a
+        read-only buffer or array, a read-only DLPack capsule) is then refused."""
         ptr = self._enter()
         try:
             if not 0 <= index < len(self._slots):
                 raise InvalidArgument(f"method {self._name!r} has no input {index} "
                                       f"(it has {len(self._slots)})")
-            self._bind(ptr, index, value)
+            self._bind(ptr, index, value, _ALLOW_MUTATE if allow_mutate else 0)
         finally:
             self._busy.release()
 

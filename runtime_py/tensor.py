@@ -4,6 +4,11 @@ An owned tensor keeps its bytes in a Python bytearray (dense, row-major). A view
 method's memory and keeps the Method object alive: an output view is valid until the method's
 next execute or set_input (and reads whatever is there then); an attribute view until the method
 is closed. Accessing the data of a view whose method was closed raises ClosedError.
+
+Other libraries read a Tensor without a copy through `__array_interface__` (CPU),
+`__cuda_array_interface__` (CUDA) and DLPack (`__dlpack__` / `__dlpack_device__`, any device).
+A DLPack capsule keeps the Tensor, and so its bytes or its method's memory, alive until the
+consumer's deleter runs: closing the method meanwhile defers freeing its memory until then.
 """
 from __future__ import annotations
 
@@ -325,6 +330,52 @@ class Tensor:
             "strides": None if self._strides is None else tuple(s * itemsize for s in self._strides),
             "stream": None,
         }
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(DLPack device type, index): (1, 0) for the CPU, (2, N) for CUDA device N."""
+        return self._device
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None,
+                   copy: Optional[bool] = None) -> Any:
+        """A DLPack capsule of this tensor's memory (zero copy unless copy=True).
+
+        A versioned capsule ("dltensor_versioned", DLPack 1.0, carrying the read-only flag)
+        when the consumer passes max_version >= (1, 0), else a legacy "dltensor" one, which
+        cannot say read-only: a read-only view is then refused with BufferError. `stream` is
+        accepted for CUDA tensors and needs no wait: a result is complete once execute has
+        returned. Raises BufferError for what cannot be exported (another device, a closed
+        view, an interpreter without PyCapsule access)."""
+        from . import _capsule, _dlpack
+
+        if dl_device is not None and (int(dl_device[0]), int(dl_device[1])) != self._device:
+            raise BufferError(f"cannot export a {self.device} tensor to DLPack device "
+                              f"{_dlpack.device_text((int(dl_device[0]), int(dl_device[1])))}"
+                              f"{'' if copy is False else ' (no cross-device copies)'}")
+        if self._device == _CPU and stream not in (None, -1):
+            raise BufferError(f"stream {stream!r} given for a CPU tensor (must be None)")
+        versioned = max_version is not None and int(max_version[0]) >= 1
+        source, flags = self, 0
+        if copy:
+            self._require_cpu("a DLPack copy")
+            source, flags = self.copy(), _dlpack.FLAG_IS_COPIED
+        elif self._readonly:
+            if not versioned:
+                raise BufferError("the tensor is a read-only view and a legacy (unversioned) "
+                                  "DLPack capsule cannot say so: ask with max_version=(1, 0), "
+                                  "pass copy=True, or use a cloned output")
+            flags = _dlpack.FLAG_READ_ONLY
+        try:
+            addr = source._address()
+        except ClosedError as exc:
+            raise BufferError(str(exc)) from None
+        owner = source._owner
+        hold = getattr(owner, "_hold_memory", None)
+        release = hold() if hold is not None else None
+        try:
+            return _dlpack.export(source, addr, versioned, flags, release)
+        except _capsule.CapsuleError as exc:
+            raise BufferError(f"cannot make a DLPack capsule here: {exc}") from None
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any:
         """numpy conversion: zero copy through __array_interface__ unless asked otherwise."""
