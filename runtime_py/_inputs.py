@@ -50,7 +50,7 @@ class Slot:
 
     __slots__ = ("index", "label", "kind", "dtype", "shape", "rank", "static", "nbytes", "t",
                  "sizes", "strides", "scalar", "device", "last_dtype", "last_shape",
-                 "last_strided", "last_device", "readonly")
+                 "last_strided", "last_device", "readonly", "repeat")
 
     def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int]) -> None:
         self.index = index
@@ -77,6 +77,9 @@ class Slot:
         self.scalar = ffi.new("rt_scalar *")
         # Why the value bound last must not be written ("" when it may): allow_mutate checks it.
         self.readonly = ""
+        # (type, dtype, shape, strides) of the last dense, writable array bound as it was:
+        # another array matching all four needs only a new data pointer (see tensor_value).
+        self.repeat: Optional[Tuple[Any, Any, Any, Any]] = None
 
 
 def scalar_value(slot: Slot, value: Any) -> Any:
@@ -298,6 +301,21 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
     """Fill slot.t from `value`; returns (the rt_tensor pointer, the object to keep alive).
     slot.readonly says why the value must not be written ("" when it may)."""
     tp = type(value)
+    repeat = slot.repeat
+    if repeat is not None and tp is repeat[0]:
+        # The hot path of calling a method in a loop: an array like the last one (same type,
+        # dtype object, shape and strides, so dense too) needs only its new address.
+        # require_writable refuses read-only arrays, which take the full path below.
+        try:
+            if value.dtype is repeat[1] and value.shape == repeat[2] and \
+                    value.strides == repeat[3]:
+                keep = ffi.from_buffer(value, require_writable=True)
+                slot.readonly = ""
+                slot.t.data = keep
+                return slot.t, keep
+        except (TypeError, ValueError, BufferError, AttributeError):
+            pass  # e.g. now read-only (ValueError from cffi): the full path says what to do
+    slot.repeat = repeat = None
     strides: Optional[Tuple[int, ...]] = None
     device = _CPU
     raw_bytes = False
@@ -333,8 +351,12 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
                 ptr = keep = ffi.from_buffer(value)
             shape = view.shape
             # Untyped bytes may be read as the expected dtype; a numpy uint8 array may not.
-            raw_bytes = fmt in _RAW_FORMATS and not hasattr(tp, "__array_interface__")
+            is_array = hasattr(tp, "__array_interface__")
+            raw_bytes = fmt in _RAW_FORMATS and not is_array
             readonly = "read-only buffer" if view.readonly else ""
+            if is_array and not readonly and dtype == slot.dtype and len(shape) == slot.rank:
+                repeat = (tp, getattr(value, "dtype", None), getattr(value, "shape", None),
+                          getattr(value, "strides", None))
         else:
             ptr, dtype, shape, strides, device, keep, raw_bytes, readonly = \
                 _slow(slot, value, view)
@@ -373,4 +395,6 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
     if device is not slot.last_device:
         t.device.type, t.device.index = device
         slot.last_device = device
+    if repeat is not None and repeat[2] == shape and None not in repeat:
+        slot.repeat = repeat
     return t, keep

@@ -172,6 +172,10 @@ class Method:
                             for i, info in enumerate(meta.inputs))
         self._bound: List[Any] = [None] * len(self._slots)
         self._out_kinds = tuple(info.kind_code for info in meta.outputs)
+        self._out_static = tuple(not info.dynamic for info in meta.outputs)
+        # (nbytes, dtype, shape) of static dense outputs once seen: copying one out then
+        # needs only its address (the output may alias a bound input, so that is re-read).
+        self._out_known: List[Any] = [None] * len(meta.outputs)
         self._out_t = ffi.new("rt_tensor *")
         self._out_raw = ffi.buffer(self._out_t)
         self._out_s = ffi.new("rt_scalar *")
@@ -353,7 +357,18 @@ class Method:
                 status = self._output(t, ptr, index)
                 if status:
                     raise_status(status)
-                outputs.append(Tensor._from_rt(t, self, clone, True, raw))
+                known = self._out_known[index]
+                if known is not None and clone:
+                    nbytes, dtype, shape = known
+                    data = bytearray(nbytes)
+                    if nbytes:
+                        ffi.memmove(data, t.data, nbytes)
+                    outputs.append(Tensor._owned(data, dtype, shape))
+                    continue
+                tensor = Tensor._from_rt(t, self, clone, True, raw)
+                if self._out_static[index] and tensor.is_contiguous and tensor.device == "cpu":
+                    self._out_known[index] = (tensor.nbytes, tensor.dtype, tensor.shape)
+                outputs.append(tensor)
         return outputs
 
     def get_outputs(self, clone: Optional[bool] = None) -> List[Any]:

@@ -583,3 +583,26 @@ def test_numpy_bytes_are_not_reinterpreted(forward):
     with pytest.raises(rt.InvalidArgument, match="input 0"):
         forward(np.zeros(24, np.uint8))  # same byte count as float32 (2, 3), but typed
     assert forward(np.zeros(6, np.float32))[0].tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+def test_binding_like_arrays_in_a_loop_reads_each_one():
+    """The repeated-array fast path of set_input: each new array's contents are used, and a
+    change of layout, dtype or writability goes through the full checks again."""
+    np = pytest.importorskip("numpy")
+    from tests.programs import add_program
+
+    with rt.Program.load(add_program((3,))) as program, program.load_method("forward") as m:
+        b = np.ones(3, np.float32)
+        for i in range(4):
+            a = np.arange(3, dtype=np.float32) * (i + 1)
+            assert np.asarray(m(a, b)[0]).tolist() == (a + b).tolist()
+        strided = np.arange(6, dtype=np.float32)[::2]
+        assert np.asarray(m(strided, b)[0]).tolist() == (strided + b).tolist()
+        m.set_input(0, a, allow_mutate=True)
+        frozen = a.copy()
+        frozen.flags.writeable = False
+        with pytest.raises(rt.InvalidArgument, match="read-only"):
+            m.set_input(0, frozen, allow_mutate=True)
+        with pytest.raises(rt.InvalidArgument, match="float32"):
+            m(np.ones(3), b)
+        assert np.asarray(m(a, b)[0]).tolist() == (a + b).tolist()
