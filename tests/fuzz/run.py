@@ -86,12 +86,14 @@ def valgrind(files: list) -> int:
 
 def write_seeds() -> Path:
     sys.path.insert(0, str(ROOT))
-    from tests.fuzz.seeds import seed_programs
+    from tests.fuzz.seeds import seed_data_files, seed_programs
 
     seeds = OUT / "seeds"
     seeds.mkdir(parents=True, exist_ok=True)
     for name, data in seed_programs().items():
         (seeds / f"{name}.rtp").write_bytes(data)
+    for name, data in seed_data_files().items():
+        (seeds / name).write_bytes(data)
     return seeds
 
 
