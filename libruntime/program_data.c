@@ -113,7 +113,10 @@ static rt_status resolve_constants(rt_program *p) {
     for (uint32_t i = 0; i < f->num_constants; i++) {
         const rt_file_constant *c = &f->constants[i];
         if (!(c->flags & RT_CONSTANT_FLAG_EXTERNAL)) {
-            p->constant_data[i] = f->segment + c->offset;
+            /* Without a SEGMENT every internal constant is empty (offset 0, 0 bytes): give it
+             * an aligned address rather than arithmetic on NULL. */
+            static _Alignas(64) const uint8_t no_segment[64];
+            p->constant_data[i] = f->segment != NULL ? f->segment + c->offset : no_segment;
             continue;
         }
         const char *key = rt_format__string(f, c->name);

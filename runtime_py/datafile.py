@@ -95,6 +95,13 @@ def decode_data_file(data: bytes) -> Dict[str, DataEntry]:
         raise InvalidProgram("data file is truncated or its table lies outside it")
     if zlib.crc32(data[table_at:table_at + table_size], zlib.crc32(data[:56])) != meta_crc:
         raise InvalidProgram("data file metadata checksum mismatch: the file is corrupted")
+    try:
+        return _entries(data, count, table_at, data_at)
+    except (struct.error, UnicodeDecodeError, ValueError) as e:
+        raise InvalidProgram(f"data file is malformed: {e}") from None
+
+
+def _entries(data: bytes, count: int, table_at: int, data_at: int) -> Dict[str, DataEntry]:
     out = {}
     for i in range(count):
         offset, nbytes, key_at, key_len, code, bits, _, rank, shape_at, _ = ENTRY.unpack_from(
