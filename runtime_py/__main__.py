@@ -58,9 +58,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace):
+    from .errors import NotFound
     from .program import Program
 
-    return Program.load(args.program, data_files=args.data or ())
+    try:
+        return Program.load(args.program, data_files=args.data or ())
+    except NotFound as e:
+        if "data file" in e.message and not args.data:
+            e.message += " (pass --data FILE.rtd)"
+        raise
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

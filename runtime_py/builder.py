@@ -547,7 +547,8 @@ class ProgramBuilder:
         equal weights get equal keys in every program (and programs can share a data file)."""
         import hashlib
 
-        h = hashlib.sha256(f"{_dtypes.normalize(dtype)}{list(shape)}".encode("ascii"))
+        dims = [int(s) for s in shape]
+        h = hashlib.sha256(f"{_dtypes.normalize(dtype)}{dims}".encode("ascii"))
         h.update(raw)
         return "sha256-" + h.hexdigest()
 

@@ -104,7 +104,12 @@ def test_data_file_layout_follows_the_spec(saved):
         found[name] = (dims, raw[data_at + off:data_at + off + nbytes])
     assert sorted(found.values()) == sorted([(W1.shape, W1.tobytes()), (B1.shape, B1.tobytes()),
                                              (W2.shape, W2.tobytes())])
-    assert all(k.startswith("sha256-") for k in found)
+    import hashlib
+
+    for array in (W1, B1, W2):  # the key is the digest the spec defines
+        text = "float32[" + ", ".join(str(d) for d in array.shape) + "]"
+        key = "sha256-" + hashlib.sha256(text.encode() + array.tobytes()).hexdigest()
+        assert found[key] == (array.shape, array.tobytes())
 
 
 def test_explicit_keys(tmp_path):
@@ -415,6 +420,7 @@ def test_cli_external_data_end_to_end(tmp_path):
     assert f"wrote weights to {rtd}" in done.stdout
     missing = cli("run", rtp, "--input", f"x={tmp_path / 'x.npy'}")
     assert missing.returncode == 1 and "none was given" in missing.stderr
+    assert "(pass --data FILE.rtd)" in missing.stderr
     assert "Traceback" not in missing.stderr
     shown = cli("inspect", rtp, "--data", rtd)
     assert shown.returncode == 0 and f"data file {rtd}" in shown.stdout
