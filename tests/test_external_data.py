@@ -434,3 +434,57 @@ def test_cli_external_data_end_to_end(tmp_path):
     assert checked.returncode == 0 and "1 passed, 0 failed" in checked.stdout
     bench = cli("bench", rtp, "--data", rtd, "--runs", "2", "--warmup", "0", "--threads", "1")
     assert bench.returncode == 0, bench.stderr
+
+
+# ---- the C ABI directly ------------------------------------------------------------------------
+
+def test_c_abi_misuse_is_refused_with_messages(saved):
+    from runtime_py._ffi import ffi, get_lib, to_str
+
+    lib = get_lib()
+    program_path, data_path = saved
+    out = ffi.new("rt_program **")
+    opts = ffi.new("rt_program_options *")
+
+    def fails(status, code, text):
+        assert status == code, to_str(lib.rt_last_error())
+        assert text in to_str(lib.rt_last_error())
+        assert out[0] == ffi.NULL
+
+    path = str(program_path).encode()
+    lib.rt_program_options_init(opts)
+    opts.version = 7
+    fails(lib.rt_program_load_file_v2(out, path, opts), 1, "options version 7")
+    lib.rt_program_options_init(opts)
+    opts.flags = 1  # RT_PROGRAM_COPY means nothing for a file
+    fails(lib.rt_program_load_file_v2(out, path, opts), 1, "unknown flags 0x1")
+    lib.rt_program_options_init(opts)
+    opts.num_data_files = 2
+    fails(lib.rt_program_load_file_v2(out, path, opts), 1, "the path array is NULL")
+    entries = ffi.new("const char *[]", [ffi.new("char[]", str(data_path).encode()), ffi.NULL])
+    opts.data_files = entries
+    fails(lib.rt_program_load_file_v2(out, path, opts), 1, "data file path 1 is NULL")
+    opts.num_data_files = 5000
+    fails(lib.rt_program_load_file_v2(out, path, opts), 1, "at most 1024")
+    opts.num_data_files = 1
+    assert lib.rt_program_load_file_v2(out, path, opts) == 0
+    program = ffi.gc(out[0], lib.rt_program_release)
+    count = ffi.new("size_t *")
+    assert lib.rt_program_bundled_case_count(count, program, b"forward") == 0 and count[0] == 0
+    assert lib.rt_program_bundled_case_count(ffi.NULL, program, b"forward") == 1
+    assert lib.rt_program_bundled_case_count(count, ffi.NULL, b"forward") == 1
+    value = ffi.new("rt_bundled_value *")
+    assert lib.rt_program_bundled_input(value, program, b"forward", 0, 0) == 1
+    assert "bundled case 0 is out of range (the method has 0)" in to_str(lib.rt_last_error())
+    assert lib.rt_program_bundled_expected(value, program, b"nope", 0, 0) == 4
+    assert lib.rt_program_bundled_expected(ffi.NULL, program, b"forward", 0, 0) == 1
+    # A NULL options pointer means the defaults (no data files); buffer loads take the same
+    # options.
+    fails(lib.rt_program_load_file_v2(out, path, ffi.NULL), 4, "none was given")
+    data = program_path.read_bytes()
+    opts.flags = 1  # RT_PROGRAM_COPY
+    opts.num_data_files = 0
+    fails(lib.rt_program_load_buffer_v2(out, data, len(data), opts), 4, "none was given")
+    opts.num_data_files = 1
+    assert lib.rt_program_load_buffer_v2(out, data, len(data), opts) == 0
+    lib.rt_program_release(out[0])
