@@ -285,11 +285,9 @@ def test_mutated_bundle_never_crashes(data_strategy):
 
 # ---- ONNX: expected outputs from the reference ---------------------------------------------
 
-onnx = pytest.importorskip("onnx")
-
-
 @pytest.mark.parametrize("reference_name", ["onnx", "auto"])
 def test_onnx_convert_bundles_reference_outputs(reference_name):
+    pytest.importorskip("onnx")
     from runtime_py import onnx as ro
     from tests import onnx_models
 
@@ -311,6 +309,7 @@ def test_onnx_convert_bundles_reference_outputs(reference_name):
 
 
 def test_onnx_convert_rejects_bad_bundle_inputs():
+    pytest.importorskip("onnx")
     from runtime_py import onnx as ro
     from tests import onnx_models
 
@@ -328,6 +327,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_convert_with_cases_then_verify(tmp_path):
+    onnx = pytest.importorskip("onnx")
     from tests import onnx_models
 
     onnx.save(onnx_models.mlp(batch="N"), tmp_path / "mlp.onnx")

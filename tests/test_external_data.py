@@ -372,11 +372,9 @@ def test_pickle_carries_data_file_paths(saved):
     again.close()
 
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-
-
 def test_onnx_fused_and_unfused_share_weights(tmp_path):
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
     from runtime_py import onnx as ro
     from tests import onnx_models
 
@@ -406,6 +404,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_external_data_end_to_end(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
     from tests import onnx_models
 
     model = onnx_models.mlp(batch=2)
