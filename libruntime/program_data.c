@@ -72,7 +72,7 @@ static rt_status find_key(const rt_program *p, const char *key, uint32_t constan
             break;
         used += (size_t)n;
     }
-    return rt_error__set(RT_NOT_FOUND, "constant %u: key '%s' is in none of the data files "
+    return rt_error__set(RT_NOT_FOUND, "constant %u ('%s') is in none of the data files "
                          "(%s)", constant, key, list);
 }
 

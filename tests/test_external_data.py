@@ -167,8 +167,8 @@ def test_missing_data_file_or_key_is_named(saved, tmp_path):
         rt.Program.load(str(program_path))
     empty = tmp_path / "empty.rtd"
     empty.write_bytes(encode_data_file({}))
-    with pytest.raises(rt.NotFound, match=r"key 'sha256-[0-9a-f]{64}' is in none of the data "
-                                          r"files \('.*empty.rtd'\)"):
+    with pytest.raises(rt.NotFound, match=r"constant \d+ \('sha256-[0-9a-f]{64}'\) is in none "
+                                          r"of the data files \('.*empty.rtd'\)"):
         rt.Program.load(str(program_path), data_files=[empty])
     with pytest.raises(rt.RuntimeIOError, match="cannot open data file '.*nope.rtd'"):
         rt.Program.load(str(program_path), data_files=[tmp_path / "nope.rtd"])
