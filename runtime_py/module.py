@@ -66,6 +66,17 @@ class Module:
         """Bind `inputs`, execute method `name` and return its outputs."""
         return self.load_method(name)(*inputs)
 
+    def bundled_tests(self, name: str = "forward") -> List[Any]:
+        """The test cases bundled with method `name` (Program.bundled_tests)."""
+        return self.program.bundled_tests(name)
+
+    def verify_bundled(self, method: str = "forward", index: int = 0, rtol: float = 1e-5,
+                       atol: float = 1e-8) -> Any:
+        """Run bundled case `index` of `method` on the module's loaded method and compare its
+        outputs (Method.verify_bundled; the argument order of ExecuTorch's
+        verify_result_with_bundled_expected_output)."""
+        return self.load_method(method).verify_bundled(index, rtol=rtol, atol=atol)
+
     def forward(self, *inputs: Any) -> List[Any]:
         """run_method("forward", inputs)."""
         return self.load_method("forward")(*inputs)

@@ -371,3 +371,16 @@ def test_verification_error_pickles():
     assert (back.message, back.output, back.index, back.got, back.total) == \
         ("m", 1, (0, 2), 1.0, 4)
     assert not math.isnan(back.tolerance)
+
+
+def test_module_verify_bundled(tmp_path):
+    b = linear_builder()
+    x = np.ones((2, 4), np.float32)
+    b.add_bundled_case("forward", [x], [reference(x)])
+    b.add_bundled_case("forward", [x], [reference(x) * 2 + 1])
+    b.save(tmp_path / "p.rtp")
+    with rt.load(str(tmp_path / "p.rtp")) as module:
+        assert len(module.bundled_tests()) == 2
+        assert module.verify_bundled("forward", 0).index == 0
+        with pytest.raises(rt.VerificationError, match="bundled case 1"):
+            module.verify_bundled("forward", 1, rtol=1e-3, atol=1e-3)
