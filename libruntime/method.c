@@ -63,6 +63,7 @@ static rt_status check_memory_limit(rt_method *m) {
             total = saturating_add(total, n);
         }
     }
+    m->memory_used = total;
     uint64_t limit = m->options.memory_limit;
     if (limit != 0 && total > limit)
         return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "needs %llu bytes of planned and state memory, "
@@ -207,8 +208,12 @@ static rt_status prepare_kernel(rt_method *m, rt_instruction *ins, const rt_file
             rt_tensor__update_strides(t);
         }
     }
+    uint64_t limit = m->options.memory_limit;
+    ctx->state_budget = limit == 0 ? UINT64_MAX : limit - m->memory_used;
+    uint64_t budget = ctx->state_budget;
     rt_status status = ins->op->prepare(ctx);
     ctx->preparing = false;
+    m->memory_used += budget - ctx->state_budget;
     if (status != RT_OK)
         return status;
     if (ctx->scratch_bytes > m->scratch_bytes)

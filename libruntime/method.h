@@ -50,6 +50,7 @@ struct rt_method {
     uint32_t num_state_buffers;
     void *scratch;
     size_t scratch_bytes;
+    uint64_t memory_used;     /* arenas, state values and op state, against memory_limit */
 
     rt_instruction *instructions;
     uint32_t num_instructions;

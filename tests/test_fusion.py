@@ -15,7 +15,8 @@ CASES = {
     # model, input shape, ops the fused program must use, ops it must no longer use
     "mlp": (onnx_models.mlp, (4, 256), {"linear_act"}, {"relu"}),
     "cnn": (onnx_models.small_cnn, (2, 3, 64, 64), {"conv2d_act", "linear"}, {"mul", "relu"}),
-    "transformer": (onnx_models.transformer_block, (2, 32, 128), {"linear"}, set()),
+    "transformer": (onnx_models.transformer_block, (2, 32, 128), {"linear", "linear_act"},
+                    {"erf"}),
     "mobilenet": (lambda batch: onnx_models.mobilenet(batch, size=64), (1, 3, 64, 64),
                   {"conv2d_act"}, {"mul"}),
 }
@@ -60,3 +61,63 @@ def test_fusion_keeps_intermediates_other_nodes_read():
     assert "conv2d_act" not in ops
     plain, _ = run(ro.convert(model, fuse=False), x)
     np.testing.assert_array_equal(fused, plain)
+
+
+def _erf_gelu_model(style: str):
+    """MatMul + Add, then GELU spelled out with Erf in one of the exporters' forms."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 5)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b")]
+    for name, value in (("half", 0.5), ("one", 1.0), ("sqrt2", np.sqrt(2)),
+                        ("inv_sqrt2", 1 / np.sqrt(2))):
+        inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["f"])]
+    if style == "half_first":    # (0.5 * f) * (1 + erf(f / sqrt 2))
+        nodes += [helper.make_node("Div", ["f", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["half", "f"], ["h"]),
+                  helper.make_node("Mul", ["h", "a"], ["y"])]
+    elif style == "half_last":   # (f * (1 + erf(f * (1 / sqrt 2)))) * 0.5, as torch exports it
+        nodes += [helper.make_node("Mul", ["inv_sqrt2", "f"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["one", "e"], ["a"]), helper.make_node("Mul", ["f", "a"], ["h"]),
+                  helper.make_node("Mul", ["h", "half"], ["y"])]
+    else:                        # "shared": the Erf output is also a graph output
+        nodes += [helper.make_node("Div", ["f", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["f", "half"], ["h"]),
+                  helper.make_node("Mul", ["h", "a"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])]
+    if style == "shared":
+        outputs.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 5]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize("style", ["half_first", "half_last", "shared"])
+def test_erf_gelu_chain_becomes_one_epilogue(style):
+    """The five-node erf GELU folds into linear_act unless another reader sees a piece of it;
+    either way the result is the exact GELU of x @ w + b."""
+    from math import erf
+
+    model = _erf_gelu_model(style)
+    x = np.random.default_rng(4).standard_normal((3, 6)).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    if style == "shared":
+        assert "erf" in ops and "linear_act" not in ops
+    else:
+        assert "linear_act" in ops and "erf" not in ops and "mul" not in ops
+    w, b = _weights(model)
+    f = x.astype(np.float64) @ w + b
+    want = 0.5 * f * (1 + np.vectorize(erf)(f / np.sqrt(2)))
+    np.testing.assert_allclose(fused, want, rtol=1e-5, atol=1e-5)
+
+
+def _weights(model):
+    from onnx import numpy_helper
+
+    found = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    return found["w"], found["b"]

@@ -8,18 +8,11 @@
 
 #include <string.h>
 
+#include "core/multiversion.h"
+#include "ops/conv.h"
 #include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
-
-typedef struct conv_dims {
-    int64_t batch, channels, height, width;     /* x */
-    int64_t out_channels, kernel_h, kernel_w;   /* w */
-    int64_t out_h, out_w;
-    int64_t groups;
-    int64_t stride[2], dilation[2];
-    int64_t pad[4]; /* top, left, bottom, right */
-} conv_dims;
 
 typedef struct conv_args {
     rt_tensor_value *x, *w, *bias, *out;
@@ -51,7 +44,7 @@ static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t coun
 }
 
 #define DEFINE_CONV_BANDS(sfx, T)                                                            \
-    static void conv_bands__##sfx(void *arg, size_t begin, size_t end)                       \
+    RT_MULTIVERSION static void conv_bands__##sfx(void *arg, size_t begin, size_t end)       \
     {                                                                                        \
         const conv_job *job = arg;                                                           \
         const conv_dims *d = job->dims;                                                      \
@@ -178,6 +171,8 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
     const float *x = args->x->data, *w = args->w->data;
     const float *bias = args->bias ? args->bias->data : NULL;
     float *out = args->out->data;
+    const float *packed_w = ctx->state;
+    size_t packed_group = rt_gemm_f32_packed_a_floats(group_out, depth);
     for (int64_t n = 0; n < d->batch; n++) {
         for (int64_t g = 0; g < d->groups; g++) {
             const float *xg = x + (n * d->channels + g * group_in) * d->height * d->width;
@@ -194,6 +189,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
                 .c = out + (n * d->out_channels + g * group_out) * plane, .c_row_stride = plane,
                 .row_bias = bias ? bias + g * group_out : NULL,
                 .activation = args->act,
+                .packed_a = packed_w ? packed_w + (size_t)g * packed_group : NULL,
             };
             rt_gemm_f32(&gemm, gemm_scratch, threads);
         }
@@ -257,12 +253,34 @@ static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args, bool fused) {
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
+/* Constant weights: each group's [O/g, C/g*kH*kW] matrix packed once, for every call. */
+static void conv_pack_weights(rt_op_ctx *ctx, const conv_args *args) {
+    const conv_dims *d = &args->dims;
+    int64_t group_out = d->out_channels / d->groups;
+    int64_t depth = d->channels / d->groups * d->kernel_h * d->kernel_w;
+    size_t per_group = rt_gemm_f32_packed_a_floats(group_out, depth);
+    float *packed = rt_op__alloc_state(ctx, per_group * (size_t)d->groups * sizeof(float));
+    if (packed == NULL)
+        return;
+    for (int64_t g = 0; g < d->groups; g++) {
+        rt_gemm_f32_args gemm = {
+            .m = group_out, .k = depth,
+            .a = (const float *)args->w->data + g * group_out * depth,
+            .a_row_stride = depth, .a_col_stride = 1,
+        };
+        rt_gemm_f32_pack_a(&gemm, packed + (size_t)g * per_group);
+    }
+}
+
 static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
     conv_args args;
     RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
-    if (conv_uses_gemm(&args))
-        ctx->scratch_bytes = conv_columns_bytes(&args.dims) +
-                             rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
+    if (!conv_uses_gemm(&args))
+        return RT_OK;
+    ctx->scratch_bytes = conv_columns_bytes(&args.dims) +
+                         rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
+    if (rt_op__is_constant(args.w))
+        conv_pack_weights(ctx, &args);
     return RT_OK;
 }
 
@@ -284,6 +302,12 @@ static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
         return RT_OK;
     if (conv_uses_gemm(&args)) {
         conv_f32_gemm(ctx, &args);
+        return RT_OK;
+    }
+    if (args.x->type == RT_F32 && rt_conv__depthwise_fits(d)) {
+        rt_conv__depthwise_f32(d, args.x->data, args.w->data,
+                               args.bias ? args.bias->data : NULL, &args.act, args.out->data,
+                               rt_op__threads(ctx));
         return RT_OK;
     }
     conv_job job = {

@@ -35,18 +35,8 @@ static inline float rt_activation__one(const rt_activation *a, float x) {
     }
 }
 
-/* Apply to `count` floats in place. ReLU and clip are written as plain loops the compiler
- * vectorises; NaN passes through ReLU as the unfused relu op lets it. */
-static inline void rt_activation__apply(const rt_activation *a, float *x, int64_t count) {
-    if (a->kind == RT_ACT_NONE)
-        return;
-    if (a->kind == RT_ACT_RELU) {
-        for (int64_t i = 0; i < count; i++)
-            x[i] = x[i] < 0.0f ? 0.0f : x[i];
-        return;
-    }
-    for (int64_t i = 0; i < count; i++)
-        x[i] = rt_activation__one(a, x[i]);
-}
+/* Apply to `count` floats in place (fused_activation.c, vectorised where the CPU allows). NaN
+ * passes through ReLU and clip as the unfused ops let it. */
+void rt_activation__apply(const rt_activation *a, float *x, int64_t count);
 
 #endif

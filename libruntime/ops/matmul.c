@@ -127,18 +127,32 @@ static void request_gemm_scratch(rt_op_ctx *ctx) {
     ctx->scratch_bytes = rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
 }
 
-static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
+static rt_gemm_f32_args matmul_gemm(const matmul_args *args, int64_t batch) {
     const rt_matmul_dims *d = &args->dims;
+    int64_t a_off, b_off;
+    rt_op__matmul_batch_offsets(d, batch, &a_off, &b_off);
+    return (rt_gemm_f32_args){
+        .m = d->m, .n = d->n, .k = d->k,
+        .a = (const float *)args->a->data + a_off, .a_row_stride = d->k, .a_col_stride = 1,
+        .b = (const float *)args->b->data + b_off, .b_row_stride = d->n, .b_col_stride = 1,
+        .c = (float *)args->out->data + batch * d->m * d->n, .c_row_stride = d->n,
+    };
+}
+
+/* b is the same matrix for every batch (a constant weight, maybe broadcast): pack it once. */
+static bool matmul_b_is_shared(const matmul_args *args) {
+    const rt_matmul_dims *d = &args->dims;
+    int64_t a_off, b_off, a_last, b_last;
+    rt_op__matmul_batch_offsets(d, 0, &a_off, &b_off);
+    rt_op__matmul_batch_offsets(d, d->batch_count - 1, &a_last, &b_last);
+    return b_off == b_last;
+}
+
+static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
     int32_t threads = gemm_threads(ctx);
-    for (int64_t batch = 0; batch < d->batch_count; batch++) {
-        int64_t a_off, b_off;
-        rt_op__matmul_batch_offsets(d, batch, &a_off, &b_off);
-        rt_gemm_f32_args g = {
-            .m = d->m, .n = d->n, .k = d->k,
-            .a = (const float *)args->a->data + a_off, .a_row_stride = d->k, .a_col_stride = 1,
-            .b = (const float *)args->b->data + b_off, .b_row_stride = d->n, .b_col_stride = 1,
-            .c = (float *)args->out->data + batch * d->m * d->n, .c_row_stride = d->n,
-        };
+    for (int64_t batch = 0; batch < args->dims.batch_count; batch++) {
+        rt_gemm_f32_args g = matmul_gemm(args, batch);
+        g.packed_b = ctx->state;
         rt_gemm_f32(&g, ctx->scratch, threads);
     }
 }
@@ -146,8 +160,17 @@ static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
 rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx) {
     matmul_args args;
     RT_RETURN_IF_ERROR(matmul_setup(ctx, &args));
-    if (args.a->type == RT_F32)
-        request_gemm_scratch(ctx);
+    if (args.a->type != RT_F32)
+        return RT_OK;
+    request_gemm_scratch(ctx);
+    const rt_matmul_dims *d = &args.dims;
+    if (rt_op__is_constant(args.b) && d->batch_count > 0 && matmul_b_is_shared(&args)) {
+        rt_gemm_f32_args g = matmul_gemm(&args, 0);
+        float *packed =
+            rt_op__alloc_state(ctx, rt_gemm_f32_packed_b_floats(d->k, d->n) * sizeof(float));
+        if (packed != NULL)
+            rt_gemm_f32_pack_b(&g, packed);
+    }
     return RT_OK;
 }
 
@@ -297,24 +320,38 @@ static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args, bool fused) {
     return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
 }
 
-static rt_status linear_prepare(rt_op_ctx *ctx, bool fused) {
-    linear_args args;
-    RT_RETURN_IF_ERROR(linear_setup(ctx, &args, fused));
-    if (args.x->type == RT_F32)
-        request_gemm_scratch(ctx);
-    return RT_OK;
-}
-
 /* x [rows, K] @ w^T: w read as a [K, N] matrix with row stride 1 and column stride K. */
-static void linear_f32(const rt_op_ctx *ctx, const linear_args *args) {
-    rt_gemm_f32_args g = {
+static rt_gemm_f32_args linear_gemm(const rt_op_ctx *ctx, const linear_args *args) {
+    return (rt_gemm_f32_args){
         .m = args->rows, .n = args->n, .k = args->k,
         .a = args->x->data, .a_row_stride = args->k, .a_col_stride = 1,
         .b = args->w->data, .b_row_stride = 1, .b_col_stride = args->k,
         .c = args->out->data, .c_row_stride = args->n,
         .column_bias = args->bias ? args->bias->data : NULL,
         .activation = args->act,
+        .packed_b = ctx->state,
     };
+}
+
+static rt_status linear_prepare(rt_op_ctx *ctx, bool fused) {
+    linear_args args;
+    RT_RETURN_IF_ERROR(linear_setup(ctx, &args, fused));
+    if (args.x->type != RT_F32)
+        return RT_OK;
+    request_gemm_scratch(ctx);
+    /* Constant weights are packed once here instead of on every call. */
+    if (rt_op__is_constant(args.w)) {
+        rt_gemm_f32_args g = linear_gemm(ctx, &args);
+        float *packed = rt_op__alloc_state(
+            ctx, rt_gemm_f32_packed_b_floats(args.k, args.n) * sizeof(float));
+        if (packed != NULL)
+            rt_gemm_f32_pack_b(&g, packed);
+    }
+    return RT_OK;
+}
+
+static void linear_f32(const rt_op_ctx *ctx, const linear_args *args) {
+    rt_gemm_f32_args g = linear_gemm(ctx, args);
     rt_gemm_f32(&g, ctx->scratch, gemm_threads(ctx));
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "ops/op.h"
 #include "ops/op_util.h"
 
@@ -489,4 +490,16 @@ rt_status rt_op__check_conv_groups(rt_op_ctx *ctx, const rt_tensor_value *x,
     if (w->sizes[2] < 1 || w->sizes[3] < 1)
         return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);
     return RT_OK;
+}
+
+void *rt_op__alloc_state(rt_op_ctx *ctx, size_t bytes) {
+    if (!ctx->preparing || ctx->state != NULL || bytes == 0 || bytes > ctx->state_budget)
+        return NULL;
+    void *state = rt_alloc__aligned(bytes);
+    if (state == NULL)
+        return NULL;
+    ctx->state = state;
+    ctx->free_state = rt_alloc__free;
+    ctx->state_budget -= bytes;
+    return state;
 }

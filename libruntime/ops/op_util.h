@@ -133,6 +133,14 @@ rt_status rt_op__check_conv_groups(rt_op_ctx *ctx, const rt_tensor_value *x,
 /* Arguments (kind:int, lo:double, hi:double) at index..index+2 of a fused op. */
 rt_status rt_op__activation(rt_op_ctx *ctx, size_t index, rt_activation *out);
 
+/* State for prepare to derive from constants (packed weights): 64-byte aligned, owned by the
+ * method from then on. NULL when it would exceed the method's memory limit or cannot be
+ * allocated; the op must then work without it. At most one per instruction. */
+void *rt_op__alloc_state(rt_op_ctx *ctx, size_t bytes);
+
+/* True for a tensor whose contents never change: a constant of the program. */
+static inline bool rt_op__is_constant(const rt_tensor_value *t) { return !t->writable; }
+
 static inline int32_t rt_op__threads(const rt_op_ctx *ctx) {
     return ctx->num_threads > 0 ? ctx->num_threads : 1;
 }

@@ -34,34 +34,67 @@ static void tap_range(int64_t start, int64_t dilation, int64_t kernel, int64_t s
 
 /* ---- max -------------------------------------------------------------------------------- */
 
+/* Output columns [lo, hi) whose whole window lies inside the row: they need no clipping. */
+static void interior_columns(const pool_dims *d, int64_t *lo, int64_t *hi) {
+    int64_t reach = (d->kernel[1] - 1) * d->dilation[1];
+    *lo = rt_op__ceil_div(d->pad[1], d->stride[1]);
+    *hi = rt_op__floor_div(d->width - 1 - reach + d->pad[1], d->stride[1]) + 1;
+    if (*hi > d->out_w)
+        *hi = d->out_w;
+    if (*lo > *hi)
+        *lo = *hi = 0;
+}
+
 /* Padding never wins: a window with no input element gives LOWEST (-inf for floats). NaN
- * propagates, as in PyTorch. */
-#define DEFINE_MAX_POOL(sfx, T, LOWEST, IS_NAN)                                    \
-    static void max_pool_rows__##sfx(void *arg, size_t begin, size_t end)          \
-    {                                                                              \
-        const pool_job *job = arg;                                                 \
-        const pool_dims *d = job->dims;                                            \
-        for (size_t row = begin; row < end; row++) {                               \
-            int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h; \
-            const T *x = (const T *)job->x + plane * d->height * d->width;         \
-            T *out = (T *)job->out + (int64_t)row * d->out_w;                      \
-            int64_t h0 = oh * d->stride[0] - d->pad[0], kh0, kh1;                  \
-            tap_range(h0, d->dilation[0], d->kernel[0], d->height, &kh0, &kh1);    \
-            for (int64_t ow = 0; ow < d->out_w; ow++) {                            \
-                int64_t w0 = ow * d->stride[1] - d->pad[1], kw0, kw1;              \
-                tap_range(w0, d->dilation[1], d->kernel[1], d->width, &kw0, &kw1); \
-                T best = LOWEST;                                                   \
-                for (int64_t kh = kh0; kh < kh1; kh++) {                           \
-                    const T *xr = x + (h0 + kh * d->dilation[0]) * d->width;       \
-                    for (int64_t kw = kw0; kw < kw1; kw++) {                       \
-                        T v = xr[w0 + kw * d->dilation[1]];                        \
-                        if (v > best || IS_NAN(v))                                 \
-                            best = v;                                              \
-                    }                                                              \
-                }                                                                  \
-                out[ow] = best;                                                    \
-            }                                                                      \
-        }                                                                          \
+ * propagates, as in PyTorch. Interior columns run tap by tap over the whole row span, without
+ * a division per output; the few edge columns clip their windows one by one. */
+#define DEFINE_MAX_POOL(sfx, T, LOWEST, IS_NAN)                                          \
+    static T max_window__##sfx(const pool_dims *d, const T *x, int64_t h0, int64_t kh0,  \
+                               int64_t kh1, int64_t ow)                                  \
+    {                                                                                    \
+        int64_t w0 = ow * d->stride[1] - d->pad[1], kw0, kw1;                            \
+        tap_range(w0, d->dilation[1], d->kernel[1], d->width, &kw0, &kw1);               \
+        T best = LOWEST;                                                                 \
+        for (int64_t kh = kh0; kh < kh1; kh++) {                                         \
+            const T *xr = x + (h0 + kh * d->dilation[0]) * d->width;                     \
+            for (int64_t kw = kw0; kw < kw1; kw++) {                                     \
+                T v = xr[w0 + kw * d->dilation[1]];                                      \
+                if (v > best || IS_NAN(v))                                               \
+                    best = v;                                                            \
+            }                                                                            \
+        }                                                                                \
+        return best;                                                                     \
+    }                                                                                    \
+    static void max_pool_rows__##sfx(void *arg, size_t begin, size_t end)                \
+    {                                                                                    \
+        const pool_job *job = arg;                                                       \
+        const pool_dims *d = job->dims;                                                  \
+        int64_t lo, hi, sw = d->stride[1];                                               \
+        interior_columns(d, &lo, &hi);                                                   \
+        for (size_t row = begin; row < end; row++) {                                     \
+            int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;       \
+            const T *x = (const T *)job->x + plane * d->height * d->width;               \
+            T *out = (T *)job->out + (int64_t)row * d->out_w;                            \
+            int64_t h0 = oh * d->stride[0] - d->pad[0], kh0, kh1;                        \
+            tap_range(h0, d->dilation[0], d->kernel[0], d->height, &kh0, &kh1);          \
+            for (int64_t ow = 0; ow < lo; ow++)                                          \
+                out[ow] = max_window__##sfx(d, x, h0, kh0, kh1, ow);                     \
+            for (int64_t ow = hi; ow < d->out_w; ow++)                                   \
+                out[ow] = max_window__##sfx(d, x, h0, kh0, kh1, ow);                     \
+            for (int64_t ow = lo; ow < hi; ow++)                                         \
+                out[ow] = LOWEST;                                                        \
+            for (int64_t kh = kh0; kh < kh1; kh++) {                                     \
+                const T *xr = x + (h0 + kh * d->dilation[0]) * d->width - d->pad[1];     \
+                for (int64_t kw = 0; kw < d->kernel[1]; kw++) {                          \
+                    const T *xs = xr + kw * d->dilation[1];                              \
+                    for (int64_t ow = lo; ow < hi; ow++) {                               \
+                        T v = xs[ow * sw];                                               \
+                        if (v > out[ow] || IS_NAN(v))                                    \
+                            out[ow] = v;                                                 \
+                    }                                                                    \
+                }                                                                        \
+            }                                                                            \
+        }                                                                                \
     }
 #define FLOAT_IS_NAN(v) isnan(v)
 #define INT_IS_NAN(v) false

@@ -18,6 +18,7 @@ from .. import dtypes as _dtypes
 from ..builder import MethodBuilder, ProgramBuilder, Value
 from ..errors import InvalidArgument
 from ._fusion import try_fuse
+from ._patterns import fuse_erf_gelu
 from ._registry import LOWERINGS, ConversionError
 
 Operand = Union[np.ndarray, Value]
@@ -89,11 +90,11 @@ class Converter:
         self._count_consumers(graph)
         self._numpy_helper = onnx.numpy_helper
 
-    def _count_consumers(self, graph: Any) -> None:
+    def _count_consumers(self, graph: Any, nodes: Optional[Sequence[Any]] = None) -> None:
         """Count the readers of every value name: node inputs and graph outputs, inside
         subgraphs (If branches, Loop and Scan bodies) too, so that no fusion rewrites a value
-        that a body also reads."""
-        for n in graph.node:
+        that a body also reads. `nodes` replaces graph.node (after a rewrite)."""
+        for n in graph.node if nodes is None else nodes:
             for name in n.input:
                 self.consumers[name] = self.consumers.get(name, 0) + 1
             for a in n.attribute:
@@ -101,6 +102,28 @@ class Converter:
                     self._count_consumers(sub)
         for out in graph.output:
             self.consumers[out.name] = self.consumers.get(out.name, 0) + 1
+
+    def rewrite_patterns(self, nodes: List[Any]) -> List[Any]:
+        """The top-level nodes after the graph rewrites of _patterns.py, with the reader
+        counts brought up to date."""
+        onnx = _onnx()
+        graph = self.model.graph
+        initializers = {init.name: init for init in graph.initializer}
+        constants = {out: node for node in nodes if node.op_type == "Constant"
+                     for out in node.output}
+
+        def constant(name: str) -> Optional[np.ndarray]:
+            if name in initializers:
+                return self._numpy_helper.to_array(initializers[name])
+            node = constants.get(name)
+            attr = next((a for a in node.attribute if a.name == "value"), None) if node else None
+            return self._numpy_helper.to_array(attr.t) if attr is not None else None
+
+        rewritten = fuse_erf_gelu(nodes, constant, self.consumers, onnx.helper.make_node)
+        if len(rewritten) != len(nodes):
+            self.consumers = {}
+            self._count_consumers(graph, rewritten)
+        return rewritten
 
     # ---- values --------------------------------------------------------------------------
 
@@ -343,8 +366,11 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
     """
     model = load_model(model_or_path)
     cv = Converter(model, input_shapes or {}, dynamic_bounds or {}, fuse)
+    nodes = list(model.graph.node)
+    if fuse:
+        nodes = cv.rewrite_patterns(nodes)
     cv.add_inputs(model.graph)
-    cv.run_nodes(model.graph.node)
+    cv.run_nodes(nodes)
     cv.add_outputs(model.graph)
     for case in bundle_inputs or ():
         feeds = _case_feeds(cv, case)

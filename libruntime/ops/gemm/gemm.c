@@ -55,6 +55,8 @@ typedef struct gemm_plan {
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
 static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    float *dst) {
     for (int64_t ir = 0; ir < mc; ir += RT_GEMM_MR) {
@@ -89,7 +91,7 @@ static void pack_b(const rt_gemm_f32_args *g, int64_t p0, int64_t kc, int64_t j0
     }
 }
 
-/* C tile = bias (or zero when K is 0), so that every slice can accumulate. */
+/* K = 0: C = bias (or zero), then the activation. */
 static void init_tile(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t j0,
                       int64_t nc) {
     for (int64_t i = 0; i < mc; i++) {
@@ -97,6 +99,25 @@ static void init_tile(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t
         float r = g->row_bias != NULL ? g->row_bias[i0 + i] : 0.0f;
         for (int64_t j = 0; j < nc; j++)
             row[j] = r + (g->column_bias != NULL ? g->column_bias[j0 + j] : 0.0f);
+        rt_activation__apply(&g->activation, row, nc);
+    }
+}
+
+/* A micro-tile at the edge of C: the full block is computed aside and only the part inside C
+ * kept, so the kernel never writes (or reads biases) past the matrix. */
+static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, const float *pb,
+                       int64_t i, int64_t j, int64_t rows, int64_t cols, int accumulate) {
+    float edge[RT_GEMM_MR * RT_GEMM_NR];
+    micro_kernel(kc, pa, pb, edge, RT_GEMM_NR, 0, NULL, NULL);
+    for (int64_t r = 0; r < rows; r++) {
+        float *c = g->c + (i + r) * g->c_row_stride + j;
+        float base = g->row_bias != NULL ? g->row_bias[i + r] : 0.0f;
+        for (int64_t s = 0; s < cols; s++) {
+            float start = accumulate ? c[s]
+                                     : base + (g->column_bias != NULL ? g->column_bias[j + s]
+                                                                      : 0.0f);
+            c[s] = start + edge[r * RT_GEMM_NR + s];
+        }
     }
 }
 
@@ -106,38 +127,67 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
     int64_t mc = min64(MC, g->m - i0), nc = min64(plan->nc, g->n - j0);
     if (mc <= 0 || nc <= 0)
         return;
-    float *pa = slot, *pb = slot + (size_t)MC * KC;
-    bool preset = g->column_bias != NULL || g->row_bias != NULL || g->k == 0;
-    if (preset)
+    if (g->k == 0) {
         init_tile(g, i0, mc, j0, nc);
+        return;
+    }
+    int64_t m_pad = round_up(g->m, RT_GEMM_MR), n_pad = round_up(g->n, RT_GEMM_NR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
-        pack_a(g, i0, mc, p0, kc, pa);
-        pack_b(g, p0, kc, j0, nc, pb);
-        int accumulate = preset || p0 > 0;
+        const float *pa, *pb;
+        if (g->packed_a != NULL) {
+            pa = g->packed_a + p0 * m_pad + i0 * kc;
+        } else {
+            pack_a(g, i0, mc, p0, kc, slot);
+            pa = slot;
+        }
+        if (g->packed_b != NULL) {
+            pb = g->packed_b + p0 * n_pad + j0 * kc;
+        } else {
+            pack_b(g, p0, kc, j0, nc, slot + (size_t)MC * KC);
+            pb = slot + (size_t)MC * KC;
+        }
+        int accumulate = p0 > 0;
         for (int64_t jr = 0; jr < nc; jr += RT_GEMM_NR) {
-            int64_t cols = min64(RT_GEMM_NR, nc - jr);
+            int64_t cols = min64(RT_GEMM_NR, nc - jr), j = j0 + jr;
+            const float *col_bias = g->column_bias != NULL ? g->column_bias + j : NULL;
             for (int64_t ir = 0; ir < mc; ir += RT_GEMM_MR) {
-                int64_t rows = min64(RT_GEMM_MR, mc - ir);
-                float *c = g->c + (i0 + ir) * g->c_row_stride + j0 + jr;
-                if (rows == RT_GEMM_MR && cols == RT_GEMM_NR) {
-                    micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride, accumulate);
-                    continue;
-                }
-                /* An edge: compute the full block aside, keep the part inside C. */
-                float edge[RT_GEMM_MR * RT_GEMM_NR];
-                micro_kernel(kc, pa + ir * kc, pb + jr * kc, edge, RT_GEMM_NR, 0);
-                for (int64_t i = 0; i < rows; i++)
-                    for (int64_t j = 0; j < cols; j++)
-                        c[i * g->c_row_stride + j] = accumulate
-                            ? c[i * g->c_row_stride + j] + edge[i * RT_GEMM_NR + j]
-                            : edge[i * RT_GEMM_NR + j];
+                int64_t rows = min64(RT_GEMM_MR, mc - ir), i = i0 + ir;
+                float *c = g->c + i * g->c_row_stride + j;
+                if (rows == RT_GEMM_MR && cols == RT_GEMM_NR)
+                    micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride,
+                                 accumulate, g->row_bias != NULL ? g->row_bias + i : NULL,
+                                 col_bias);
+                else
+                    edge_block(g, kc, pa + ir * kc, pb + jr * kc, i, j, rows, cols,
+                               accumulate);
             }
         }
     }
-    /* The tile is final: apply the fused activation while it is still in cache. */
+    /* The tile is final: activate it while it is still in cache. */
     for (int64_t i = 0; i < mc && g->activation.kind != RT_ACT_NONE; i++)
         rt_activation__apply(&g->activation, g->c + (i0 + i) * g->c_row_stride + j0, nc);
+}
+
+size_t rt_gemm_f32_packed_a_floats(int64_t m, int64_t k) {
+    return (size_t)round_up(m, RT_GEMM_MR) * (size_t)k;
+}
+
+size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n) {
+    return (size_t)k * (size_t)round_up(n, RT_GEMM_NR);
+}
+
+/* Slice by slice, every panel: the offsets run_tile computes for packed_a / packed_b. */
+void rt_gemm_f32_pack_a(const rt_gemm_f32_args *g, float *dst) {
+    int64_t m_pad = round_up(g->m, RT_GEMM_MR);
+    for (int64_t p0 = 0; p0 < g->k; p0 += KC)
+        pack_a(g, 0, g->m, p0, min64(KC, g->k - p0), dst + p0 * m_pad);
+}
+
+void rt_gemm_f32_pack_b(const rt_gemm_f32_args *g, float *dst) {
+    int64_t n_pad = round_up(g->n, RT_GEMM_NR);
+    for (int64_t p0 = 0; p0 < g->k; p0 += KC)
+        pack_b(g, p0, min64(KC, g->k - p0), 0, g->n, dst + p0 * n_pad);
 }
 
 static void run_slots(void *ctx, size_t begin, size_t end) {

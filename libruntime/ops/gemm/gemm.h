@@ -22,6 +22,9 @@ typedef struct rt_gemm_f32_args {
     const float *column_bias; /* bias[n] added to every row, or NULL */
     const float *row_bias;    /* bias[m] added to every column, or NULL */
     rt_activation activation; /* applied to each finished tile (zero: none) */
+    /* A or B packed ahead of time (rt_gemm_f32_pack_a/_b with the same m, n, k), or NULL to
+     * pack slices on the fly. Constant weights are packed once, when a method is loaded. */
+    const float *packed_a, *packed_b;
 } rt_gemm_f32_args;
 
 /* Scratch bytes rt_gemm_f32 needs with up to `threads` threads (packing buffers). */
@@ -30,6 +33,14 @@ size_t rt_gemm_f32_scratch_bytes(int32_t threads);
 /* Compute on up to `threads` threads; `scratch` must hold rt_gemm_f32_scratch_bytes(threads)
  * bytes, 64-byte aligned. Nothing is allocated. */
 void rt_gemm_f32(const rt_gemm_f32_args *args, void *scratch, int32_t threads);
+
+/* Floats a whole packed A (m x k) or B (k x n) takes, and the packing itself, which reads
+ * args->a (or args->b) with its strides. The layout is the driver's: KC-deep slices, each
+ * holding every MR-row (NR-column) panel zero-padded at the edge. */
+size_t rt_gemm_f32_packed_a_floats(int64_t m, int64_t k);
+size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n);
+void rt_gemm_f32_pack_a(const rt_gemm_f32_args *args, float *dst);
+void rt_gemm_f32_pack_b(const rt_gemm_f32_args *args, float *dst);
 
 /* The micro-kernel variant chosen for this CPU ("avx2_fma" or "portable"). Setting the
  * environment variable RT_PORTABLE_KERNELS=1 before first use forces the portable one. */
@@ -40,14 +51,19 @@ const char *rt_gemm_f32_variant(void);
 #define RT_GEMM_MR 6
 #define RT_GEMM_NR 16
 
-/* acc = sum_p a[p*MR + i] * b[p*NR + j] over k; then c[i*ldc + j] = acc (or += acc) for
- * i < MR, j < NR. */
+/* acc = sum_p a[p*MR + i] * b[p*NR + j] over k; then for i < MR, j < NR:
+ *   c[i*ldc + j] = acc + c[i*ldc + j]               when accumulate, else
+ *   c[i*ldc + j] = acc + row_bias[i] + col_bias[j]  (a NULL bias counts as zero),
+ * so the first slice writes the biases and later ones add to it, with no separate pass. */
 typedef void (*rt_gemm_f32_micro_fn)(int64_t k, const float *a, const float *b, float *c,
-                                     int64_t ldc, int accumulate);
+                                     int64_t ldc, int accumulate, const float *row_bias,
+                                     const float *col_bias);
 
 void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, float *c,
-                                 int64_t ldc, int accumulate);
+                                 int64_t ldc, int accumulate, const float *row_bias,
+                                 const float *col_bias);
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
-                                 int64_t ldc, int accumulate);
+                                 int64_t ldc, int accumulate, const float *row_bias,
+                                 const float *col_bias);
 
 #endif

@@ -8,7 +8,8 @@
 #define RT_TARGET __attribute__((target("avx2,fma")))
 
 RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
-                                           int64_t ldc, int accumulate) {
+                                           int64_t ldc, int accumulate, const float *row_bias,
+                                           const float *col_bias) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
     __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
@@ -41,11 +42,20 @@ RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const floa
     }
     __m256 rows[RT_GEMM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                                   {c30, c31}, {c40, c41}, {c50, c51}};
+    __m256 col0 = _mm256_setzero_ps(), col1 = _mm256_setzero_ps();
+    if (!accumulate && col_bias != NULL) {
+        col0 = _mm256_loadu_ps(col_bias);
+        col1 = _mm256_loadu_ps(col_bias + 8);
+    }
     for (int i = 0; i < RT_GEMM_MR; i++) {
         float *row = c + i * ldc;
         if (accumulate) {
             rows[i][0] = _mm256_add_ps(rows[i][0], _mm256_loadu_ps(row));
             rows[i][1] = _mm256_add_ps(rows[i][1], _mm256_loadu_ps(row + 8));
+        } else {
+            __m256 r = row_bias != NULL ? _mm256_broadcast_ss(row_bias + i) : _mm256_setzero_ps();
+            rows[i][0] = _mm256_add_ps(rows[i][0], _mm256_add_ps(r, col0));
+            rows[i][1] = _mm256_add_ps(rows[i][1], _mm256_add_ps(r, col1));
         }
         _mm256_storeu_ps(row, rows[i][0]);
         _mm256_storeu_ps(row + 8, rows[i][1]);
@@ -56,8 +66,9 @@ RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const floa
 
 /* Not an x86 build: the dispatcher never selects this variant. */
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
-                                 int64_t ldc, int accumulate) {
-    rt_gemm_f32_micro__portable(k, a, b, c, ldc, accumulate);
+                                 int64_t ldc, int accumulate, const float *row_bias,
+                                 const float *col_bias) {
+    rt_gemm_f32_micro__portable(k, a, b, c, ldc, accumulate, row_bias, col_bias);
 }
 
 #endif

@@ -3,7 +3,8 @@
 #include "ops/gemm/gemm.h"
 
 void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, float *c,
-                                 int64_t ldc, int accumulate) {
+                                 int64_t ldc, int accumulate, const float *row_bias,
+                                 const float *col_bias) {
     float acc[RT_GEMM_MR][RT_GEMM_NR] = {{0}};
     for (int64_t p = 0; p < k; p++) {
         const float *ap = a + p * RT_GEMM_MR;
@@ -14,7 +15,11 @@ void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, floa
     }
     for (int i = 0; i < RT_GEMM_MR; i++) {
         float *row = c + i * ldc;
-        for (int j = 0; j < RT_GEMM_NR; j++)
-            row[j] = accumulate ? row[j] + acc[i][j] : acc[i][j];
+        for (int j = 0; j < RT_GEMM_NR; j++) {
+            float base = accumulate ? row[j]
+                                    : (row_bias ? row_bias[i] : 0.0f) +
+                                          (col_bias ? col_bias[j] : 0.0f);
+            row[j] = acc[i][j] + base;
+        }
     }
 }
