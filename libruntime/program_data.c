@@ -76,18 +76,27 @@ static rt_status find_key(const rt_program *p, const char *key, uint32_t constan
                          "(%s)", constant, key, list);
 }
 
-/* Every tensor that reads an external constant agrees with the entry's dtype and shape. */
-static rt_status check_readers(const rt_program *p, uint32_t constant, const char *key,
-                               const rt_program_data *file, const rt_data_entry *e) {
+/* Where each external constant was found (NULL entries for internal constants). */
+typedef struct found_entry {
+    const rt_program_data *file;
+    const rt_data_entry *entry;
+} found_entry;
+
+/* Every tensor that reads an external constant agrees with its entry's dtype and shape: one
+ * pass over the values of every method. */
+static rt_status check_readers(const rt_program *p, const found_entry *found) {
     const rt_format *f = &p->format;
-    const int64_t *shape = rt_data_file__shape(&file->file, e);
     for (uint32_t mi = 0; mi < f->num_methods; mi++) {
         const rt_file_method *m = &f->methods[mi];
         for (uint32_t vi = 0; vi < m->num_values; vi++) {
             const rt_file_value *v = &f->values[m->values + vi];
-            if (v->kind != RT_VALUE_TENSOR || v->c != constant ||
-                (v->storage != RT_STORAGE_CONSTANT && v->storage != RT_STORAGE_STATE))
+            if (v->kind != RT_VALUE_TENSOR || v->c >= f->num_constants ||
+                (v->storage != RT_STORAGE_CONSTANT && v->storage != RT_STORAGE_STATE) ||
+                found[v->c].entry == NULL)
                 continue;
+            const rt_data_entry *e = found[v->c].entry;
+            const rt_program_data *file = found[v->c].file;
+            const int64_t *shape = rt_data_file__shape(&file->file, e);
             const int64_t *sizes = f->words + v->a;
             bool same = memcmp(&v->dtype, &e->dtype, sizeof e->dtype) == 0 && v->rank == e->rank;
             for (uint32_t d = 0; same && d < v->rank; d++)
@@ -98,7 +107,8 @@ static rt_status check_readers(const rt_program *p, uint32_t constant, const cha
             describe(want, sizeof want, v->dtype, v->rank, sizes);
             describe(have, sizeof have, e->dtype, e->rank, shape);
             return rt_error__set(RT_INVALID_ARGUMENT, "constant '%s': method '%s' value %u reads "
-                                 "it as %s, but data file '%s' holds %s", key,
+                                 "it as %s, but data file '%s' holds %s",
+                                 rt_format__string(f, f->constants[v->c].name),
                                  rt_format__string(f, m->name), vi, want, file->path, have);
         }
     }
@@ -107,10 +117,15 @@ static rt_status check_readers(const rt_program *p, uint32_t constant, const cha
 
 static rt_status resolve_constants(rt_program *p) {
     const rt_format *f = &p->format;
-    p->constant_data = calloc(f->num_constants ? f->num_constants : 1, sizeof(uint8_t *));
-    if (p->constant_data == NULL)
+    size_t n = f->num_constants ? f->num_constants : 1;
+    p->constant_data = calloc(n, sizeof(uint8_t *));
+    found_entry *found = calloc(n, sizeof *found);
+    if (p->constant_data == NULL || found == NULL) {
+        free(found);
         return rt_error__oom("constant table");
-    for (uint32_t i = 0; i < f->num_constants; i++) {
+    }
+    rt_status status = RT_OK;
+    for (uint32_t i = 0; i < f->num_constants && status == RT_OK; i++) {
         const rt_file_constant *c = &f->constants[i];
         if (!(c->flags & RT_CONSTANT_FLAG_EXTERNAL)) {
             /* Without a SEGMENT every internal constant is empty (offset 0, 0 bytes): give it
@@ -120,18 +135,19 @@ static rt_status resolve_constants(rt_program *p) {
             continue;
         }
         const char *key = rt_format__string(f, c->name);
-        const rt_program_data *file;
-        const rt_data_entry *e;
-        RT_RETURN_IF_ERROR(find_key(p, key, i, &file, &e));
-        if (e->nbytes != c->nbytes)
-            return rt_error__set(RT_INVALID_ARGUMENT, "constant '%s': the program expects %llu "
-                                 "bytes, but data file '%s' holds %llu", key,
-                                 (unsigned long long)c->nbytes, file->path,
-                                 (unsigned long long)e->nbytes);
-        RT_RETURN_IF_ERROR(check_readers(p, i, key, file, e));
-        p->constant_data[i] = file->file.data + e->offset;
+        status = find_key(p, key, i, &found[i].file, &found[i].entry);
+        if (status == RT_OK && found[i].entry->nbytes != c->nbytes)
+            status = rt_error__set(RT_INVALID_ARGUMENT, "constant '%s': the program expects %llu "
+                                   "bytes, but data file '%s' holds %llu", key,
+                                   (unsigned long long)c->nbytes, found[i].file->path,
+                                   (unsigned long long)found[i].entry->nbytes);
+        if (status == RT_OK)
+            p->constant_data[i] = found[i].file->file.data + found[i].entry->offset;
     }
-    return RT_OK;
+    if (status == RT_OK && f->num_external > 0)
+        status = check_readers(p, found);
+    free(found);
+    return status;
 }
 
 rt_status rt_program__attach_data(rt_program *p, const char *const *paths, size_t count,

@@ -238,7 +238,7 @@ RT_API void rt_program_release(rt_program *program);
 RT_API size_t rt_program_method_count(const rt_program *program);
 /* Borrowed from the program; NULL when out of range. */
 RT_API const char *rt_program_method_name(const rt_program *program, size_t index);
-/* Bytes of the constant segment (weights). */
+/* Bytes of the constant segment (weights held in the program; data files not included). */
 RT_API uint64_t rt_program_constant_bytes(const rt_program *program);
 /* Metadata, readable without loading the method. `method` is the method's name. */
 RT_API rt_status rt_program_method_info(rt_method_info *out, const rt_program *program,

@@ -185,7 +185,7 @@ class Program:
 
     @property
     def constant_bytes(self) -> int:
-        """Bytes of the constant segment (weights)."""
+        """Bytes of the constant segment (weights held in the program; data files not counted)."""
         return int(self._lib.rt_program_constant_bytes(self._live()))
 
     def method_meta(self, name: str = "forward") -> MethodMeta:
