@@ -461,7 +461,8 @@ def test_c_abi_misuse_is_refused_with_messages(saved):
     lib.rt_program_options_init(opts)
     opts.num_data_files = 2
     fails(lib.rt_program_load_file_v2(out, path, opts), 1, "the path array is NULL")
-    entries = ffi.new("const char *[]", [ffi.new("char[]", str(data_path).encode()), ffi.NULL])
+    data_name = ffi.new("char[]", str(data_path).encode())  # kept alive: the array borrows it
+    entries = ffi.new("const char *[]", [data_name, ffi.NULL])
     opts.data_files = entries
     fails(lib.rt_program_load_file_v2(out, path, opts), 1, "data file path 1 is NULL")
     opts.num_data_files = 5000
