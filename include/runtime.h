@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* BEGIN CDEF */
-#define RT_ABI_VERSION 1
+#define RT_ABI_VERSION 2
 #define RT_MAX_RANK 16
 
 /* Status codes. Values are fixed forever; new codes are only ever appended. */
@@ -141,6 +141,25 @@ typedef struct rt_method_info {
 #define RT_PROGRAM_COPY 1              /* buffer load: copy the bytes instead of borrowing them */
 #define RT_PROGRAM_VERIFY_CONSTANTS 2  /* also check the checksum of the constant segment      */
 
+/* Program load options (the _v2 loaders). Initialise with rt_program_options_init(). */
+#define RT_PROGRAM_OPTIONS_VERSION 1
+
+typedef struct rt_program_options {
+    uint32_t version;               /* RT_PROGRAM_OPTIONS_VERSION */
+    uint32_t flags;                 /* RT_PROGRAM_COPY (buffers only), RT_PROGRAM_VERIFY_CONSTANTS */
+    const char *const *data_files;  /* paths of data files holding external constants */
+    size_t num_data_files;          /* at most 1024 */
+} rt_program_options;
+
+/* One input or expected output of a bundled test case. */
+typedef struct rt_bundled_value {
+    int32_t kind;      /* RT_VALUE_TENSOR, RT_VALUE_INT, RT_VALUE_DOUBLE or RT_VALUE_BOOL */
+    int32_t reserved;
+    rt_tensor tensor;  /* tensors: dense, row-major (strides NULL), read-only; data and sizes
+                          are borrowed from the program */
+    rt_scalar scalar;  /* scalars */
+} rt_bundled_value;
+
 /* Method load options. Initialise with rt_method_options_init(). */
 #define RT_METHOD_OPTIONS_VERSION 1
 #define RT_METHOD_PROFILE 1            /* record per-instruction times on every execute */
@@ -216,6 +235,16 @@ RT_API rt_status rt_program_load_file(rt_program **out, const char *path, uint32
  * With RT_PROGRAM_COPY they are copied into aligned memory owned by the program. */
 RT_API rt_status rt_program_load_buffer(rt_program **out, const void *data, size_t size,
                                         uint32_t flags);
+/* The same with options: flags, and data files whose entries supply the program's external
+ * constants (docs/format.md, "Data files"). Each data file is mapped read-only and verified;
+ * its constants are used in place, never copied. Every external constant's key must be in
+ * exactly one of them with the size, dtype and shape the program expects, or the load fails
+ * naming the key. `options` may be NULL (defaults); the paths are not kept. */
+RT_API void rt_program_options_init(rt_program_options *out);
+RT_API rt_status rt_program_load_file_v2(rt_program **out, const char *path,
+                                         const rt_program_options *options);
+RT_API rt_status rt_program_load_buffer_v2(rt_program **out, const void *data, size_t size,
+                                           const rt_program_options *options);
 /* Reference counting. Methods hold a reference to their program. NULL is a no-op. */
 RT_API void rt_program_retain(rt_program *program);
 RT_API void rt_program_release(rt_program *program);
@@ -223,7 +252,7 @@ RT_API void rt_program_release(rt_program *program);
 RT_API size_t rt_program_method_count(const rt_program *program);
 /* Borrowed from the program; NULL when out of range. */
 RT_API const char *rt_program_method_name(const rt_program *program, size_t index);
-/* Bytes of the constant segment (weights). */
+/* Bytes of the constant segment (weights held in the program; data files not included). */
 RT_API uint64_t rt_program_constant_bytes(const rt_program *program);
 /* Metadata, readable without loading the method. `method` is the method's name. */
 RT_API rt_status rt_program_method_info(rt_method_info *out, const rt_program *program,
@@ -238,6 +267,17 @@ RT_API rt_status rt_program_attribute_info(rt_tensor_info *out, const rt_program
  * *out is NULL for a jump. */
 RT_API rt_status rt_program_instruction_op(const char **out, const rt_program *program,
                                            const char *method, size_t instruction);
+
+/* Bundled test cases of a method (inputs and expected outputs stored in the program). */
+RT_API rt_status rt_program_bundled_case_count(size_t *out, const rt_program *program,
+                                               const char *method);
+/* Input `input` / expected output `output` of case `case_index`. Tensor views are valid while
+ * the program lives. */
+RT_API rt_status rt_program_bundled_input(rt_bundled_value *out, const rt_program *program,
+                                          const char *method, size_t case_index, size_t input);
+RT_API rt_status rt_program_bundled_expected(rt_bundled_value *out, const rt_program *program,
+                                             const char *method, size_t case_index,
+                                             size_t output);
 
 /* ---- methods ---------------------------------------------------------------------------- */
 

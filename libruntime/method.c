@@ -108,7 +108,7 @@ static rt_status init_tensor(rt_method *m, rt_tensor_value *t, const rt_file_val
         break;
     case RT_STORAGE_CONSTANT:
         /* Read-only by contract: prepare refuses any op that would write a constant. */
-        t->home = (void *)(f->segment + f->constants[fv->c].offset);
+        t->home = (void *)m->program->constant_data[fv->c];
         break;
     case RT_STORAGE_STATE: {
         void *buffer = rt_alloc__aligned(nbytes);
@@ -117,7 +117,7 @@ static rt_status init_tensor(rt_method *m, rt_tensor_value *t, const rt_file_val
                                 "bytes)", index, nbytes);
         m->state_buffers[m->num_state_buffers++] = buffer;
         if (fv->c != RT_FORMAT_NO_INDEX)
-            memcpy(buffer, f->segment + f->constants[fv->c].offset, nbytes);
+            memcpy(buffer, m->program->constant_data[fv->c], nbytes);
         t->home = buffer;
         break;
     }

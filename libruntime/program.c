@@ -1,19 +1,16 @@
-/* program.c: loading programs from files and buffers, reference counting, metadata. */
+/* program.c: loading programs from files and buffers (with their data files), reference
+ * counting, metadata. */
 #include "program.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/mapfile.h"
 
 static rt_program *new_program(void) {
     rt_program *p = calloc(1, sizeof *p);
@@ -23,80 +20,97 @@ static rt_program *new_program(void) {
 }
 
 static void free_program(rt_program *p) {
-    if (p->mapping != NULL)
-        munmap(p->mapping, p->mapping_size);
+    rt_program__release_data(p);
+    rt_map__release(p->mapping, p->mapping_size);
     rt_alloc__free(p->owned_copy);
     free(p);
 }
 
-RT_API rt_status rt_program_load_file(rt_program **out, const char *path, uint32_t flags) {
-    if (out == NULL || path == NULL)
-        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_file: out and path must "
-                             "not be NULL");
-    *out = NULL;
-    if (flags & ~(uint32_t)RT_PROGRAM_VERIFY_CONSTANTS)
-        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_file: unknown flags 0x%x",
-                             flags);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return rt_error__set(RT_IO_ERROR, "cannot open program '%s': %s", path,
-                             strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return rt_error__set(RT_IO_ERROR, "program '%s' is not a regular file", path);
-    }
-    rt_program *p = new_program();
-    if (p == NULL) {
-        close(fd);
-        return rt_error__oom("program object");
-    }
-    size_t size = (size_t)st.st_size;
-    const uint8_t *data = (const uint8_t *)"";
-    if (size > 0) {
-        /* Private and read-only: the weights are used in place and paged in on demand. */
-        void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int err = errno;
-            close(fd);
-            free_program(p);
-            return rt_error__set(err == ENOMEM ? RT_OUT_OF_MEMORY : RT_IO_ERROR,
-                                 "cannot map program '%s': %s", path, strerror(err));
-        }
-        p->mapping = map;
-        p->mapping_size = size;
-        data = map;
-    }
-    close(fd);
-    rt_status status = rt_format__read(&p->format, data, size, flags);
+RT_API void rt_program_options_init(rt_program_options *out) {
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof *out);
+    out->version = RT_PROGRAM_OPTIONS_VERSION;
+}
+
+static rt_status check_options(const rt_program_options *o, const char *fn, uint32_t allowed) {
+    if (o->version != RT_PROGRAM_OPTIONS_VERSION)
+        return rt_error__set(RT_INVALID_ARGUMENT, "%s: options version %u; this library knows "
+                             "version %d (initialise with rt_program_options_init)", fn,
+                             o->version, RT_PROGRAM_OPTIONS_VERSION);
+    if (o->flags & ~allowed)
+        return rt_error__set(RT_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn,
+                             o->flags & ~allowed);
+    return RT_OK;
+}
+
+/* Verify the program bytes, then attach its data files; frees `p` on failure. */
+static rt_status finish_load(rt_program **out, rt_program *p, const uint8_t *data, size_t size,
+                             const rt_program_options *o, const char *path) {
+    rt_status status = rt_format__read(&p->format, data, size, o->flags);
+    if (status == RT_OK)
+        status = rt_program__attach_data(p, o->data_files, o->num_data_files, o->flags);
     if (status != RT_OK) {
-        rt_error__prefix("program '%s': ", path);
+        if (path != NULL)
+            rt_error__prefix("program '%s': ", path);
         free_program(p);
         return status;
     }
-    rt_log__write(RT_LOG_DEBUG, "loaded program '%s' (%zu bytes, %u methods)", path, size,
-                  p->format.num_methods);
     *out = p;
     return RT_OK;
 }
 
-RT_API rt_status rt_program_load_buffer(rt_program **out, const void *data, size_t size,
-                                        uint32_t flags) {
+RT_API rt_status rt_program_load_file_v2(rt_program **out, const char *path,
+                                         const rt_program_options *options) {
+    if (out == NULL || path == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_file: out and path must "
+                             "not be NULL");
+    *out = NULL;
+    rt_program_options defaults;
+    rt_program_options_init(&defaults);
+    const rt_program_options *o = options != NULL ? options : &defaults;
+    RT_RETURN_IF_ERROR(check_options(o, "rt_program_load_file", RT_PROGRAM_VERIFY_CONSTANTS));
+    rt_program *p = new_program();
+    if (p == NULL)
+        return rt_error__oom("program object");
+    rt_status status = rt_map__file(path, "program", &p->mapping, &p->mapping_size);
+    if (status != RT_OK) {
+        free_program(p);
+        return status;
+    }
+    const uint8_t *data = p->mapping != NULL ? p->mapping : (const uint8_t *)"";
+    RT_RETURN_IF_ERROR(finish_load(out, p, data, p->mapping_size, o, path));
+    rt_log__write(RT_LOG_DEBUG, "loaded program '%s' (%zu bytes, %u methods, %u data files)",
+                  path, p->mapping_size, p->format.num_methods, p->num_data_files);
+    return RT_OK;
+}
+
+RT_API rt_status rt_program_load_file(rt_program **out, const char *path, uint32_t flags) {
+    rt_program_options o;
+    rt_program_options_init(&o);
+    o.flags = flags;
+    return rt_program_load_file_v2(out, path, &o);
+}
+
+RT_API rt_status rt_program_load_buffer_v2(rt_program **out, const void *data, size_t size,
+                                           const rt_program_options *options) {
     if (out == NULL || data == NULL)
         return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_buffer: out and data must "
                              "not be NULL");
     *out = NULL;
-    if (flags & ~(uint32_t)(RT_PROGRAM_COPY | RT_PROGRAM_VERIFY_CONSTANTS))
-        return rt_error__set(RT_INVALID_ARGUMENT, "rt_program_load_buffer: unknown flags 0x%x",
-                             flags);
-    if (!(flags & RT_PROGRAM_COPY) && (uintptr_t)data % RT_FORMAT_CONSTANT_ALIGN != 0)
+    rt_program_options defaults;
+    rt_program_options_init(&defaults);
+    const rt_program_options *o = options != NULL ? options : &defaults;
+    RT_RETURN_IF_ERROR(check_options(o, "rt_program_load_buffer",
+                                     RT_PROGRAM_COPY | RT_PROGRAM_VERIFY_CONSTANTS));
+    if (!(o->flags & RT_PROGRAM_COPY) && (uintptr_t)data % RT_FORMAT_CONSTANT_ALIGN != 0)
         return rt_error__set(RT_INVALID_ARGUMENT, "a borrowed program buffer must be %d-byte "
                              "aligned (address %p is not); pass RT_PROGRAM_COPY to copy it",
                              RT_FORMAT_CONSTANT_ALIGN, data);
     rt_program *p = new_program();
     if (p == NULL)
         return rt_error__oom("program object");
-    if (flags & RT_PROGRAM_COPY) {
+    if (o->flags & RT_PROGRAM_COPY) {
         p->owned_copy = rt_alloc__aligned(size);
         if (p->owned_copy == NULL) {
             free_program(p);
@@ -105,13 +119,15 @@ RT_API rt_status rt_program_load_buffer(rt_program **out, const void *data, size
         memcpy(p->owned_copy, data, size);
         data = p->owned_copy;
     }
-    rt_status status = rt_format__read(&p->format, data, size, flags);
-    if (status != RT_OK) {
-        free_program(p);
-        return status;
-    }
-    *out = p;
-    return RT_OK;
+    return finish_load(out, p, data, size, o, NULL);
+}
+
+RT_API rt_status rt_program_load_buffer(rt_program **out, const void *data, size_t size,
+                                        uint32_t flags) {
+    rt_program_options o;
+    rt_program_options_init(&o);
+    o.flags = flags;
+    return rt_program_load_buffer_v2(out, data, size, &o);
 }
 
 RT_API void rt_program_retain(rt_program *p) {

@@ -19,7 +19,9 @@ from .errors import (
     OutOfMemory,
     RuntimeIOError,
     Unsupported,
+    VerificationError,
 )
+from .bundled import BundledResult, BundledTest
 from .method import Method, MethodMeta, ProfileEvent, TensorInfo
 from .module import Module, load
 from .program import Program
@@ -45,6 +47,9 @@ __all__ = [
     "RuntimeIOError",
     "Internal",
     "ClosedError",
+    "VerificationError",
+    "BundledTest",
+    "BundledResult",
     "registered_ops",
     "set_num_threads",
     "get_num_threads",

@@ -1,6 +1,9 @@
-"""Command line: python -m runtime_py {convert, inspect, run, bench, profile} ...
+"""Command line: python -m runtime_py {convert, inspect, run, verify, bench, profile} ...
 
     python -m runtime_py convert model.onnx -o model.rtp --dynamic x:0=64
+    python -m runtime_py convert model.onnx -o model.rtp --external-data model.rtd \
+        --bundle-inputs case0.npz
+    python -m runtime_py verify model.rtp --data model.rtd
     python -m runtime_py inspect model.rtp
     python -m runtime_py run model.rtp --input x=x.npy -o outputs.npz
     python -m runtime_py bench model.rtp --runs 500
@@ -37,20 +40,65 @@ def _parse_bounds(items: Sequence[str]) -> Dict[str, Dict[int, int]]:
 def cmd_convert(args: argparse.Namespace) -> int:
     from . import onnx as ro
 
+    cases = []
+    for path in args.bundle_inputs or ():
+        import numpy as np
+
+        with np.load(path) as npz:  # one case: an array per input name
+            cases.append({name: npz[name] for name in npz.files})
     data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
-                      dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse)
+                      dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse,
+                      bundle_inputs=cases, external_data=args.external_data)
     with open(args.output, "wb") as f:
         f.write(data)
-    print(f"wrote {args.output} ({len(data):,} bytes)")
+    extra = f", {len(cases)} bundled case(s)" if cases else ""
+    print(f"wrote {args.output} ({len(data):,} bytes{extra})")
+    if args.external_data:
+        print(f"wrote weights to {args.external_data}")
     return 0
 
 
-def cmd_inspect(args: argparse.Namespace) -> int:
+def _load(args: argparse.Namespace):
+    from .errors import NotFound
     from .program import Program
 
-    with Program.load(args.program) as program:
+    try:
+        return Program.load(args.program, data_files=args.data or ())
+    except NotFound as e:
+        if "data file" in e.message and not args.data:
+            e.message += " (pass --data FILE.rtd)"
+        raise
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .bundled import verify_all
+
+    with _load(args) as program:
+        results = verify_all(program, args.method or None, rtol=args.rtol, atol=args.atol,
+                             num_threads=args.threads)
+    if not results:
+        print(f"{args.program}: no bundled test cases")
+        return 1
+    failed = 0
+    print(f"{'method':<16} {'case':>4}  {'result':<6} detail")
+    for method, index, outcome in results:
+        if isinstance(outcome, Exception):
+            failed += 1
+            print(f"{method:<16} {index:>4}  {'FAIL':<6} {outcome}")
+        else:
+            worst = max(outcome.max_abs_error, default=0.0)
+            print(f"{method:<16} {index:>4}  {'pass':<6} max |error| {worst:.3g}")
+    print(f"{len(results) - failed} passed, {failed} failed "
+          f"(rtol {args.rtol:g}, atol {args.atol:g})")
+    return 1 if failed else 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    with _load(args) as program:
         print(f"{args.program}: {len(program.method_names)} method(s), "
               f"{program.constant_bytes:,} bytes of constants")
+        for path in program.data_files:
+            print(f"  data file {path}")
         for name in program.method_names:
             meta = program.method_meta(name)
             print(f"\nmethod '{name}': {meta.num_instructions} instructions, "
@@ -62,19 +110,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                           f"{list(info.shape)}{bound}")
             ops = collections.Counter(op for op in program.instruction_ops(name) if op)
             print("  ops: " + ", ".join(f"{op} x{n}" for op, n in ops.most_common()))
+            cases = len(program.bundled_tests(name))
+            if cases:
+                print(f"  bundled test cases: {cases}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .program import Program
-
     feeds = {}
     for item in args.input or ():
         name, _, path = item.partition("=")
         feeds[name] = np.load(path)
-    with Program.load(args.program) as program:
+    with _load(args) as program:
         meta = program.method_meta(args.method)
         missing = [i.name for i in meta.inputs if i.name not in feeds]
         if missing:
@@ -119,9 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import statistics
     import time
 
-    from .program import Program
-
-    with Program.load(args.program) as program:
+    with _load(args) as program:
         inputs = _inputs_for(program, args.method, args.input)
         for threads in args.threads:
             with program.load_method(args.method, num_threads=threads) as method:
@@ -147,9 +194,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from .profiling import Profile
-    from .program import Program
 
-    with Program.load(args.program) as program:
+    with _load(args) as program:
         inputs = _inputs_for(program, args.method, args.input)
         with program.load_method(args.method, profile=True, num_threads=args.threads) as method:
             method(*inputs)  # warm-up
@@ -176,14 +222,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     convert.add_argument("--dynamic", action="append", metavar="NAME:AXIS=BOUND",
                          help="make an input dimension dynamic up to BOUND")
     convert.add_argument("--no-fuse", action="store_true", help="keep every op separate")
+    convert.add_argument("--bundle-inputs", action="append", metavar="CASE.npz",
+                         help="bundle a test case: inputs by name; expected outputs come from "
+                              "onnxruntime (or onnx's reference evaluator) (repeatable)")
+    convert.add_argument("--external-data", metavar="FILE.rtd",
+                         help="write the weights to this data file (extending it if it holds "
+                              "another program's weights)")
     convert.set_defaults(fn=cmd_convert)
 
+    data_help = "a data file holding the program's external constants (repeatable)"
     inspect = sub.add_parser("inspect", help="methods, inputs, outputs, ops and memory")
     inspect.add_argument("program")
+    inspect.add_argument("--data", action="append", metavar="FILE.rtd", help=data_help)
     inspect.set_defaults(fn=cmd_inspect)
+
+    verify = sub.add_parser("verify", help="run every bundled test case; exit 1 on a failure")
+    verify.add_argument("program")
+    verify.add_argument("--data", action="append", metavar="FILE.rtd", help=data_help)
+    verify.add_argument("--method", action="append", help="only this method (repeatable)")
+    verify.add_argument("--rtol", type=float, default=1e-5)
+    verify.add_argument("--atol", type=float, default=1e-8)
+    verify.add_argument("--threads", type=int, default=0)
+    verify.set_defaults(fn=cmd_verify)
 
     run = sub.add_parser("run", help="run a method on .npy inputs")
     run.add_argument("program")
+    run.add_argument("--data", action="append", metavar="FILE.rtd", help=data_help)
     run.add_argument("--method", default="forward")
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     run.add_argument("--threads", type=int, default=0)
@@ -192,6 +256,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     bench = sub.add_parser("bench", help="latency of a method (random inputs unless given)")
     bench.add_argument("program")
+    bench.add_argument("--data", action="append", metavar="FILE.rtd", help=data_help)
     bench.add_argument("--method", default="forward")
     bench.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     bench.add_argument("--runs", type=int, default=200)
@@ -201,6 +266,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     profile = sub.add_parser("profile", help="per-op times and a Chrome / Perfetto trace")
     profile.add_argument("program")
+    profile.add_argument("--data", action="append", metavar="FILE.rtd", help=data_help)
     profile.add_argument("--method", default="forward")
     profile.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     profile.add_argument("--runs", type=int, default=10)

@@ -1,22 +1,26 @@
-"""Serializer for program format v1 (spec: docs/format.md).
+"""Serializer for program format v1.x (spec: docs/format.md).
 
 Layout written: header, section table, STRINGS, OPS, CONSTANTS, WORDS, VALUES, INSTRUCTIONS,
-METHODS, then the constant SEGMENT last, 64-byte aligned, so an mmap'd file hands each weight
-to kernels in place.
+METHODS, BUNDLE (when there are bundled cases), then the constant SEGMENT last, 64-byte
+aligned, so an mmap'd file hands each weight to kernels in place. A file that uses nothing of
+version 1.1 (external constants, bundled cases) is written as 1.0, byte for byte as before.
 """
 from __future__ import annotations
 
 import struct
 import zlib
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 MAGIC = b"\x89RTP\r\n\x1a\n"
 MAJOR, MINOR = 1, 0
+MINOR_EXTENSIONS = 1  # external constants and the BUNDLE section
 HEADER_SIZE = 64
 CONSTANT_ALIGN = 64
 NO_INDEX = 0xFFFFFFFF
 
-STRINGS, OPS, CONSTANTS, SEGMENT, WORDS, VALUES, INSTRUCTIONS, METHODS = range(1, 9)
+STRINGS, OPS, CONSTANTS, SEGMENT, WORDS, VALUES, INSTRUCTIONS, METHODS, BUNDLE = range(1, 10)
+SECTION_OPTIONAL = 1
+CONSTANT_EXTERNAL = 1
 
 # rt_value_kind
 NONE, INT, DOUBLE, BOOL, STRING, INT_LIST, DOUBLE_LIST, TENSOR, TENSOR_LIST = range(9)
@@ -32,6 +36,8 @@ INSTRUCTION_RECORD = struct.Struct("<4I")       # 16 bytes
 SECTION_RECORD = struct.Struct("<IIQQ")         # 24 bytes
 CONSTANT_RECORD = struct.Struct("<QQII")        # 24 bytes
 HEADER = struct.Struct("<8sHHIQIIQII16s")       # 64 bytes
+BUNDLE_CASE_RECORD = struct.Struct("<4I")       # 16 bytes
+BUNDLE_VALUE_RECORD = struct.Struct("<BBHBBHIIQq")  # 32 bytes
 
 
 def _pad(buf: bytearray, alignment: int) -> None:
@@ -65,13 +71,22 @@ class StringTable:
 
 
 def encode_program(strings: StringTable, ops: Sequence[int],
-                   constants: Sequence[Tuple[bytes, int]], words: Sequence[int],
+                   constants: Sequence[Tuple[Any, ...]], words: Sequence[int],
                    values: Sequence[bytes], instructions: Sequence[bytes],
-                   methods: Sequence[bytes]) -> bytes:
-    """Assemble the sections into a file. `constants` holds (data, name string or NO_INDEX)."""
+                   methods: Sequence[bytes], bundle: bytes = b"") -> bytes:
+    """Assemble the sections into a file. `constants` holds (data, name string or NO_INDEX),
+    or (nbytes, key string, CONSTANT_EXTERNAL) for a constant kept in a data file; `bundle`
+    is the BUNDLE section's body (empty: no section)."""
     segment = bytearray()
     constant_table = bytearray(struct.pack("<II", len(constants), 0))
-    for data, name in constants:
+    extended = bool(bundle)
+    for entry in constants:
+        if len(entry) == 3 and entry[2] & CONSTANT_EXTERNAL:
+            nbytes, key, _ = entry
+            constant_table += CONSTANT_RECORD.pack(0, nbytes, key, CONSTANT_EXTERNAL)
+            extended = True
+            continue
+        data, name = entry[0], entry[1]
         _pad(segment, CONSTANT_ALIGN)
         constant_table += CONSTANT_RECORD.pack(len(segment), len(data), name, 0)
         segment += data
@@ -83,25 +98,29 @@ def encode_program(strings: StringTable, ops: Sequence[int],
         (VALUES, b"".join(values)),
         (INSTRUCTIONS, b"".join(instructions)),
         (METHODS, b"".join(methods)),
-        (SEGMENT, bytes(segment)),
     ]
+    if bundle:
+        bodies.append((BUNDLE, bundle))
+    bodies.append((SEGMENT, bytes(segment)))
+    minor = MINOR_EXTENSIONS if extended else MINOR
     table_offset = HEADER_SIZE
     out = bytearray(HEADER_SIZE + SECTION_RECORD.size * len(bodies))
     entries = []
     for kind, body in bodies:
         _pad(out, CONSTANT_ALIGN if kind == SEGMENT else 8)
-        entries.append(SECTION_RECORD.pack(kind, 0, len(out), len(body)))
+        flags = SECTION_OPTIONAL if kind == BUNDLE else 0  # a program runs without its cases
+        entries.append(SECTION_RECORD.pack(kind, flags, len(out), len(body)))
         out += body
     out[table_offset:table_offset + len(b"".join(entries))] = b"".join(entries)
     seg_offset = struct.unpack_from("<IIQQ", entries[-1])[2]
     seg_end = seg_offset + len(segment)
-    header_head = HEADER.pack(MAGIC, MAJOR, MINOR, HEADER_SIZE, len(out), len(bodies), 0,
+    header_head = HEADER.pack(MAGIC, MAJOR, minor, HEADER_SIZE, len(out), len(bodies), 0,
                               table_offset, 0, 0, b"\0" * 16)[:40]
     meta_crc = zlib.crc32(header_head)
     meta_crc = zlib.crc32(bytes(out[HEADER_SIZE:seg_offset]), meta_crc)
     meta_crc = zlib.crc32(bytes(out[seg_end:]), meta_crc)
     data_crc = zlib.crc32(bytes(segment))
-    out[0:HEADER_SIZE] = HEADER.pack(MAGIC, MAJOR, MINOR, HEADER_SIZE, len(out), len(bodies), 0,
+    out[0:HEADER_SIZE] = HEADER.pack(MAGIC, MAJOR, minor, HEADER_SIZE, len(out), len(bodies), 0,
                                      table_offset, meta_crc, data_crc, b"\0" * 16)
     return bytes(out)
 

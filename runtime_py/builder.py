@@ -122,12 +122,13 @@ class MethodBuilder:
         return v
 
     def constant(self, data: Any, dtype: Any = None, shape: Optional[Sequence[int]] = None,
-                 name: Optional[str] = None) -> Value:
+                 name: Optional[str] = None, key: Optional[str] = None) -> Value:
         """A read-only tensor: a numpy array (or anything with __array_interface__), or
-        bytes-like data with dtype and shape."""
+        bytes-like data with dtype and shape. `key` names it in a data file when the program
+        is written with external_data= (default: a digest of its dtype, shape and bytes)."""
         raw, dtype, shape = _tensor_bytes(data, dtype, shape)
         v = self._tensor(dtype, shape, w.CONSTANT)
-        v.constant = self.program._add_constant(raw, name)
+        v.constant = self.program._add_constant(raw, name, v.dtype, v.shape, key)
         return v
 
     def attribute(self, name: str, dtype: Any, shape: Sequence[int], init: Any = None) -> Value:
@@ -136,7 +137,7 @@ class MethodBuilder:
         v = self._tensor(dtype, shape, w.STATE)
         if init is not None:
             raw, _, _ = _tensor_bytes(init, v.dtype, v.shape)
-            v.constant = self.program._add_constant(raw, None)
+            v.constant = self.program._add_constant(raw, None, v.dtype, v.shape)
         self._attributes.append((name, v))
         return v
 
@@ -487,11 +488,14 @@ class MethodBuilder:
 
 
 class ProgramBuilder:
-    """Collects methods and constants and serializes them into program format v1."""
+    """Collects methods, constants and bundled test cases and serializes them into program
+    format v1 (v1.1 when the program has bundled cases or external constants)."""
 
     def __init__(self) -> None:
         self._methods: List[MethodBuilder] = []
-        self._constants: List[Tuple[bytes, Optional[str]]] = []
+        # (bytes, name, dtype, shape, data file key or None)
+        self._constants: List[Tuple[bytes, Optional[str], str, Tuple[int, ...], Optional[str]]] = []
+        self._cases: List[Tuple[str, List[Tuple[Any, ...]], List[Tuple[Any, ...]]]] = []
 
     def method(self, name: str = "forward") -> MethodBuilder:
         if any(m.name == name for m in self._methods):
@@ -500,16 +504,59 @@ class ProgramBuilder:
         self._methods.append(m)
         return m
 
-    def _add_constant(self, raw: bytes, name: Optional[str]) -> int:
-        self._constants.append((raw, name))
+    def _add_constant(self, raw: bytes, name: Optional[str], dtype: str,
+                      shape: Tuple[int, ...], key: Optional[str] = None) -> int:
+        if key is not None and (not key or "\0" in key):
+            raise ValueError(f"constant key {key!r} is empty or contains a NUL character")
+        self._constants.append((raw, name, dtype, tuple(shape), key))
         return len(self._constants) - 1
+
+    def _method(self, name: str) -> MethodBuilder:
+        for m in self._methods:
+            if m.name == name:
+                return m
+        raise ValueError(f"no method '{name}' (methods: {[m.name for m in self._methods]})")
+
+    # ---- bundled test cases ------------------------------------------------------------------
+
+    def add_bundled_case(self, method: str, inputs: Sequence[Any],
+                         expected_outputs: Sequence[Any]) -> int:
+        """Store a test case of `method` in the program: its inputs and the outputs a trusted
+        reference computed for them (Method.verify_bundled compares against these; computing
+        them with this runtime would test nothing). Tensors are numpy arrays, runtime_py
+        Tensors or, for inputs and outputs of static shape, buffers of exactly their bytes;
+        scalars are Python numbers. Returns the case's index among the method's cases. Call it
+        once the method's inputs and outputs are declared."""
+        m = self._method(method)
+        ins = [_case_value(method, "input", i, v, item)
+               for i, ((v, _), item) in enumerate(_pairs(method, "inputs", m._inputs, inputs))]
+        outs = [_case_value(method, "expected output", i, v, item)
+                for i, ((v, _), item) in enumerate(_pairs(method, "expected outputs",
+                                                          m._outputs, expected_outputs))]
+        self._cases.append((method, ins, outs))
+        return sum(1 for c in self._cases if c[0] == method) - 1
 
     def memory_report(self) -> Dict[str, Tuple[int, int]]:
         """Per method: (planned arena bytes, unplanned sum of tensor bytes)."""
         return {m.name: (p.arena_size, p.unplanned_size)
                 for m, p in ((m, m._plan()) for m in self._methods)}
 
-    def to_bytes(self) -> bytes:
+    @staticmethod
+    def constant_key(raw: bytes, dtype: str, shape: Sequence[int]) -> str:
+        """The default data file key of a constant: a digest of dtype, shape and bytes, so that
+        equal weights get equal keys in every program (and programs can share a data file)."""
+        import hashlib
+
+        dims = [int(s) for s in shape]
+        h = hashlib.sha256(f"{_dtypes.normalize(dtype)}{dims}".encode("ascii"))
+        h.update(raw)
+        return "sha256-" + h.hexdigest()
+
+    def to_bytes(self, external_data: Any = None) -> bytes:
+        """The program file's bytes. With `external_data` (a path), every constant is left to
+        that data file under its key (MethodBuilder.constant(key=...) or constant_key()), and
+        the file is written: created, or extended with the keys it lacks, so that several
+        programs can share it. Bundled cases always stay in the program."""
         strings = w.StringTable()
         op_index: Dict[str, int] = {}
         ops: List[int] = []
@@ -555,23 +602,68 @@ class ProgramBuilder:
                 strings.add(m.name), 0, value_start, len(live[m.name]), instr_start,
                 len(m._instructions), inputs, len(m._inputs), outputs, len(m._outputs), arenas,
                 1 if p.offsets else 0, attrs, len(m._attributes), 0, 0))
-        constants = []
+        constants: List[Tuple[Any, ...]] = []
+        external: Dict[str, Any] = {}
         for old in kept:
-            raw, name = self._constants[old]
-            constants.append((raw, strings.add(name) if name else w.NO_INDEX))
-        return w.encode_program(strings, ops, constants, words, values, instructions, methods)
+            raw, name, dtype, shape, key = self._constants[old]
+            if external_data is None:
+                constants.append((raw, strings.add(name) if name else w.NO_INDEX))
+                continue
+            from .datafile import DataEntry
 
-    def save(self, path: Any) -> None:
+            key = key or self.constant_key(raw, dtype, shape)
+            external[key] = DataEntry(dtype, shape, raw)
+            constants.append((len(raw), strings.add(key), w.CONSTANT_EXTERNAL))
+        bundle = self._encode_cases(constants, put_words)
+        data = w.encode_program(strings, ops, constants, words, values, instructions, methods,
+                                bundle)
+        if external_data is not None:
+            from .datafile import write_data_file
+
+            write_data_file(external_data, external)
+        return data
+
+    def _encode_cases(self, constants: List[Tuple[Any, ...]], put_words: Any) -> bytes:
+        """The BUNDLE section's body; each case tensor becomes a constant of the program."""
+        if not self._cases:
+            return b""
+        order = {m.name: i for i, m in enumerate(self._methods)}
+        cases, records = [], []
+        for method, ins, outs in self._cases:
+            m = self._method(method)
+            if len(ins) != len(m._inputs) or len(outs) != len(m._outputs):
+                raise ValueError(f"method '{method}': a bundled case has {len(ins)} inputs and "
+                                 f"{len(outs)} outputs, but the method now has "
+                                 f"{len(m._inputs)} and {len(m._outputs)}")
+            first = len(records)
+            for item in ins + outs:
+                if item[0] == w.TENSOR:
+                    _, dtype, shape, raw = item
+                    d = _dtypes.get(dtype)
+                    constants.append((raw, w.NO_INDEX))
+                    records.append(w.BUNDLE_VALUE_RECORD.pack(
+                        w.TENSOR, len(shape), 0, d.code, d.bits, 1, put_words(shape),
+                        len(constants) - 1, 0, 0))
+                else:
+                    kind, payload = item
+                    records.append(w.BUNDLE_VALUE_RECORD.pack(kind, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                              payload))
+            cases.append(w.BUNDLE_CASE_RECORD.pack(order[method], first, len(ins), len(outs)))
+        return struct.pack("<II", len(cases), len(records)) + b"".join(cases) + b"".join(records)
+
+    def save(self, path: Any, external_data: Any = None) -> None:
         """Write the program to `path` atomically: a process that has the old file mapped keeps
-        reading the old bytes (rewriting a mapped file in place would change them under it)."""
+        reading the old bytes (rewriting a mapped file in place would change them under it).
+        `external_data` as for to_bytes()."""
         import os
         import tempfile
 
         path = os.fspath(path)
+        data = self.to_bytes(external_data=external_data)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(self.to_bytes())
+                f.write(data)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -616,6 +708,67 @@ def _tensor_bytes(data: Any, dtype: Any, shape: Optional[Sequence[int]]):
     if n != len(raw):
         raise ValueError(f"constant data holds {len(raw)} bytes but {name}{list(shape)} needs {n}")
     return raw, name, tuple(int(s) for s in shape)
+
+
+def _pairs(method: str, what: str, declared: Sequence[Any], given: Sequence[Any]):
+    given = list(given)
+    if len(given) != len(declared):
+        raise ValueError(f"method '{method}': a bundled case needs {len(declared)} {what}, "
+                         f"got {len(given)}")
+    return zip(declared, given)
+
+
+def _case_value(method: str, what: str, index: int, v: Value, item: Any) -> Tuple[Any, ...]:
+    """(TENSOR, dtype, shape, bytes) or (scalar kind, payload) for one value of a bundled
+    case, checked against the method's value `v`."""
+    where = f"method '{method}': bundled {what} {index}"
+    if v.kind in (w.INT, w.DOUBLE, w.BOOL):
+        import operator
+
+        try:
+            if v.kind == w.DOUBLE:
+                return (w.DOUBLE, struct.unpack("<q", struct.pack("<d", float(item)))[0])
+            if v.kind == w.BOOL:
+                flag = int(bool(item)) if type(item).__name__ in ("bool", "bool_") \
+                    else operator.index(item)
+                if flag not in (0, 1):
+                    raise ValueError(item)
+                return (w.BOOL, flag)
+            return (w.INT, operator.index(item))
+        except (TypeError, ValueError):
+            kind = {w.INT: "int", w.DOUBLE: "float", w.BOOL: "bool"}[v.kind]
+            raise ValueError(f"{where} must be a Python {kind}, not {item!r}") from None
+    if not v.is_tensor:
+        raise ValueError(f"{where}: the method's value is not a tensor or scalar")
+    from .tensor import Tensor
+
+    if isinstance(item, Tensor):
+        dtype, shape, raw = item.dtype, tuple(item.shape), item.tobytes()
+    elif getattr(item, "__array_interface__", None) is not None:
+        raw, dtype, shape = _tensor_bytes(item, None, None)
+    else:
+        try:
+            raw = bytes(memoryview(item).cast("B"))
+        except TypeError:
+            raise ValueError(f"{where}: cannot read a tensor from {type(item).__name__}") from None
+        if v.dynamic:
+            raise ValueError(f"{where}: a raw buffer has no shape and the method's is dynamic; "
+                             f"pass an array or runtime_py.Tensor")
+        dtype, shape = v.dtype, v.shape
+        if len(raw) != _nbytes(v):
+            raise ValueError(f"{where}: {len(raw)} bytes, but {v.dtype}{list(v.shape)} needs "
+                             f"{_nbytes(v)}")
+    dtype = _dtypes.normalize(dtype)
+    shape = tuple(int(s) for s in shape)
+    if dtype != v.dtype:
+        raise ValueError(f"{where} has dtype {dtype}, but the method's is {v.dtype}")
+    fits = len(shape) == len(v.shape) and all(
+        (s <= b if v.dynamic else s == b) for s, b in zip(shape, v.shape))
+    if not fits:
+        bound = "within the bounds " if v.dynamic else ""
+        raise ValueError(f"{where} has shape {list(shape)}, but the method's is "
+                         f"{bound}{list(v.shape)}")
+    return (w.TENSOR, dtype, shape, raw)
 
 
 def _encode_value(v: Value, offsets: Dict[int, int], strings: "w.StringTable", put_words,

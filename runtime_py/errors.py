@@ -18,6 +18,7 @@ __all__ = [
     "RuntimeIOError",
     "Internal",
     "ClosedError",
+    "VerificationError",
 ]
 
 # rt_status values (include/runtime.h); fixed forever.
@@ -110,6 +111,37 @@ class ClosedError(Error, ValueError):
     """An operation on a program or method that was closed (like I/O on a closed file)."""
 
     default_code = INVALID_STATE
+
+
+class VerificationError(Error, AssertionError):
+    """A bundled test case produced outputs that differ from its expected outputs. Carries
+    `output` (index), `name`, and for an element mismatch the worst element's `index` (a
+    tuple), `got`, `expected`, `tolerance`, plus `mismatched` and `total` element counts.
+    Its `.code` is RT_INVALID_ARGUMENT: the program computes other values than it claims."""
+
+    default_code = INVALID_ARGUMENT
+
+    def __init__(self, message: str, code: Optional[int] = None, *, output: int = -1,
+                 name: str = "", index: Any = None, got: Any = None, expected: Any = None,
+                 tolerance: Any = None, mismatched: int = 0, total: int = 0) -> None:
+        super().__init__(message, code)
+        self.output = output
+        self.name = name
+        self.index = index
+        self.got = got
+        self.expected = expected
+        self.tolerance = tolerance
+        self.mismatched = mismatched
+        self.total = total
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_verification, (self.message, self.code, dict(self.__dict__)))
+
+
+def _rebuild_verification(message: str, code: int, state: Dict[str, Any]) -> "VerificationError":
+    err = VerificationError(message, code)
+    err.__dict__.update(state)
+    return err
 
 
 _BY_CODE: Dict[int, Type[Error]] = {

@@ -397,6 +397,18 @@ class Method:
         finally:
             self._busy.release()
 
+    def verify_bundled(self, index: int = 0, rtol: float = 1e-5, atol: float = 1e-8) -> Any:
+        """Run the program's bundled test case `index` of this method (on the method's current
+        state) and compare each output with the expected one: |got - expected| <= atol +
+        rtol * |expected| for floats (NaN matches NaN), equality otherwise. Returns a
+        BundledResult (outputs, largest errors); raises VerificationError naming the output
+        and its worst element (index, got, expected, tolerance) when they differ."""
+        from .bundled import verify
+
+        if self._ptr is None:
+            raise self._closed_error()
+        return verify(self, self._program, int(index), float(rtol), float(atol))
+
     def get_attribute(self, name: str) -> Tensor:
         """A writable view of a named attribute (state kept across executions), valid until the
         method is closed."""

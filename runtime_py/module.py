@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ClosedError
 from .method import Method, MethodMeta
-from .program import Program
+from .program import Program, data_file_paths
 
 __all__ = ["Module", "load"]
 
@@ -22,7 +22,8 @@ class Module:
     """A program and its methods, each loaded lazily with the same method options."""
 
     def __init__(self, source: Any, *, copy: Optional[bool] = None,
-                 verify_constants: bool = False, **method_options: Any) -> None:
+                 verify_constants: bool = False, data_files: Any = (),
+                 **method_options: Any) -> None:
         unknown = sorted(set(method_options) - set(_METHOD_OPTIONS))
         if unknown:
             raise TypeError(f"unknown method option(s) {', '.join(unknown)}; "
@@ -30,7 +31,8 @@ class Module:
         if isinstance(source, (str, os.PathLike)):
             source = os.path.abspath(os.fsdecode(source))  # a pickle may load it elsewhere
         self._source = source
-        self._load_options = {"copy": copy, "verify_constants": verify_constants}
+        self._load_options = {"copy": copy, "verify_constants": verify_constants,
+                              "data_files": data_file_paths(data_files)}
         self._method_options = method_options
         self._program: Optional[Program] = None
         self._methods: Dict[str, Method] = {}
@@ -64,6 +66,17 @@ class Module:
         """Bind `inputs`, execute method `name` and return its outputs."""
         return self.load_method(name)(*inputs)
 
+    def bundled_tests(self, name: str = "forward") -> List[Any]:
+        """The test cases bundled with method `name` (Program.bundled_tests)."""
+        return self.program.bundled_tests(name)
+
+    def verify_bundled(self, method: str = "forward", index: int = 0, rtol: float = 1e-5,
+                       atol: float = 1e-8) -> Any:
+        """Run bundled case `index` of `method` on the module's loaded method and compare its
+        outputs (Method.verify_bundled; the argument order of ExecuTorch's
+        verify_result_with_bundled_expected_output)."""
+        return self.load_method(method).verify_bundled(index, rtol=rtol, atol=atol)
+
     def forward(self, *inputs: Any) -> List[Any]:
         """run_method("forward", inputs)."""
         return self.load_method("forward")(*inputs)
@@ -81,7 +94,8 @@ class Module:
             source = view.tobytes()
         # A pickled buffer arrives as new bytes, so copy=False no longer applies.
         options = dict(self._method_options)
-        return _unpickle_module, (source, self._load_options["verify_constants"], options)
+        return _unpickle_module, (source, self._load_options["verify_constants"], options,
+                                  self._load_options["data_files"])
 
     @property
     def closed(self) -> bool:
@@ -115,15 +129,20 @@ class Module:
 
 
 def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = False,
-         **method_options: Any) -> Module:
-    """A Module for a program file or buffer; method_options go to every load_method()."""
-    return Module(source, copy=copy, verify_constants=verify_constants, **method_options)
+         data_files: Any = (), **method_options: Any) -> Module:
+    """A Module for a program file or buffer (and the data files holding its external
+    constants); method_options go to every load_method()."""
+    return Module(source, copy=copy, verify_constants=verify_constants, data_files=data_files,
+                  **method_options)
 
 
-def _unpickle_module(source: Any, verify_constants: bool, method_options: Dict[str, Any]) -> Module:
+def _unpickle_module(source: Any, verify_constants: bool, method_options: Dict[str, Any],
+                     data_files: Sequence[str] = ()) -> Module:
     if isinstance(source, Program):
-        module = Module(None, verify_constants=verify_constants, **method_options)
+        module = Module(None, verify_constants=verify_constants, data_files=data_files,
+                        **method_options)
         module._program = source
         module._source = None
         return module
-    return Module(source, verify_constants=verify_constants, **method_options)
+    return Module(source, verify_constants=verify_constants, data_files=data_files,
+                  **method_options)

@@ -7,10 +7,11 @@ methods are in use is safe.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._ffi import ffi, from_buffer, get_lib, to_str
 from .errors import ClosedError, InvalidArgument, _check
+from .bundled import BundledTest, case_count, read_case
 from .method import Method, MethodMeta
 from .tensor import parse_device
 
@@ -27,9 +28,20 @@ Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]
 _new_raw = ffi.new_allocator(should_clear_after_alloc=False)
 
 
-def _unpickle_program(source: Any, verify_constants: bool) -> "Program":
-    """Program.__reduce__'s reconstructor: a path (str) is mapped again, bytes are loaded."""
-    return Program.load(source, verify_constants=verify_constants)
+def _unpickle_program(source: Any, verify_constants: bool,
+                      data_files: Sequence[str] = ()) -> "Program":
+    """Program.__reduce__'s reconstructor: a path (str) is mapped again, bytes are loaded;
+    data files are mapped again from their paths."""
+    return Program.load(source, verify_constants=verify_constants, data_files=data_files)
+
+
+def data_file_paths(data_files: Any) -> Tuple[str, ...]:
+    """Absolute paths of a data_files argument: one path or a sequence of paths."""
+    if data_files is None:
+        return ()
+    if isinstance(data_files, (str, bytes, os.PathLike)):
+        data_files = [data_files]
+    return tuple(os.path.abspath(os.fsdecode(p)) for p in data_files)
 
 
 def _is_immutable(obj: Any) -> bool:
@@ -46,16 +58,26 @@ class Program:
 
     @classmethod
     def load(cls, source: Source, *, copy: Optional[bool] = None,
-             verify_constants: bool = False) -> "Program":
+             verify_constants: bool = False, data_files: Any = ()) -> "Program":
         """Load and verify a program.
 
         A str / os.PathLike is a file, mapped read-only (constants used in place). Anything
         else is a buffer holding the program: borrowed (zero copy, kept referenced) when it is
         64-byte aligned and immutable (bytes) or copy=False, copied otherwise or with copy=True.
         With copy=False the caller promises not to change the buffer while the program lives.
+        data_files: paths of the data files (.rtd) holding the program's external constants,
+        each mapped read-only and used in place; verify_constants checks their data too.
         """
         lib = get_lib()
         flags = RT_PROGRAM_VERIFY_CONSTANTS if verify_constants else 0
+        paths = data_file_paths(data_files)
+        opts = ffi.new("rt_program_options *")
+        lib.rt_program_options_init(opts)
+        opts.flags = flags
+        c_paths = [ffi.new("char[]", os.fsencode(p)) for p in paths]
+        c_array = ffi.new("const char *[]", c_paths) if paths else ffi.NULL
+        opts.data_files = c_array
+        opts.num_data_files = len(paths)
         out = ffi.new("rt_program **")
         keepalive: Any = None
         path: Optional[str] = None
@@ -64,7 +86,7 @@ class Program:
         borrow = False
         if isinstance(source, (str, os.PathLike)):
             path = os.path.abspath(os.fsdecode(source))  # absolute: pickles reload it by path
-            _check(lib.rt_program_load_file(out, os.fsencode(path), flags))
+            _check(lib.rt_program_load_file_v2(out, os.fsencode(path), opts))
         else:
             try:
                 view = memoryview(source)
@@ -97,7 +119,7 @@ class Program:
                     ffi.memmove(data, buf, size)
                 ffi.release(holder)  # let go of the caller's buffer now, not at the next GC
                 keepalive = raw
-            _check(lib.rt_program_load_buffer(out, data, size, flags))
+            _check(lib.rt_program_load_buffer_v2(out, data, size, opts))
         self = object.__new__(cls)
         self._ptr = ffi.gc(out[0], lib.rt_program_release)
         self._keepalive = keepalive  # never dropped: methods may outlive close()
@@ -106,6 +128,7 @@ class Program:
         self._data = data
         self._size = size
         self._verify_constants = bool(verify_constants)
+        self._data_files = paths
         self._lib = lib
         self._metas: Dict[str, MethodMeta] = {}
         count = lib.rt_program_method_count(self._ptr)
@@ -138,9 +161,13 @@ class Program:
         """Pickled by path for a mapped file (the other side maps the same path again) and by
         its bytes otherwise; either way the other side loads and verifies a new Program."""
         self._live()
-        if self._path is not None:
-            return _unpickle_program, (self._path, self._verify_constants)
-        return _unpickle_program, (self.to_bytes(), self._verify_constants)
+        source = self._path if self._path is not None else self.to_bytes()
+        return _unpickle_program, (source, self._verify_constants, self._data_files)
+
+    @property
+    def data_files(self) -> Tuple[str, ...]:
+        """Absolute paths of the data files the program reads external constants from."""
+        return self._data_files
 
     @property
     def closed(self) -> bool:
@@ -158,7 +185,7 @@ class Program:
 
     @property
     def constant_bytes(self) -> int:
-        """Bytes of the constant segment (weights)."""
+        """Bytes of the constant segment (weights held in the program; data files not counted)."""
         return int(self._lib.rt_program_constant_bytes(self._live()))
 
     def method_meta(self, name: str = "forward") -> MethodMeta:
@@ -168,6 +195,14 @@ class Program:
         if meta is None:
             meta = self._metas[name] = MethodMeta._read(ptr, name)
         return meta
+
+    def bundled_tests(self, name: str = "forward") -> List[BundledTest]:
+        """The test cases bundled with a method (inputs and expected outputs, copied out of
+        the program); run one with Method.verify_bundled(index)."""
+        ptr = self._live()
+        meta = self.method_meta(name)
+        return [read_case(ptr, name, i, meta.num_inputs, meta.num_outputs)
+                for i in range(case_count(ptr, name))]
 
     def instruction_ops(self, name: str = "forward") -> Tuple[Optional[str], ...]:
         """The op each instruction of a method calls (None for a jump)."""
@@ -227,5 +262,6 @@ class Program:
     def __repr__(self) -> str:
         if self._ptr is None:
             return "Program(closed)"
+        files = f", data_files={list(self._data_files)!r}" if self._data_files else ""
         return (f"Program(methods={self._method_names!r}, "
-                f"constant_bytes={self.constant_bytes})")
+                f"constant_bytes={self.constant_bytes}{files})")

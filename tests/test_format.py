@@ -229,3 +229,78 @@ def test_splices_never_crash(data):
         except struct.error:
             pass
     load_and_run_everything(bytes(raw))
+
+
+# ---- version 1.1: EXTERNAL constants ----------------------------------------------------------
+
+def external_program(tmp_path):
+    """(program bytes with two EXTERNAL constants, data file path)."""
+    from runtime_py.builder import ProgramBuilder
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (2,))
+    m.output(m.add(m.mul(x, m.constant(np.array([2.0, 3.0], np.float32), key="scale")),
+                   m.constant(np.array([0.5, -1.0], np.float32), key="shift")), "y")
+    path = tmp_path / "w.rtd"
+    return b.to_bytes(external_data=path), path
+
+
+def test_external_constants_follow_the_spec(tmp_path):
+    data, path = external_program(tmp_path)
+    assert struct.unpack_from("<HH", data, 8) == (1, 1)
+    table = {}
+    count, table_at = struct.unpack_from("<I", data, 24)[0], struct.unpack_from("<Q", data, 32)[0]
+    for i in range(count):
+        kind, _, offset, size = struct.unpack_from("<IIQQ", data, table_at + 24 * i)
+        table[kind] = (offset, size)
+    c_off, _ = table[w.CONSTANTS]
+    n = struct.unpack_from("<I", data, c_off)[0]
+    records = [struct.unpack_from("<QQII", data, c_off + 8 + 24 * i) for i in range(n)]
+    assert [(off, nbytes, flags) for off, nbytes, _, flags in records] == [(0, 8, 1), (0, 8, 1)]
+    with rt.Program.load(data, data_files=[path]) as program, program.load_method() as f:
+        assert f(np.array([1.0, 1.0], np.float32))[0].tolist() == [2.5, 2.0]
+
+
+@pytest.mark.parametrize("field,value,match", [
+    (0, 64, "external constant 0 has a segment offset"),
+    (16, 0xFFFFFFFF, "external constant 0 names key string"),
+    (20, 3, "constant 0 has unknown flags 0x3"),
+    (20, 2, "constant 0 has unknown flags 0x2"),
+])
+def test_hostile_external_constant_records(tmp_path, field, value, match):
+    data, path = external_program(tmp_path)
+    count, table_at = struct.unpack_from("<I", data, 24)[0], struct.unpack_from("<Q", data, 32)[0]
+    c_off = next(struct.unpack_from("<IIQQ", data, table_at + 24 * i)[2] for i in range(count)
+                 if struct.unpack_from("<I", data, table_at + 24 * i)[0] == w.CONSTANTS)
+    raw = bytearray(data)
+    width = 8 if field in (0, 8) else 4
+    raw[c_off + 8 + field:c_off + 8 + field + width] = value.to_bytes(width, "little")
+    w.fix_checksums(raw)
+    with pytest.raises(rt.InvalidProgram, match=match) as info:
+        rt.Program.load(bytes(raw), data_files=[path])
+    assert f"byte offset {c_off + 8}" in str(info.value)
+
+
+@mutation_settings
+@given(st.data())
+def test_mutated_external_programs_never_crash(tmp_path_factory, data):
+    """Bit flips in a program with EXTERNAL constants, loaded with its data file."""
+    tmp = tmp_path_factory.mktemp("ext")
+    program, path = external_program(tmp)
+    raw = bytearray(program)
+    for _ in range(data.draw(st.integers(1, 3))):
+        raw[data.draw(st.integers(64, len(raw) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    w.fix_checksums(raw)
+    try:
+        p = rt.Program.load(bytes(raw), data_files=[path])
+    except rt.Error as exc:
+        assert str(exc)
+        return
+    with p:
+        for name in p.method_names:
+            try:
+                with p.load_method(name, memory_limit=1 << 26, max_steps=10000) as m:
+                    m(np.zeros(2, np.float32))
+            except rt.Error as exc:
+                assert str(exc)

@@ -11,7 +11,7 @@ import pytest
 
 import runtime_py as rt
 from runtime_py._ffi import ffi
-from tests.fuzz.seeds import seed_programs
+from tests.fuzz.seeds import seed_data_files, seed_programs
 
 REGRESSIONS = Path(__file__).resolve().parent / "fuzz" / "regressions"
 FILES = sorted(p for p in REGRESSIONS.glob("*.rtp"))
@@ -71,3 +71,24 @@ def test_regression_input_ends_cleanly(path):
 def test_seed_programs_run(name):
     """The fuzzer's seeds are valid programs: each runs to the end."""
     assert run_everything(seed_programs()[name]) == "ran"
+
+
+def test_seed_data_files_are_valid(tmp_path):
+    """The data file seed holds what the external-constant seed needs; alone, that program
+    fails cleanly naming its key, as the harness sees it."""
+    seeds = seed_data_files()
+    assert run_everything(seeds["external.rtp"]) == "NotFound"
+    (tmp_path / "weights.rtd").write_bytes(seeds["weights.rtd"])
+    with rt.Program.load(seeds["external.rtp"], data_files=[tmp_path / "weights.rtd"],
+                         verify_constants=True) as program:
+        with program.load_method() as forward:
+            y, table = forward(bytearray(32))
+            assert table.tolist() == [[[0, 1, 2], [3, 4, 5]]]
+
+
+def test_bundled_seed_cases_pass():
+    with rt.Program.load(seed_programs()["bundled"]) as program:
+        for name in program.method_names:
+            with program.load_method(name) as method:
+                for case in program.bundled_tests(name):
+                    method.verify_bundled(case.index, rtol=1e-5, atol=1e-6)

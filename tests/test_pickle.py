@@ -233,3 +233,32 @@ def test_multiprocessing_pool(program_bytes, method):
 
 def _run_program(program, seed):
     return run(program, seed)
+
+
+# ---- programs with data files ---------------------------------------------------------------
+
+@pytest.mark.parametrize("by_path", [False, True], ids=["bytes", "path"])
+def test_program_with_data_file_pickles_by_paths(tmp_path, by_path):
+    """The program travels by path or bytes, its data files by path; both are mapped again on
+    the other side, in this process and in a spawned one."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (ROWS, COLS))
+    w = m.constant(array.array("f", WEIGHTS), "float32", (2, COLS))
+    bias = m.constant(array.array("f", BIAS), "float32", (2,))
+    m.output(m.relu(m.linear(x, w, bias)), "y")
+    data_path = tmp_path / "weights.rtd"
+    b.save(tmp_path / "mlp.rtp", external_data=data_path)
+    source = str(tmp_path / "mlp.rtp") if by_path else (tmp_path / "mlp.rtp").read_bytes()
+    with rt.Program.load(source, data_files=[data_path]) as program:
+        data = pickle.dumps(program)
+        assert str(data_path).encode() in data
+        with pickle.loads(data) as copy:
+            assert copy.data_files == (str(data_path),)
+            assert run(copy, 3) == run(program, 3)
+        module = rt.load(source, data_files=[data_path])
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            assert pool.starmap(_run_program, [(program, 5)]) == [run(program, 5)]
+            assert pool.starmap(_run_program, [(module, 5)]) == [run(program, 5)]
+        assert run(program, 5) == reference(batch(5))
+        module.close()

@@ -1,4 +1,4 @@
-/* format.h: the on-disk records of program format v1 (normative spec: docs/format.md) and the
+/* format.h: the on-disk records of program format v1.1 (normative spec: docs/format.md) and the
  * verified, read-only view of a program that the reader produces. */
 #ifndef RT_FORMAT_H
 #define RT_FORMAT_H
@@ -14,7 +14,7 @@
 
 #define RT_FORMAT_MAGIC "\x89RTP\r\n\x1a\n"
 #define RT_FORMAT_MAJOR 1
-#define RT_FORMAT_MINOR 0
+#define RT_FORMAT_MINOR 1
 #define RT_FORMAT_HEADER_SIZE 64
 #define RT_FORMAT_CONSTANT_ALIGN 64
 #define RT_FORMAT_MAX_SECTIONS 64
@@ -29,7 +29,8 @@ enum rt_section_kind {
     RT_SECTION_VALUES = 6,
     RT_SECTION_INSTRUCTIONS = 7,
     RT_SECTION_METHODS = 8,
-    RT_SECTION_KIND_COUNT = 9
+    RT_SECTION_BUNDLE = 9, /* v1.1: bundled test cases (inputs and expected outputs) */
+    RT_SECTION_KIND_COUNT = 10
 };
 #define RT_SECTION_FLAG_OPTIONAL 1u /* a reader that does not know the kind may skip it */
 
@@ -39,6 +40,8 @@ enum rt_storage_kind {
     RT_STORAGE_STATE = 3     /* own memory persisting across executions (attributes) */
 };
 #define RT_VALUE_FLAG_DYNAMIC 1u
+/* v1.1: the constant's bytes live in a data file under the key its `name` string gives. */
+#define RT_CONSTANT_FLAG_EXTERNAL 1u
 
 enum rt_instruction_kind {
     RT_INSTR_KERNEL = 1,        /* a = op index, b = WORDS index of args, c = arg count      */
@@ -76,8 +79,8 @@ typedef struct rt_file_string {
 typedef struct rt_file_constant {
     uint64_t offset; /* from the start of the SEGMENT section; a multiple of 64 */
     uint64_t nbytes;
-    uint32_t name;   /* string index or RT_FORMAT_NO_INDEX */
-    uint32_t flags;  /* must be 0 in v1 */
+    uint32_t name;   /* string index or RT_FORMAT_NO_INDEX; the key of an external constant */
+    uint32_t flags;  /* RT_CONSTANT_FLAG_EXTERNAL or 0 */
 } rt_file_constant;
 
 typedef struct rt_file_value {
@@ -112,6 +115,28 @@ typedef struct rt_file_method {
     uint32_t reserved[2];
 } rt_file_method;
 
+/* BUNDLE: one test case of a method: `num_inputs` inputs then `num_outputs` expected outputs,
+ * consecutive bundle values from `values`. */
+typedef struct rt_file_bundle_case {
+    uint32_t method; /* index into METHODS */
+    uint32_t values; /* first of the case's bundle values */
+    uint32_t num_inputs;
+    uint32_t num_outputs;
+} rt_file_bundle_case;
+
+/* BUNDLE: one input or expected output of a case: a dense row-major tensor held by a constant,
+ * or an int, double or bool scalar. */
+typedef struct rt_file_bundle_value {
+    uint8_t kind;      /* RT_VALUE_TENSOR, _INT, _DOUBLE or _BOOL */
+    uint8_t rank;
+    uint16_t reserved0;
+    rt_dtype dtype;    /* tensors */
+    uint32_t sizes;    /* tensors: WORDS index of `rank` sizes */
+    uint32_t constant; /* tensors: constant holding the data (never external) */
+    uint64_t reserved1;
+    int64_t payload;   /* scalars: int, bool (0 or 1), or double bits */
+} rt_file_bundle_value;
+
 /* A verified program: every index and range below has been checked against the buffer. */
 typedef struct rt_format {
     const uint8_t *base;
@@ -134,6 +159,11 @@ typedef struct rt_format {
     uint32_t num_instructions;
     const rt_file_method *methods;
     uint32_t num_methods;
+    uint32_t num_external;                     /* constants with RT_CONSTANT_FLAG_EXTERNAL */
+    const rt_file_bundle_case *bundle_cases;   /* NULL without a BUNDLE section */
+    uint32_t num_bundle_cases;
+    const rt_file_bundle_value *bundle_values;
+    uint32_t num_bundle_values;
 } rt_format;
 
 /* Verify `data` as a program and fill `out` with views into it. On failure returns

@@ -234,6 +234,19 @@ static rt_status read_constants(rt_reader *r) {
     f->constants = items;
     for (uint32_t i = 0; i < f->num_constants; i++) {
         const rt_file_constant *c = &f->constants[i];
+        if (c->flags & ~RT_CONSTANT_FLAG_EXTERNAL)
+            return BAD(f, c, "constant %u has unknown flags 0x%x", i, c->flags);
+        if (c->flags & RT_CONSTANT_FLAG_EXTERNAL) {
+            /* Its bytes come from a data file, found by key when the program is loaded. */
+            if (c->name == RT_FORMAT_NO_INDEX || c->name >= f->num_strings)
+                return BAD(f, c, "external constant %u names key string %u of %u", i, c->name,
+                           f->num_strings);
+            if (c->offset != 0)
+                return BAD(f, c, "external constant %u has a segment offset (%llu); it must be "
+                           "0", i, (unsigned long long)c->offset);
+            f->num_external++;
+            continue;
+        }
         if (c->offset % RT_FORMAT_CONSTANT_ALIGN != 0 ||
             !range_ok(c->offset, c->nbytes, f->segment_size))
             return BAD(f, c, "constant %u (offset %llu, %llu bytes) is misaligned or outside "
@@ -241,8 +254,6 @@ static rt_status read_constants(rt_reader *r) {
                        (unsigned long long)c->nbytes, (unsigned long long)f->segment_size);
         if (c->name != RT_FORMAT_NO_INDEX && c->name >= f->num_strings)
             return BAD(f, c, "constant %u names string %u of %u", i, c->name, f->num_strings);
-        if (c->flags != 0)
-            return BAD(f, c, "constant %u has unknown flags 0x%x", i, c->flags);
     }
     return RT_OK;
 }
@@ -480,6 +491,106 @@ static rt_status verify_method(const rt_format *f, uint32_t index) {
     return RT_OK;
 }
 
+/* ---- bundled test cases ------------------------------------------------------------------ */
+
+/* A bundle value against the method value it feeds (input) or is compared with (output):
+ * same kind; tensors the same dtype and rank, sizes equal (static) or within the bounds
+ * (dynamic), data held by a constant of the program with room for them. */
+static rt_status verify_bundle_value(const rt_format *f, const rt_method_scope *sc,
+                                     uint32_t case_index, const char *what, uint32_t index,
+                                     const rt_file_bundle_value *b, const rt_file_value *v) {
+    if (b->reserved0 != 0 || b->reserved1 != 0)
+        return MBAD(f, sc, b, "bundled case %u: %s %u has nonzero reserved fields", case_index,
+                    what, index);
+    if (b->kind != v->kind)
+        return MBAD(f, sc, b, "bundled case %u: %s %u is of kind %u but the method's is of "
+                    "kind %u", case_index, what, index, b->kind, v->kind);
+    if (b->kind == RT_VALUE_BOOL && b->payload != 0 && b->payload != 1)
+        return MBAD(f, sc, b, "bundled case %u: bool %s %u holds %lld", case_index, what,
+                    index, (long long)b->payload);
+    if (b->kind != RT_VALUE_TENSOR)
+        return RT_OK;
+    size_t elem = rt_format__dtype_size(b->dtype);
+    if (elem == 0 || memcmp(&b->dtype, &v->dtype, sizeof b->dtype) != 0 || b->rank != v->rank)
+        return MBAD(f, sc, b, "bundled case %u: %s %u has dtype (code %u, bits %u, lanes %u) "
+                    "and rank %u; the method's has (code %u, bits %u) and rank %u", case_index,
+                    what, index, b->dtype.code, b->dtype.bits, b->dtype.lanes, b->rank,
+                    v->dtype.code, v->dtype.bits, v->rank);
+    if (!range_ok(b->sizes, b->rank, f->num_words))
+        return MBAD(f, sc, b, "bundled case %u: %s %u: sizes lie outside the word table",
+                    case_index, what, index);
+    const int64_t *sizes = f->words + b->sizes;
+    const int64_t *bounds = f->words + v->a; /* verified with the method */
+    bool dynamic = v->flags & RT_VALUE_FLAG_DYNAMIC;
+    uint64_t nbytes = elem;
+    for (uint32_t d = 0; d < b->rank; d++) {
+        if (sizes[d] < 0 || sizes[d] > bounds[d] || (!dynamic && sizes[d] != bounds[d]))
+            return MBAD(f, sc, b, "bundled case %u: %s %u: size %lld of dimension %u does not "
+                        "fit the method's %s %lld", case_index, what, index,
+                        (long long)sizes[d], d, dynamic ? "bound" : "size",
+                        (long long)bounds[d]);
+        nbytes *= (uint64_t)sizes[d]; /* cannot overflow: at most the bound's product */
+    }
+    if (b->constant >= f->num_constants ||
+        (f->constants[b->constant].flags & RT_CONSTANT_FLAG_EXTERNAL) ||
+        f->constants[b->constant].nbytes < nbytes)
+        return MBAD(f, sc, b, "bundled case %u: %s %u needs %llu bytes of constant %u, which "
+                    "does not exist, is external or is smaller", case_index, what, index,
+                    (unsigned long long)nbytes, b->constant);
+    return RT_OK;
+}
+
+static rt_status read_bundle(rt_reader *r) {
+    rt_format *f = r->f;
+    const rt_file_section *s = r->by_kind[RT_SECTION_BUNDLE];
+    if (s == NULL)
+        return RT_OK;
+    const uint8_t *p = f->base + s->offset;
+    if (s->size < 8)
+        return bad_program(f, s->offset, "bundle section is %llu bytes, too small for its "
+                           "counts", (unsigned long long)s->size);
+    uint32_t cases, values;
+    memcpy(&cases, p, 4);
+    memcpy(&values, p + 4, 4);
+    uint64_t need = (uint64_t)cases * sizeof(rt_file_bundle_case) +
+                    (uint64_t)values * sizeof(rt_file_bundle_value);
+    if (need > s->size - 8)
+        return bad_program(f, s->offset, "bundle section claims %u cases and %u values: %llu "
+                           "bytes, but holds %llu", cases, values, (unsigned long long)need,
+                           (unsigned long long)(s->size - 8));
+    f->bundle_cases = (const rt_file_bundle_case *)(p + 8);
+    f->num_bundle_cases = cases;
+    f->bundle_values = (const rt_file_bundle_value *)(p + 8 + (uint64_t)cases *
+                                                      sizeof(rt_file_bundle_case));
+    f->num_bundle_values = values;
+    for (uint32_t i = 0; i < cases; i++) {
+        const rt_file_bundle_case *c = &f->bundle_cases[i];
+        if (c->method >= f->num_methods)
+            return BAD(f, c, "bundled case %u belongs to method %u of %u", i, c->method,
+                       f->num_methods);
+        const rt_file_method *m = &f->methods[c->method];
+        rt_method_scope scope = {m, rt_format__string(f, m->name), NULL};
+        const rt_method_scope *sc = &scope;
+        if (c->num_inputs != m->num_inputs || c->num_outputs != m->num_outputs)
+            return MBAD(f, sc, c, "bundled case %u has %u inputs and %u outputs; the method "
+                        "has %u and %u", i, c->num_inputs, c->num_outputs, m->num_inputs,
+                        m->num_outputs);
+        if (!range_ok(c->values, (uint64_t)c->num_inputs + c->num_outputs, values))
+            return MBAD(f, sc, c, "bundled case %u: values %u..+%llu lie outside the %u bundle "
+                        "values", i, c->values,
+                        (unsigned long long)c->num_inputs + c->num_outputs, values);
+        for (uint32_t k = 0; k < c->num_inputs + c->num_outputs; k++) {
+            bool input = k < c->num_inputs;
+            uint32_t io = input ? k : k - c->num_inputs;
+            const int64_t *pair = &f->words[(input ? m->inputs : m->outputs) + 2 * (uint64_t)io];
+            const rt_file_value *v = &f->values[m->values + pair[0]];
+            RT_RETURN_IF_ERROR(verify_bundle_value(f, sc, i, input ? "input" : "expected output",
+                                                   io, &f->bundle_values[c->values + k], v));
+        }
+    }
+    return RT_OK;
+}
+
 rt_status rt_format__read(rt_format *out, const uint8_t *data, size_t size, uint32_t flags) {
     memset(out, 0, sizeof *out);
     out->base = data;
@@ -509,5 +620,5 @@ rt_status rt_format__read(rt_format *out, const uint8_t *data, size_t size, uint
     out->methods = items;
     for (uint32_t i = 0; i < out->num_methods; i++)
         RT_RETURN_IF_ERROR(verify_method(out, i));
-    return RT_OK;
+    return read_bundle(&reader);
 }

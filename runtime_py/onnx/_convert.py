@@ -345,13 +345,23 @@ class Converter:
 
 
 def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
-            dynamic_bounds: Optional[Mapping[str, Any]] = None, fuse: bool = True) -> bytes:
+            dynamic_bounds: Optional[Mapping[str, Any]] = None, fuse: bool = True,
+            bundle_inputs: Optional[Sequence[Any]] = None, external_data: Any = None,
+            reference: str = "auto") -> bytes:
     """Convert an ONNX model (ModelProto, path, or serialized bytes) into program bytes.
 
     input_shapes: concrete shapes for inputs whose sizes the model leaves symbolic.
     dynamic_bounds: upper bounds making an input dynamic, as a full shape or {axis: bound}.
     fuse: fold Conv+BatchNormalization and MatMul+Add, and apply activations in the epilogue
     of the op before them (see _fusion.py); False keeps every op separate.
+    bundle_inputs: test cases to store in the program, each a {input name: array} mapping or
+    a sequence of arrays in input order; their expected outputs are computed from the ONNX
+    model by `reference`: "onnxruntime", "onnx" (onnx.reference.ReferenceEvaluator) or
+    "auto" (onnxruntime when installed). Verify them with Method.verify_bundled or
+    `python -m runtime_py verify`.
+    external_data: a data file path: the weights are written there (or added to it, when it
+    holds another program's weights) instead of into the program; load the program with
+    data_files=[external_data].
     Unsupported ops, attributes or dtypes raise ConversionError naming the node.
     """
     model = load_model(model_or_path)
@@ -362,7 +372,49 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
     cv.add_inputs(model.graph)
     cv.run_nodes(nodes)
     cv.add_outputs(model.graph)
-    return cv.builder.to_bytes()
+    for case in bundle_inputs or ():
+        feeds = _case_feeds(cv, case)
+        expected = reference_outputs(model, feeds, reference)
+        cv.builder.add_bundled_case("forward", [feeds[n] for _, n in cv.m._inputs], expected)
+    return cv.builder.to_bytes(external_data=external_data)
+
+
+def _case_feeds(cv: Converter, case: Any) -> Dict[str, np.ndarray]:
+    names = [name for _, name in cv.m._inputs]
+    if isinstance(case, Mapping):
+        missing = [n for n in names if n not in case]
+        unknown = [n for n in case if n not in names]
+        if missing or unknown:
+            raise InvalidArgument(f"bundle input case: missing inputs {missing}, unknown "
+                                  f"inputs {unknown} (the model's inputs: {names})")
+        return {n: np.asarray(case[n]) for n in names}
+    case = list(case)
+    if len(case) != len(names):
+        raise InvalidArgument(f"bundle input case has {len(case)} arrays; the model has "
+                              f"{len(names)} inputs {names}")
+    return {n: np.asarray(a) for n, a in zip(names, case)}
+
+
+def reference_outputs(model: Any, feeds: Mapping[str, np.ndarray],
+                      reference: str = "auto") -> List[np.ndarray]:
+    """The model's outputs for `feeds`, computed by onnxruntime or onnx's ReferenceEvaluator
+    (never by this runtime: they are what bundled cases are checked against)."""
+    if reference not in ("auto", "onnxruntime", "onnx"):
+        raise InvalidArgument(f"reference must be 'auto', 'onnxruntime' or 'onnx', not "
+                              f"{reference!r}")
+    if reference in ("auto", "onnxruntime"):
+        try:
+            import onnxruntime
+        except ImportError:
+            if reference == "onnxruntime":
+                raise
+        else:
+            session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                                   providers=["CPUExecutionProvider"])
+            return [np.asarray(r) for r in session.run(None, dict(feeds))]
+    from onnx.reference import ReferenceEvaluator
+
+    return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, dict(feeds))]
 
 
 def load_model(model_or_path: Any) -> Any:

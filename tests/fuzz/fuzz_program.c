@@ -1,8 +1,10 @@
 /* fuzz_program.c: libFuzzer harness over the whole public API.
  *
- * Each input is a program. It is loaded (copied), every method is loaded with a memory limit
- * and a step limit, every input is bound to zeros of its declared shape and dtype, the method
- * runs once and its outputs are read; then everything is destroyed. Any crash, sanitizer
+ * Each input is a program. It is loaded (copied), its bundled test cases are read, every method
+ * is loaded with a memory limit and a step limit, every input is bound to its first bundled
+ * case (or to zeros of its declared shape and dtype), the method runs and its outputs are read;
+ * then everything is destroyed. An input that starts with the data file magic is a data file
+ * instead: it is verified and every entry looked up by key and read. Any crash, sanitizer
  * report, leak or hang is a bug in libruntime.
  *
  * Random bytes almost never pass the metadata checksum, so the custom mutator below lets
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "format/data_file.h"
 #include "format/format.h"
 
 #define FUZZ_MEMORY_LIMIT (64u << 20)
@@ -59,10 +62,31 @@ static void find_segment(const uint8_t *data, size_t size, uint64_t *start, uint
     }
 }
 
+/* The same for a data file: file_size, and the checksums over the table and the data. */
+static void fix_data_header(uint8_t *data, size_t size) {
+    uint64_t file_size = size;
+    memcpy(data + 16, &file_size, 8);
+    uint64_t table = read_u64(data + 32), table_size = read_u64(data + 40);
+    uint64_t data_at = read_u64(data + 48);
+    if (table > size || table_size > size - table)
+        return;
+    uint32_t crc = rt_format__crc32(rt_format__crc32(0, data, 56), data + table,
+                                    (size_t)table_size);
+    memcpy(data + 56, &crc, 4);
+    if (data_at <= size) {
+        uint32_t data_crc = rt_format__crc32(0, data + data_at, (size_t)(size - data_at));
+        memcpy(data + 60, &data_crc, 4);
+    }
+}
+
 /* Make file_size and both checksums agree with the bytes, as the writer would. */
 static void fix_header(uint8_t *data, size_t size) {
     if (size < RT_FORMAT_HEADER_SIZE)
         return;
+    if (memcmp(data, RT_DATA_MAGIC, 8) == 0) {
+        fix_data_header(data, size);
+        return;
+    }
     uint64_t file_size = size;
     memcpy(data + 16, &file_size, 8);
     uint64_t seg_start, seg_end;
@@ -136,10 +160,55 @@ static rt_status check(rt_status status) {
     return status;
 }
 
+/* Touch the first and last byte of a dense tensor view, so a bad view shows up here. */
+static void touch_dense(const rt_tensor *t) {
+    volatile uint8_t sink = 0;
+    size_t elems = 1, elem = (t->dtype.bits + 7u) / 8u;
+    for (int32_t d = 0; d < t->rank; d++)
+        elems *= (size_t)t->sizes[d];
+    if (elems > 0 && t->data != NULL) {
+        sink ^= ((const uint8_t *)t->data)[0];
+        sink ^= ((const uint8_t *)t->data)[elems * elem - 1];
+    }
+    (void)sink;
+}
+
+/* Read every value of every bundled case of a method; returns the number of cases. */
+static size_t read_bundled(const rt_program *p, const char *name) {
+    size_t cases = 0;
+    if (check(rt_program_bundled_case_count(&cases, p, name)) != RT_OK)
+        return 0;
+    rt_method_info info;
+    if (check(rt_program_method_info(&info, p, name)) != RT_OK)
+        return 0;
+    for (size_t c = 0; c < cases; c++) {
+        rt_bundled_value v;
+        for (size_t i = 0; i < info.num_inputs; i++)
+            if (check(rt_program_bundled_input(&v, p, name, c, i)) == RT_OK &&
+                v.kind == RT_VALUE_TENSOR)
+                touch_dense(&v.tensor);
+        for (size_t i = 0; i < info.num_outputs; i++)
+            if (check(rt_program_bundled_expected(&v, p, name, c, i)) == RT_OK &&
+                v.kind == RT_VALUE_TENSOR)
+                touch_dense(&v.tensor);
+        /* One past the end: a clean error. */
+        check(rt_program_bundled_input(&v, p, name, c, info.num_inputs));
+    }
+    return cases;
+}
+
 static void bind_inputs(rt_method *m, const rt_program *p, const char *name, const void *zeros,
-                        size_t zeros_size) {
+                        size_t zeros_size, int use_case) {
     size_t n = rt_method_input_count(m);
     for (size_t i = 0; i < n; i++) {
+        rt_bundled_value v;
+        if (use_case && check(rt_program_bundled_input(&v, p, name, 0, i)) == RT_OK) {
+            if (v.kind == RT_VALUE_TENSOR)
+                check(rt_method_set_input(m, i, &v.tensor, 0));
+            else
+                check(rt_method_set_input_scalar(m, i, &v.scalar));
+            continue;
+        }
         rt_tensor_info info;
         if (check(rt_program_input_info(&info, p, name, i)) != RT_OK)
             continue;
@@ -182,6 +251,7 @@ static void read_outputs(rt_method *m) {
 }
 
 static void run_method(rt_program *p, const char *name, const void *zeros, size_t zeros_size) {
+    size_t cases = read_bundled(p, name);
     rt_method_options options;
     rt_method_options_init(&options);
     options.memory_limit = FUZZ_MEMORY_LIMIT;
@@ -190,7 +260,7 @@ static void run_method(rt_program *p, const char *name, const void *zeros, size_
     rt_method *m = NULL;
     if (check(rt_method_load(&m, p, name, &options)) != RT_OK)
         return;
-    bind_inputs(m, p, name, zeros, zeros_size);
+    bind_inputs(m, p, name, zeros, zeros_size, cases > 0);
     if (check(rt_method_execute(m)) == RT_OK)
         read_outputs(m);
     /* A second run sees state left by the first (attributes, loop-carried values). */
@@ -199,7 +269,37 @@ static void run_method(rt_program *p, const char *name, const void *zeros, size_
     rt_method_destroy(m);
 }
 
+/* A data file: verify it (data checksum included), then find and read every entry by key. */
+static void run_data_file(const uint8_t *data, size_t size) {
+    /* The reader wants the alignment a mapping has; libFuzzer's buffer promises none. */
+    uint8_t *copy = aligned_alloc(64, size + 64 - size % 64);
+    if (copy == NULL)
+        return;
+    memcpy(copy, data, size);
+    rt_data_file f;
+    if (check(rt_data_file__read(&f, copy, size, RT_PROGRAM_VERIFY_CONSTANTS)) == RT_OK) {
+        for (uint32_t i = 0; i < f.num_entries; i++) {
+            const rt_data_entry *e = rt_data_file__find(&f, rt_data_file__key(&f, &f.entries[i]));
+            if (e != &f.entries[i])
+                __builtin_trap(); /* keys are unique: the lookup must find this very entry */
+            const int64_t *shape = rt_data_file__shape(&f, e);
+            volatile int64_t sink = e->rank ? shape[e->rank - 1] : 0;
+            if (e->nbytes > 0)
+                sink ^= f.data[e->offset] ^ f.data[e->offset + e->nbytes - 1];
+            (void)sink;
+        }
+        if (rt_data_file__find(&f, "") != NULL) /* empty keys are refused */
+            __builtin_trap();
+    }
+    rt_data_file__free(&f);
+    free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size >= 8 && memcmp(data, RT_DATA_MAGIC, 8) == 0) {
+        run_data_file(data, size);
+        return 0;
+    }
     rt_program *p = NULL;
     if (check(rt_program_load_buffer(&p, data, size, RT_PROGRAM_COPY)) != RT_OK)
         return 0;

@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "fuzz"
 HARNESS = ROOT / "tests" / "fuzz" / "fuzz_program.c"
 REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
+# RT_NO_MULTIVERSION: clang 14 leaves calls between translation units to target_clones
+# functions (core/multiversion.h) unresolved at link time; the fuzzer needs no AVX2 clones.
 FLAGS = ["-g", "-O1", "-fno-omit-frame-pointer", "-std=c11", "-D_DEFAULT_SOURCE",
+         "-DRT_NO_MULTIVERSION",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
          f"-I{ROOT / 'include'}", f"-I{ROOT / 'libruntime'}"]
 
@@ -86,12 +89,14 @@ def valgrind(files: list) -> int:
 
 def write_seeds() -> Path:
     sys.path.insert(0, str(ROOT))
-    from tests.fuzz.seeds import seed_programs
+    from tests.fuzz.seeds import seed_data_files, seed_programs
 
     seeds = OUT / "seeds"
     seeds.mkdir(parents=True, exist_ok=True)
     for name, data in seed_programs().items():
         (seeds / f"{name}.rtp").write_bytes(data)
+    for name, data in seed_data_files().items():
+        (seeds / name).write_bytes(data)
     return seeds
 
 

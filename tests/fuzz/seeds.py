@@ -104,9 +104,54 @@ def shapes() -> bytes:
     return b.to_bytes()
 
 
+def bundled() -> bytes:
+    """Bundled test cases (format 1.1): a dynamic tensor input given fewer rows than its bound,
+    scalar inputs and outputs, two methods; the expected outputs are computed with numpy."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (None, 4), max_shape=(6, 4))
+    m.output(m.relu(m.linear(x, m.constant(w))), "y")
+    s = b.method("scale")
+    v = s.input("v", "int32", (3,))
+    k = s.input_scalar("k", "int")
+    s.output(s.add(v, v), "twice")
+    s.output(k, "k")
+    for rows in (2, 6):
+        xs = rng.standard_normal((rows, 4)).astype(np.float32)
+        b.add_bundled_case("forward", [xs], [np.maximum(xs @ w.T, 0)])
+    b.add_bundled_case("scale", [np.array([1, -2, 3], np.int32), 5],
+                       [np.array([2, -4, 6], np.int32), 5])
+    return b.to_bytes()
+
+
 def seed_programs() -> Dict[str, bytes]:
     return {"mlp": mlp(), "cnn": cnn(), "loop": loop(),
-            "attributes": attributes_and_scalars(), "dynamic": dynamic(), "shapes": shapes()}
+            "attributes": attributes_and_scalars(), "dynamic": dynamic(), "shapes": shapes(),
+            "bundled": bundled()}
+
+
+def seed_data_files() -> Dict[str, bytes]:
+    """A data file (its own mode in the harness) and the program whose external constants it
+    holds (which, loaded alone as the harness does, must fail cleanly naming a key)."""
+    import os
+    import tempfile
+
+    rng = np.random.default_rng(4)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (2, 4))
+    w = m.constant(rng.standard_normal((3, 4)).astype(np.float32), key="fc.weight")
+    bias = m.constant(rng.standard_normal(3).astype(np.float32))
+    m.output(m.linear(x, w, bias), "y")
+    m.output(m.constant(np.arange(6, dtype=np.int64).reshape(1, 2, 3)), "table")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "weights.rtd")
+        program = b.to_bytes(external_data=path)
+        with open(path, "rb") as f:
+            data = f.read()
+    return {"weights.rtd": data, "external.rtp": program}
 
 
 if __name__ == "__main__":
