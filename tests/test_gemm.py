@@ -15,9 +15,10 @@ import runtime_py as rt
 from runtime_py.builder import ProgramBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
-# Sizes straddling the micro-tile (6 x 16), the blocks (MC 72, KC 256, NC 512) and zero.
-SIZES = [(1, 1, 1), (5, 15, 3), (6, 16, 256), (7, 17, 257), (73, 33, 300), (144, 520, 40),
-         (3, 1100, 9), (0, 4, 4), (4, 0, 4), (4, 4, 0), (200, 70, 513)]
+# Sizes straddling the micro-tile (4 x 24), the blocks (MC 144, KC 128, NC 528) and zero.
+SIZES = [(1, 1, 1), (5, 15, 3), (4, 24, 256), (5, 25, 257), (145, 33, 300), (144, 530, 40), (73, 30, 129),
+         (3, 1100, 9), (0, 4, 4), (4, 0, 4), (4, 4, 0), (200, 70, 513), (6, 16, 256),
+         (7, 23, 257)]
 
 
 def run_matmul(a, b, threads):

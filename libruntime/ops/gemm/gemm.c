@@ -13,9 +13,9 @@
 
 #include "core/threadpool.h"
 
-#define MC 72      /* rows of A per block: 12 panels of 6, about 72 KB at KC = 256 (L2) */
-#define KC 256     /* depth of a slice: one B micro-panel is 16 KB (L1) */
-#define NC_MAX 512 /* columns of B per block: 512 KB at KC = 256 */
+#define MC 144     /* rows of A per block: 36 panels of 4, 72 KB at KC = 128 (L2) */
+#define KC 128     /* depth of a slice: one B micro-panel is 12 KB (L1) */
+#define NC_MAX 528 /* columns of B per block, a multiple of NR: 264 KB at KC = 128 */
 #define SLOT_FLOATS ((size_t)MC * KC + (size_t)KC * NC_MAX)
 #define MIN_FLOPS_PER_THREAD 200000.0
 

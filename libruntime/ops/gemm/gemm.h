@@ -48,8 +48,8 @@ const char *rt_gemm_f32_variant(void);
 
 /* ---- micro-kernels (gemm_*.c) ------------------------------------------------------------ */
 
-#define RT_GEMM_MR 6
-#define RT_GEMM_NR 16
+#define RT_GEMM_MR 4
+#define RT_GEMM_NR 24
 
 /* acc = sum_p a[p*MR + i] * b[p*NR + j] over k; then for i < MR, j < NR:
  *   c[i*ldc + j] = acc + c[i*ldc + j]               when accumulate, else
