@@ -316,14 +316,15 @@ static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
     const conv_dims *d = &args.dims;
     if (rt_tensor__numel(args.out) == 0)
         return RT_OK;
-    if (conv_uses_gemm(&args)) {
-        conv_f32_gemm(ctx, &args);
-        return RT_OK;
-    }
+    /* The same choice, in the same order, as conv_prepare made (it sized the scratch). */
     if (args.x->type == RT_F32 && rt_conv__depthwise_fits(d)) {
         rt_conv__depthwise_f32(d, args.x->data, args.w->data,
                                args.bias ? args.bias->data : NULL, &args.act, args.out->data,
                                ctx->scratch, conv_threads(ctx));
+        return RT_OK;
+    }
+    if (conv_uses_gemm(&args)) {
+        conv_f32_gemm(ctx, &args);
         return RT_OK;
     }
     conv_job job = {
