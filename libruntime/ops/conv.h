@@ -17,6 +17,25 @@ typedef struct conv_dims {
     int64_t pad[4]; /* top, left, bottom, right */
 } conv_dims;
 
+/* A zero-padded input plane split by horizontal stride phase (conv_padded.c): padded row i,
+ * phase r, index j holds padded column stride * j + r, at i * row_floats + r * phase_len + j.
+ * Phase rows carry at least 8 spare zeros, so an 8-wide load at the last output may run past
+ * the row's real end. */
+typedef struct rt_conv_padded {
+    int64_t rows;         /* height + pad top + pad bottom */
+    int64_t phase_len;    /* floats per phase row, spare included, a multiple of 8 */
+    int64_t row_floats;   /* stride * phase_len */
+    int64_t plane_floats; /* rows * row_floats, rounded up to 64 bytes */
+} rt_conv_padded;
+
+/* False when the sizes overflow or a plane would take over 64 MB. */
+bool rt_conv__padded_layout(const conv_dims *d, rt_conv_padded *out);
+/* Where tap (kh, kw) of output (oh, ow) reads, from oh's first window row, at index ow. */
+int64_t rt_conv__tap_offset(const conv_dims *d, const rt_conv_padded *p, int64_t kh,
+                            int64_t kw);
+void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p, const float *x,
+                          float *buf);
+
 /* float32 convolutions where each output channel reads a single input channel (depthwise,
  * with any channel multiplier), with a horizontal stride of at most 4, at most 64 taps and a
  * padded plane of at most 64 MB: what rt_conv__depthwise_f32 takes. */

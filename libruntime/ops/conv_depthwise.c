@@ -1,12 +1,10 @@
 /* conv_depthwise.c: float32 convolution with one input channel per output channel.
  *
- * A thread takes one (image, channel) plane at a time and first copies it once into a
- * padded buffer split by horizontal stride phase: phase r of padded row i holds the padded
- * columns stride * j + r. Every tap of every output row then reads a contiguous run of that
- * buffer, so padding costs nothing, strided convolutions vectorise like unit-stride ones, and
- * each output vector (8 columns) sums all its taps in a register before one store; the
- * activation runs on each finished row. Phase rows carry 8 spare zeros so the last vector of a
- * row may read past its end. */
+ * A thread takes one (image, channel) plane at a time and first copies it once into a padded,
+ * stride-phase-split buffer (conv_padded.c). Every tap of every output row then reads a
+ * contiguous run of that buffer, so padding costs nothing, strided convolutions vectorise like
+ * unit-stride ones, and each output vector (8 columns) sums all its taps in a register before
+ * one store; the activation runs on each finished row. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -16,43 +14,19 @@
 #include "ops/op_util.h"
 
 #define MAX_STRIDE 4
-#define MAX_TAPS 64                    /* kernel_h * kernel_w */
-#define MAX_SLOT_BYTES ((size_t)64 << 20)
-
-typedef struct plane_layout {
-    int64_t rows;      /* padded input rows: height + pad top + pad bottom */
-    int64_t phase_len; /* floats per phase row, spare included, a multiple of 8 */
-} plane_layout;
-
-static bool layout_of(const conv_dims *d, plane_layout *out) {
-    int64_t s = d->stride[1], width, phase;
-    if (!rt_op__add(d->height, d->pad[0], &out->rows) ||
-        !rt_op__add(out->rows, d->pad[2], &out->rows) ||
-        !rt_op__add(d->width, d->pad[1], &width) || !rt_op__add(width, d->pad[3], &width))
-        return false;
-    phase = (width + s - 1) / s;
-    out->phase_len = (phase + 8 + 7) / 8 * 8;
-    return true;
-}
-
-/* Bytes of one thread's plane buffer, or 0 when it would be unreasonably large. */
-static size_t slot_bytes(const conv_dims *d) {
-    plane_layout p;
-    int64_t floats;
-    if (!layout_of(d, &p) || !rt_op__mul(p.rows, d->stride[1], &floats) ||
-        !rt_op__mul(floats, p.phase_len, &floats) ||
-        (uint64_t)floats > MAX_SLOT_BYTES / sizeof(float))
-        return 0;
-    return (size_t)floats * sizeof(float);
-}
+#define MAX_TAPS 64 /* kernel_h * kernel_w */
 
 bool rt_conv__depthwise_fits(const conv_dims *d) {
+    rt_conv_padded p;
     return d->channels / d->groups == 1 && d->stride[1] >= 1 && d->stride[1] <= MAX_STRIDE &&
-           d->kernel_h * d->kernel_w <= MAX_TAPS && slot_bytes(d) > 0;
+           d->kernel_h * d->kernel_w <= MAX_TAPS && rt_conv__padded_layout(d, &p);
 }
 
 size_t rt_conv__depthwise_scratch_bytes(const conv_dims *d, int32_t threads) {
-    return (size_t)(threads > 0 ? threads : 1) * ((slot_bytes(d) + 63) / 64 * 64);
+    rt_conv_padded p;
+    if (!rt_conv__padded_layout(d, &p))
+        return 0;
+    return (size_t)(threads > 0 ? threads : 1) * (size_t)p.plane_floats * sizeof(float);
 }
 
 typedef struct depthwise_job {
@@ -60,33 +34,10 @@ typedef struct depthwise_job {
     const float *x, *w, *bias;
     const rt_activation *act;
     float *out, *scratch;
-    size_t slot_floats;
-    plane_layout layout;
+    rt_conv_padded layout;
     int64_t planes;
     atomic_llong next_plane;
 } depthwise_job;
-
-/* The padded, phase-split copy of one input plane. */
-RT_MULTIVERSION static void fill_plane(const depthwise_job *job, const float *x, float *buf) {
-    const conv_dims *d = job->d;
-    int64_t s = d->stride[1], len = job->layout.phase_len;
-    memset(buf, 0, (size_t)(job->layout.rows * s * len) * sizeof(float));
-    for (int64_t ih = 0; ih < d->height; ih++) {
-        const float *src = x + ih * d->width;
-        float *row = buf + (ih + d->pad[0]) * s * len;
-        if (s == 1) {
-            memcpy(row + d->pad[1], src, (size_t)d->width * sizeof(float));
-            continue;
-        }
-        /* Phase r takes the columns iw with (iw + pad_left) % s == r: a strided run each. */
-        for (int64_t r = 0; r < s; r++) {
-            int64_t first = ((r - d->pad[1]) % s + s) % s; /* the first such iw */
-            float *dst = row + r * len + (first + d->pad[1]) / s;
-            for (int64_t k = 0, iw = first; iw < d->width; k++, iw += s)
-                dst[k] = src[iw];
-        }
-    }
-}
 
 /* Eight floats; memcpy in and out of it compiles to unaligned vector loads and stores. */
 typedef float vec8 __attribute__((vector_size(32)));
@@ -94,26 +45,23 @@ typedef float vec8 __attribute__((vector_size(32)));
 RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end) {
     depthwise_job *job = arg;
     const conv_dims *d = job->d;
-    int64_t s = d->stride[1], len = job->layout.phase_len, group_out = d->out_channels / d->groups;
-    int64_t taps = d->kernel_h * d->kernel_w;
+    int64_t group_out = d->out_channels / d->groups, taps = d->kernel_h * d->kernel_w;
     int64_t tap_offset[MAX_TAPS]; /* from the first row of an output row's window */
     for (int64_t kh = 0; kh < d->kernel_h; kh++)
-        for (int64_t kw = 0; kw < d->kernel_w; kw++) {
-            int64_t col = kw * d->dilation[1];
-            tap_offset[kh * d->kernel_w + kw] =
-                (kh * d->dilation[0] * s + col % s) * len + col / s;
-        }
+        for (int64_t kw = 0; kw < d->kernel_w; kw++)
+            tap_offset[kh * d->kernel_w + kw] = rt_conv__tap_offset(d, &job->layout, kh, kw);
     for (size_t slot = begin; slot < end; slot++) {
-        float *buf = job->scratch + slot * job->slot_floats;
+        float *buf = job->scratch + slot * job->layout.plane_floats;
         for (int64_t plane; (plane = atomic_fetch_add(&job->next_plane, 1)) < job->planes;) {
             int64_t n = plane / d->out_channels, o = plane % d->out_channels;
-            fill_plane(job, job->x + (n * d->channels + o / group_out) * d->height * d->width,
-                       buf);
+            rt_conv__fill_padded(d, &job->layout,
+                                 job->x + (n * d->channels + o / group_out) * d->height * d->width,
+                                 buf);
             const float *w = job->w + o * taps;
             float b = job->bias != NULL ? job->bias[o] : 0.0f;
             float *out = job->out + plane * d->out_h * d->out_w;
             for (int64_t oh = 0; oh < d->out_h; oh++) {
-                const float *window = buf + oh * d->stride[0] * s * len;
+                const float *window = buf + oh * d->stride[0] * job->layout.row_floats;
                 float *dst = out + oh * d->out_w;
                 int64_t ow = 0;
                 /* Four vectors per tap: one weight broadcast and offset serve 32 columns. */
@@ -156,10 +104,8 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                             const float *bias, const rt_activation *act, float *out,
                             void *scratch, int32_t threads) {
     depthwise_job job = {.d = d, .x = x, .w = w, .bias = bias, .act = act, .out = out,
-                         .scratch = scratch, .slot_floats = (slot_bytes(d) + 63) / 64 * 64 /
-                                                            sizeof(float),
-                         .planes = d->batch * d->out_channels};
-    layout_of(d, &job.layout);
+                         .scratch = scratch, .planes = d->batch * d->out_channels};
+    rt_conv__padded_layout(d, &job.layout);
     atomic_init(&job.next_plane, 0);
     int64_t plane_work = rt_op__mul_sat(rt_op__mul_sat(d->out_h, d->out_w),
                                         d->kernel_h * d->kernel_w);
