@@ -564,12 +564,14 @@ def test_conv2d_larger_on_threads(dtype, threads, data):
     assert_close(got, want, **tolerance(dtype, taps + 1, 4.0))
 
 
+_erf = np.vectorize(math.erf, otypes=[float])
+
 ACTIVATIONS = {  # conv2d_act's (kind, lo, hi) and a numpy reference
     0: lambda v, lo, hi: v,
     1: lambda v, lo, hi: np.maximum(v, 0),
     2: lambda v, lo, hi: np.clip(v, lo, hi),
     3: lambda v, lo, hi: 1 / (1 + np.exp(-v)),
-    4: lambda v, lo, hi: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2))),
+    4: lambda v, lo, hi: 0.5 * v * (1 + _erf(v / math.sqrt(2))),
     5: lambda v, lo, hi: v * np.clip(v / 6 + 0.5, 0, 1),
 }
 

@@ -33,8 +33,10 @@ bool rt_conv__padded_layout(const conv_dims *d, rt_conv_padded *out);
 /* Where tap (kh, kw) of output (oh, ow) reads, from oh's first window row, at index ow. */
 int64_t rt_conv__tap_offset(const conv_dims *d, const rt_conv_padded *p, int64_t kh,
                             int64_t kw);
+/* Copy plane x in. The padding and spare entries are zeroed only with `zero`: a buffer filled
+ * before for the same dims still holds zeros there, as every fill writes the same places. */
 void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p, const float *x,
-                          float *buf);
+                          float *buf, bool zero);
 
 /* float32 convolutions where each output channel reads a single input channel (depthwise,
  * with any channel multiplier), with a horizontal stride of at most 4, at most 64 taps and a

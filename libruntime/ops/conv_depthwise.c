@@ -52,11 +52,13 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
             tap_offset[kh * d->kernel_w + kw] = rt_conv__tap_offset(d, &job->layout, kh, kw);
     for (size_t slot = begin; slot < end; slot++) {
         float *buf = job->scratch + slot * job->layout.plane_floats;
+        bool zeroed = false;
         for (int64_t plane; (plane = atomic_fetch_add(&job->next_plane, 1)) < job->planes;) {
             int64_t n = plane / d->out_channels, o = plane % d->out_channels;
             rt_conv__fill_padded(d, &job->layout,
                                  job->x + (n * d->channels + o / group_out) * d->height * d->width,
-                                 buf);
+                                 buf, !zeroed);
+            zeroed = true;
             const float *w = job->w + o * taps;
             float b = job->bias != NULL ? job->bias[o] : 0.0f;
             float *out = job->out + plane * d->out_h * d->out_w;

@@ -31,9 +31,10 @@ int64_t rt_conv__tap_offset(const conv_dims *d, const rt_conv_padded *p, int64_t
 }
 
 RT_MULTIVERSION void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p,
-                                          const float *x, float *buf) {
+                                          const float *x, float *buf, bool zero) {
     int64_t s = d->stride[1], len = p->phase_len;
-    memset(buf, 0, (size_t)p->plane_floats * sizeof(float));
+    if (zero)
+        memset(buf, 0, (size_t)p->plane_floats * sizeof(float));
     for (int64_t ih = 0; ih < d->height; ih++) {
         const float *src = x + ih * d->width;
         float *row = buf + (ih + d->pad[0]) * p->row_floats;
