@@ -1,0 +1,197 @@
+"""Export the ExecuTorch test programs in tests/data/executorch/ (not run by the tests).
+
+Needs executorch and torch, which the runtime and its tests never import; use a side venv
+outside the repository:
+
+    python3 -m venv /tmp/venv-et
+    /tmp/venv-et/bin/pip install executorch==1.5.1 torch==2.13.0 onnx onnxscript
+    /tmp/venv-et/bin/python scripts/export_executorch.py [OUTPUT_DIR [NAME ...]]
+
+Every program is exported without a partitioner (portable kernels only). For each NAME it
+writes NAME.pte and NAME.npz holding the inputs and torch eager's outputs:
+`{method}_call{k}_in{i}` and `{method}_call{k}_out{j}` (several calls where the model keeps
+state between them). mobilenet is also exported to ONNX (mobilenet.onnx) for the parity test
+between the two importers.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import torch
+from executorch.exir import ExecutorchBackendConfig, to_edge
+from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+from torch import nn
+from torch.export import export
+
+
+class MobileNetBlock(nn.Module):
+    """A MobileNet-v2/v3 style network: strided stem, depthwise + pointwise convolutions with
+    batch norm, ReLU6 and hardswish, global average pool, classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
+                                  nn.BatchNorm2d(8), nn.ReLU6())
+        self.depthwise = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False),
+                                       nn.BatchNorm2d(8), nn.ReLU6())
+        self.pointwise = nn.Sequential(nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16),
+                                       nn.Hardswish())
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pointwise(self.depthwise(self.stem(x)))
+        return self.classifier(torch.flatten(self.pool(x), 1))
+
+
+class LSTMModel(nn.Module):
+    """A one-layer LSTM over a short sequence, then a linear head on every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(input_size=6, hidden_size=8, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, _ = self.lstm(x)
+        return self.head(y)
+
+
+class Encoder(nn.Module):
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.linear(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, z: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.linear(z)) * scale
+
+
+class Counter(nn.Module):
+    """State updated in place: a call counter (uninitialized in the .pte: ExecuTorch leaves
+    it to the runtime, which zero-fills it) and a running sum of the inputs whose initial value
+    the .pte carries (InitializedMutableBufferPass), both named in the program."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+        self.register_buffer("total", torch.full((4,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count.add_(1.0)
+        self.total.add_(x)
+        return self.total / self.count
+
+
+class ChannelsLast(nn.Module):
+    """A convolution whose input is expected in channels-last (NHWC) memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x))
+
+
+def _save(out_dir: str, name: str, program_buffer: bytes, arrays: dict) -> None:
+    with open(os.path.join(out_dir, name + ".pte"), "wb") as f:
+        f.write(program_buffer)
+    np.savez(os.path.join(out_dir, name + ".npz"),
+             **{k: v.detach().contiguous().numpy() for k, v in arrays.items()})
+    print(f"wrote {name}.pte ({len(program_buffer)} bytes) and {name}.npz")
+
+
+def _export_single(out_dir: str, name: str, model: nn.Module, inputs: tuple,
+                   eager_inputs: tuple = None) -> None:
+    model.eval()
+    with torch.no_grad():
+        reference = model(*(eager_inputs or inputs))
+    program = to_edge(export(model, inputs)).to_executorch()
+    arrays = {f"forward_call0_in{i}": x for i, x in enumerate(inputs)}
+    outs = reference if isinstance(reference, tuple) else (reference,)
+    arrays.update({f"forward_call0_out{j}": y for j, y in enumerate(outs)})
+    _save(out_dir, name, program.buffer, arrays)
+
+
+def export_mobilenet(out_dir: str) -> None:
+    torch.manual_seed(0)
+    model = MobileNetBlock()
+    with torch.no_grad():  # non-trivial running statistics
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    model.eval()
+    x = torch.randn(1, 3, 32, 32)
+    _export_single(out_dir, "mobilenet", model, (x,))
+    torch.onnx.export(model, (x,), os.path.join(out_dir, "mobilenet.onnx"),
+                      input_names=["x"], output_names=["y"], opset_version=18, dynamo=True,
+                      external_data=False)
+    print("wrote mobilenet.onnx")
+
+
+def export_lstm(out_dir: str) -> None:
+    torch.manual_seed(0)
+    _export_single(out_dir, "lstm", LSTMModel(), (torch.randn(2, 5, 6),))
+
+
+def export_two_methods(out_dir: str) -> None:
+    torch.manual_seed(0)
+    encoder, decoder = Encoder(nn.Linear(6, 4)).eval(), Decoder(nn.Linear(4, 6)).eval()
+    x, z, scale = torch.randn(3, 6), torch.randn(3, 4), torch.rand(6) + 0.5
+    programs = {"forward": export(encoder, (x,)), "decode": export(decoder, (z, scale))}
+    program = to_edge(programs).to_executorch()
+    with torch.no_grad():
+        arrays = {"forward_call0_in0": x, "forward_call0_out0": encoder(x),
+                  "decode_call0_in0": z, "decode_call0_in1": scale,
+                  "decode_call0_out0": decoder(z, scale)}
+    _save(out_dir, "two_methods", program.buffer, arrays)
+
+
+def export_counter(out_dir: str) -> None:
+    torch.manual_seed(0)
+    model = Counter().eval()
+    xs = [torch.randn(4) for _ in range(3)]
+    config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(["total"])],
+                                     emit_mutable_buffer_names=True)
+    program = to_edge(export(Counter().eval(), (xs[0],))).to_executorch(config)
+    arrays = {}
+    with torch.no_grad():
+        for k, x in enumerate(xs):
+            arrays[f"forward_call{k}_in0"] = x
+            arrays[f"forward_call{k}_out0"] = model(x).clone()
+    _save(out_dir, "counter", program.buffer, arrays)
+
+
+def export_channels_last(out_dir: str) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 5, 5).to(memory_format=torch.channels_last)
+    _export_single(out_dir, "channels_last", ChannelsLast(), (x,))
+
+
+def main() -> None:
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "executorch")
+    os.makedirs(out_dir, exist_ok=True)
+    only = sys.argv[2:]
+    for export_one in (export_mobilenet, export_lstm, export_two_methods, export_counter,
+                       export_channels_last):
+        if not only or export_one.__name__[len("export_"):] in only:
+            export_one(out_dir)
+
+
+if __name__ == "__main__":
+    main()
