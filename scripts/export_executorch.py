@@ -104,6 +104,83 @@ class ChannelsLast(nn.Module):
         return torch.relu(self.conv(x))
 
 
+class Elementwise(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor, n: torch.Tensor):
+        return (torch.sub(x, y, alpha=2), 3.0 - x, torch.div(x, y, rounding_mode="floor"),
+                torch.div(x, y, rounding_mode="trunc"), x ** 2, torch.pow(y.abs(), 1.5),
+                torch.minimum(x, y), torch.maximum(x, y), -x, x.abs().sqrt(), torch.rsqrt(y.abs() + 1),
+                torch.exp(x), torch.log(y.abs() + 1), torch.sin(x), torch.cos(x),
+                torch.erf(x), torch.floor(x), torch.ceil(x), torch.round(x), torch.sign(x),
+                nn.functional.silu(x), nn.functional.gelu(x), nn.functional.gelu(x, approximate="tanh"),
+                nn.functional.hardsigmoid(x), nn.functional.leaky_relu(x, 0.1), nn.functional.elu(x),
+                nn.functional.softplus(x), torch.clamp(x, -0.5, 0.5), torch.clamp(x, min=y),
+                x > 0.1, x <= y, x != y, torch.logical_and(x > 0, y > 0), torch.logical_or(x > 0, y > 0),
+                torch.where(x > y, x, 0.0), x.masked_fill(y < 0, -1.0), n * 3 + 1, n // 2, n.float() / 3)
+
+
+class Reductions(nn.Module):
+    def forward(self, x: torch.Tensor):
+        return (x.sum(dim=1), x.sum(dim=(0, 2), keepdim=True), x.sum(), x.amax(dim=-1), x.amin(dim=0),
+                x.argmax(dim=1), x.argmax(), (x > 1).any(), (x > -3).all(dim=2),
+                torch.log_softmax(x, dim=-1), torch.softmax(x, dim=0), x.mean(dim=(1, 2)))
+
+
+class Layers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1d = nn.Conv1d(3, 4, 3, padding=1, stride=2)
+        self.deconv = nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1)
+        self.group_norm = nn.GroupNorm(2, 4)
+        self.embedding = nn.Embedding(10, 4)
+        self.linear = nn.Linear(4, 3, bias=False)
+
+    def forward(self, img: torch.Tensor, seq: torch.Tensor, tokens: torch.Tensor):
+        pooled = nn.functional.avg_pool2d(img, 2, stride=1, padding=1, count_include_pad=False)
+        adaptive = nn.functional.adaptive_avg_pool2d(img, (2, 3))
+        maxed = nn.functional.max_pool2d(img, 3, stride=2, padding=1, ceil_mode=True)
+        emb = self.embedding(tokens)
+        return (pooled, adaptive, maxed, self.conv1d(seq), self.deconv(img),
+                self.group_norm(self.conv1d(seq)), emb, self.linear(emb) @ self.linear(emb).transpose(1, 2),
+                torch.mm(seq[0], seq[1].t()))
+
+
+class Movement(nn.Module):
+    def forward(self, x: torch.Tensor, idx: torch.Tensor):
+        parts = torch.split(x, 2, dim=1)
+        rows = torch.unbind(x, dim=0)
+        return (nn.functional.pad(x, (1, 2, 0, 1), value=0.5), x.repeat(2, 1, 3), torch.tril(x[0]),
+                torch.triu(x[1], diagonal=1), torch.stack([rows[0], rows[1]], dim=1), parts[0] + 1,
+                parts[-1] * 2, x[:, idx], torch.index_select(x, 2, idx), torch.gather(x, 2, idx.expand(2, 5, 2)),
+                x[:, 1:5:2, ::2], x[1], torch.arange(6, dtype=torch.float32) + x[0, 0, 0],
+                torch.arange(2, 11, 3) * idx.sum(), torch.zeros(2, 3) + x[0, :2, :3], torch.ones(3, dtype=torch.int64) + idx[0],
+                torch.cat([x, x * 2], dim=-1), x.permute(2, 0, 1).contiguous().view(4, -1),
+                x.unsqueeze(1).expand(2, 3, 5, 4).clone())
+
+
+def export_ops(out_dir: str) -> None:
+    """One program whose methods exercise most operators the importer lowers."""
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    n = torch.tensor([5, -7, 9, 2])
+    img, seq, tokens = torch.randn(1, 3, 5, 6), torch.randn(2, 3, 8), torch.tensor([[1, 3, 9], [0, 0, 4]])
+    r = torch.randn(2, 3, 5) * 2
+    m = torch.randn(2, 5, 4)
+    idx = torch.tensor([3, 0])
+    layers = Layers().eval()
+    cases = {"elementwise": (Elementwise(), (x, y, n)), "reductions": (Reductions(), (r,)),
+             "layers": (layers, (img, seq, tokens)), "movement": (Movement(), (m, idx))}
+    programs = {name: export(model, args) for name, (model, args) in cases.items()}
+    program = to_edge(programs).to_executorch()
+    arrays = {}
+    with torch.no_grad():
+        for name, (model, args) in cases.items():
+            for i, t in enumerate(args):
+                arrays[f"{name}_call0_in{i}"] = t
+            for j, t in enumerate(model(*args)):
+                arrays[f"{name}_call0_out{j}"] = t
+    _save(out_dir, "ops", program.buffer, arrays)
+
+
 def _save(out_dir: str, name: str, program_buffer: bytes, arrays: dict) -> None:
     with open(os.path.join(out_dir, name + ".pte"), "wb") as f:
         f.write(program_buffer)
@@ -188,7 +265,7 @@ def main() -> None:
     os.makedirs(out_dir, exist_ok=True)
     only = sys.argv[2:]
     for export_one in (export_mobilenet, export_lstm, export_two_methods, export_counter,
-                       export_channels_last):
+                       export_channels_last, export_ops):
         if not only or export_one.__name__[len("export_"):] in only:
             export_one(out_dir)
 

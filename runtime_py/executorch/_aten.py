@@ -105,6 +105,19 @@ def div_mode(cx, a, o):
     if dtype in INTEGERS and mode == "trunc":
         cx.emit("div", x, y, out=o[0])  # the runtime's integer division truncates
         return
+    if dtype in INTEGERS and mode == "floor":
+        # Truncated quotient, minus one where the remainder is nonzero with the divisor's
+        # opposite sign (Python's and torch's floor division).
+        q = _binary(cx, "div", x, y)
+        r = _binary(cx, "sub", x, _binary(cx, "mul", q, y))
+        zero = cx.const(0, dtype)
+        nonzero = _binary(cx, "equal", r, zero, dtype="bool")
+        nonzero = cx.new("not", nonzero, dtype="bool", shape=nonzero.shape)
+        signs = _binary(cx, "xor", _binary(cx, "less", r, zero, dtype="bool"),
+                        _binary(cx, "less", y, zero, dtype="bool"), dtype="bool")
+        adjust = _binary(cx, "and", nonzero, signs, dtype="bool")
+        cx.emit("sub", q, cx.cast(adjust, dtype), out=o[0])
+        return
     if dtype not in FLOATS or mode not in ("trunc", "floor"):
         raise cx.fail(f"division with rounding_mode={mode!r} into {dtype} is not supported")
     q = _binary(cx, "div", x, y)
@@ -160,6 +173,17 @@ def rsqrt(cx, a, o):
     x = cx.cast(cx.tensor(a[0]), _out_dtype(cx, o))
     root = cx.new("sqrt", x, dtype=x.dtype, shape=x.shape, dynamic=x.dynamic)
     cx.emit("reciprocal", root, out=o[0])
+
+
+@lowers("aten::log1p.out", "aten::expm1.out", args=1)
+def log1p_expm1(cx, a, o):
+    """log(1 + x) and exp(x) - 1 in two ops (absolute error about one ulp of 1)."""
+    x = cx.cast(cx.tensor(a[0]), _out_dtype(cx, o))
+    if cx.op.startswith("aten::log1p"):
+        cx.emit("log", _binary(cx, "add", x, cx.const(1, x.dtype)), out=o[0])
+    else:
+        e = cx.new("exp", x, dtype=x.dtype, shape=x.shape, dynamic=x.dynamic)
+        cx.emit("sub", e, cx.const(1, x.dtype), out=o[0])
 
 
 @lowers("aten::silu.out", args=1)
@@ -507,11 +531,28 @@ def adaptive_avg_pool2d(cx, a, o):
     if out_hw == [1, 1]:
         cx.emit("reduce_mean", x, [-2, -1], True, out=o[0])
         return
-    if out_hw[0] <= 0 or out_hw[1] <= 0 or h % out_hw[0] or w % out_hw[1]:
-        raise cx.fail(f"adaptive pooling of {h}x{w} to {out_hw} is supported only when the "
-                      f"sizes divide evenly")
-    kernel = [h // out_hw[0], w // out_hw[1]]
-    cx.emit("avg_pool2d", x, kernel, kernel, [0, 0], False, True, out=o[0])
+    if out_hw[0] <= 0 or out_hw[1] <= 0 or x.dynamic:
+        raise cx.fail(f"adaptive pooling to {out_hw} is not supported")
+    if h % out_hw[0] == 0 and w % out_hw[1] == 0:
+        kernel = [h // out_hw[0], w // out_hw[1]]
+        cx.emit("avg_pool2d", x, kernel, kernel, [0, 0], False, True, out=o[0])
+        return
+    # Cells of uneven size: average each band of rows, then each band of columns (a cell is
+    # a rectangle, so the mean of its row means is its mean).
+    for axis, count in ((-2, out_hw[0]), (-1, out_hw[1])):
+        size = x.shape[axis]
+        bands = []
+        for k in range(count):
+            start, end = (k * size) // count, -((-(k + 1) * size) // count)
+            shape = list(x.shape)
+            shape[axis] = end - start
+            band = cx.new("slice", x, [start], [end], [axis], [1], dtype=x.dtype, shape=shape)
+            shape[axis] = 1
+            bands.append(cx.new("reduce_mean", band, [axis], True, dtype=x.dtype, shape=shape))
+        shape = list(x.shape)
+        shape[axis] = count
+        x = cx.new("concat", bands, axis, dtype=x.dtype, shape=shape)
+    cx.bind(o[0], x)
 
 
 def _channel_shape(x, c: int) -> List[int]:
