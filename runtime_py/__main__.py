@@ -34,10 +34,21 @@ def _parse_bounds(items: Sequence[str]) -> Dict[str, Dict[int, int]]:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from . import onnx as ro
+    from ._importers import EXECUTORCH, kind_of
 
-    data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
-                      dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse)
+    if kind_of(args.model) == EXECUTORCH:
+        if args.shape or args.dynamic or args.no_fuse:
+            print("error: --shape, --dynamic and --no-fuse apply to ONNX models only",
+                  file=sys.stderr)
+            return 2
+        from . import executorch
+
+        data = executorch.convert(args.model)
+    else:
+        from . import onnx as ro
+
+        data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
+                          dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse)
     with open(args.output, "wb") as f:
         f.write(data)
     print(f"wrote {args.output} ({len(data):,} bytes)")
@@ -165,8 +176,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      description="libruntime command line")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    convert = sub.add_parser("convert", help="convert an ONNX model into a program file")
-    convert.add_argument("model", help="the .onnx file")
+    convert = sub.add_parser("convert", help="convert an ONNX model or an ExecuTorch .pte "
+                                             "program into a program file")
+    convert.add_argument("model", help="the .onnx or .pte file (chosen by its header)")
     convert.add_argument("-o", "--output", required=True, help="the .rtp file to write")
     convert.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
                          help="a concrete shape for an input with symbolic dimensions")

@@ -10,7 +10,7 @@ outside the repository:
 Every program is exported without a partitioner (portable kernels only). For each NAME it
 writes NAME.pte and NAME.npz holding the inputs and torch eager's outputs:
 `{method}_call{k}_in{i}` and `{method}_call{k}_out{j}` (several calls where the model keeps
-state between them). mobilenet is also exported to ONNX (mobilenet.onnx) for the parity test
+state between them). delegated.pte (XNNPACK) has no .npz: the importer refuses it. mobilenet is also exported to ONNX (mobilenet.onnx) for the parity test
 between the two importers.
 """
 from __future__ import annotations
@@ -181,6 +181,21 @@ def export_ops(out_dir: str) -> None:
     _save(out_dir, "ops", program.buffer, arrays)
 
 
+def export_delegated(out_dir: str) -> None:
+    """A linear layer lowered to XNNPACK: the importer must refuse it, naming the delegate."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU()).eval()
+    x = torch.randn(2, 4)
+    program = to_edge_transform_and_lower(export(model, (x,)),
+                                          partitioner=[XnnpackPartitioner()]).to_executorch()
+    with open(os.path.join(out_dir, "delegated.pte"), "wb") as f:
+        f.write(program.buffer)
+    print(f"wrote delegated.pte ({len(program.buffer)} bytes)")
+
+
 def _save(out_dir: str, name: str, program_buffer: bytes, arrays: dict) -> None:
     with open(os.path.join(out_dir, name + ".pte"), "wb") as f:
         f.write(program_buffer)
@@ -265,7 +280,7 @@ def main() -> None:
     os.makedirs(out_dir, exist_ok=True)
     only = sys.argv[2:]
     for export_one in (export_mobilenet, export_lstm, export_two_methods, export_counter,
-                       export_channels_last, export_ops):
+                       export_channels_last, export_ops, export_delegated):
         if not only or export_one.__name__[len("export_"):] in only:
             export_one(out_dir)
 

@@ -312,9 +312,10 @@ class MethodConverter:
         from . import _aten  # noqa: F401  (registers the lowerings)
 
         plan = self.plan
-        if plan.delegates:
-            raise self.fail(f"uses backend delegate(s) {', '.join(plan.delegates)}; delegated "
-                            f"programs cannot run here: export without a partitioner")
+        for pc, ins in enumerate(plan.instructions):  # refuse delegates before anything else
+            if ins.kind == P.I_DELEGATE:
+                self.pc = pc
+                self._instruction(ins)
         self._inputs()
         self.state = self._find_state()
         for pc, ins in enumerate(plan.instructions):
@@ -424,8 +425,11 @@ class MethodConverter:
         plan = self.plan
         if ins.kind == P.I_DELEGATE:
             self.op = "DelegateCall"
-            raise self.fail("a backend delegate call cannot run here: export without a "
-                            "partitioner")
+            backend = plan.delegates[ins.a] if 0 <= ins.a < len(plan.delegates) else \
+                f"#{ins.a}"
+            raise self.fail(f"calls backend delegate '{backend}', which cannot run here (its "
+                            f"compiled blob is that backend's own format): export the model "
+                            f"without a partitioner")
         if ins.kind == P.I_JUMP_FALSE:
             self.op = "JumpFalseCall"
             raise self.fail("control flow (JumpFalseCall) is not supported")

@@ -54,6 +54,9 @@ class Table:
         self.buf, self.pos, self.name = buf, pos, name
         back = buf.unpack(_I32, pos, f"table {name}")
         self._vtable = pos - back
+        if not 0 <= self._vtable <= buf.size - 4:
+            raise MalformedPte(f"byte offset {pos}: table {name} places its vtable at byte "
+                               f"{self._vtable}, outside the file ({buf.size} bytes)")
         self._vsize = buf.unpack(_U16, self._vtable, f"vtable of {name}")
         self._tsize = buf.unpack(_U16, self._vtable + 2, f"vtable of {name}")
         if self._vsize < 4 or self._vsize % 2:
