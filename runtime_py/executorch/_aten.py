@@ -15,6 +15,7 @@ from typing import Any, List, Optional
 from .. import _shapes
 from . import _program as P
 from ._convert import FLOATS, MethodConverter, lowers, pack_scalar
+from ._fusion import CLIP, GELU, HARD_SWISH, RELU, SIGMOID, fold_batch_norm, fuse_activation
 from . import _aten_shape  # noqa: F401  (registers the data-movement lowerings)
 
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -158,10 +159,15 @@ _UNARY = {"aten::neg.out": "neg", "aten::abs.out": "abs", "aten::exp.out": "exp"
           "aten::isnan.out": "isnan"}
 
 
+_FUSIBLE = {"relu": RELU, "sigmoid": SIGMOID, "hard_swish": HARD_SWISH}
+
+
 @lowers(*_UNARY, args=1)
 def unary(cx, a, o):
     x = cx.tensor(a[0])
     op = _UNARY[cx.op]
+    if op in _FUSIBLE and fuse_activation(cx, a[0], _FUSIBLE[op], o[0]):
+        return
     if op == "isnan":
         cx.emit(op, cx.cast(x, "float32") if x.dtype not in FLOATS else x, out=o[0])
         return
@@ -198,12 +204,17 @@ def gelu(cx, a, o):
     mode = cx.string(a[1]) or "none"
     if mode not in ("none", "tanh"):
         raise cx.fail(f"approximate={mode!r} is not supported")
+    if mode == "none" and fuse_activation(cx, a[0], GELU, o[0]):
+        return
     cx.emit("gelu", cx.tensor(a[0]), mode == "tanh", out=o[0])
 
 
 @lowers("aten::hardtanh.out", args=3)
 def hardtanh(cx, a, o):
     x = cx.tensor(a[0])
+    if x.dtype == "float32" and fuse_activation(cx, a[0], CLIP, o[0], float(cx.scalar(a[1])),
+                                                float(cx.scalar(a[2]))):
+        return
     cx.emit("clip", x, _bound(cx, a[1], x.dtype), _bound(cx, a[2], x.dtype), out=o[0])
 
 
@@ -225,6 +236,11 @@ def _bound(cx, i, dtype):
 def clamp(cx, a, o):
     dtype = _out_dtype(cx, o)
     x = cx.cast(cx.tensor(a[0]), dtype)
+    if dtype == "float32" and x is cx.tensor(a[0]) and not cx.is_none(a[1]) \
+            and not cx.is_none(a[2]):
+        lo, hi = float(cx.scalar(a[1])), float(cx.scalar(a[2]))
+        if lo <= hi and fuse_activation(cx, a[0], CLIP, o[0], lo, hi):
+            return
     cx.emit("clip", x, _bound(cx, a[1], dtype), _bound(cx, a[2], dtype), out=o[0])
 
 
@@ -581,6 +597,8 @@ def batch_norm(cx, a, o):
                 raise cx.fail(f"batch norm parameters must hold {c} values")
         scale = [(weight[i] if weight else 1.0) / math.sqrt(var[i] + eps) for i in range(c)]
         shift = [(bias[i] if bias else 0.0) - mean[i] * scale[i] for i in range(c)]
+        if x.dtype == "float32" and fold_batch_norm(cx, a[0], scale, shift, o[0]):
+            return
         s = cx.m.constant(pack_floats(scale, x.dtype), x.dtype, shape)
         t = cx.m.constant(pack_floats(shift, x.dtype), x.dtype, shape)
     else:  # run-time statistics

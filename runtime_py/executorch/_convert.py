@@ -112,6 +112,9 @@ class MethodConverter:
         self.lazy: Dict[int, Callable[[], Value]] = {}
         # value -> constant value it is the 2-D transpose of (addmm then uses linear).
         self.transposes: Dict[int, int] = {}
+        self.alias_sources: Set[int] = set()  # values that planned views read
+        # builder value index -> (raw bytes, dtype, shape) of the constants made here
+        self.constant_raw: Dict[int, Tuple[bytes, str, Tuple[int, ...]]] = {}
 
     # ---- messages ---------------------------------------------------------------------
 
@@ -159,6 +162,7 @@ class MethodConverter:
         if list(spec.dim_order) != list(range(len(spec.sizes))):
             raw = _permute_bytes(raw, spec.sizes, spec.dim_order, _dtypes.itemsize(spec.dtype))
         value = self.m.constant(raw, spec.dtype, spec.sizes)
+        self.constant_raw[value.index] = (raw, spec.dtype, tuple(spec.sizes))
         self.env[i] = value
         return value
 
@@ -404,6 +408,7 @@ class MethodConverter:
             if src.dtype == spec.dtype and src.numel == spec.numel and not src.dynamism \
                     and not spec.dynamism:
                 self.lazy[i] = lambda: self.reshape(self.tensor(source), spec.sizes)
+                self.alias_sources.add(source)
                 written.add(i)
                 return
         state.add(i)
