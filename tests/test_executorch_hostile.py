@@ -191,3 +191,22 @@ def test_random_truncations_give_clean_errors(name, cut):
         assert str(e)
     else:  # only unreferenced trailing padding may be cut
         assert converted == et.convert(raw)
+
+
+def test_scalar_beyond_float32_range_becomes_infinity():
+    """A Double argument too large for the tensor's dtype converts as C does (to inf) instead
+    of failing inside struct (found by fuzzing)."""
+    data = (DATA / "attn.pte").read_bytes()
+    from runtime_py.executorch._flatbuffer import Buffer
+
+    plan = Buffer(data).root("Program").tables(1, "execution_plan")[0]
+    for value in plan.tables(2, "values"):
+        if value.scalar(0, "val_type", "u8") == _program.K_DOUBLE:
+            pos = value.table(1, "val")._field(0, "double_val", 8)
+            if abs(struct.unpack_from("<d", data, pos)[0] - 0.4204482) < 1e-6:
+                break
+    else:
+        pytest.fail("attn.pte has no mul.Scalar_out scale")
+    program = et.convert(_patched(data, pos, struct.pack("<d", 1e300)))
+    with rt.Program.load(program) as loaded:
+        assert loaded.method_names == ("forward",)

@@ -9,7 +9,6 @@ of another dtype are cast first, as PyTorch's type promotion computes in the res
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any, List, Optional
 
 from .. import _shapes
@@ -336,7 +335,7 @@ def logical_not(cx, a, o):
     if cx.op == "aten::bitwise_not.out" and x.dtype != "bool":
         raise cx.fail("bitwise_not of a non-bool tensor is not supported")
     result = cx.new("not", cx.cast(x, "bool"), dtype="bool", shape=x.shape, dynamic=x.dynamic)
-    cx.emit("cast", result, out=o[0]) if _out_dtype(cx, o) != "bool" else cx.bind(o[0], result)
+    cx.bind(o[0], cx.cast(result, _out_dtype(cx, o)))
 
 
 @lowers("aten::logical_and.out", "aten::logical_or.out", "aten::logical_xor.out",
@@ -347,10 +346,7 @@ def logical_binary(cx, a, o):
     if cx.op.startswith("aten::bitwise") and (x.dtype != "bool" or y.dtype != "bool"):
         raise cx.fail("bitwise ops on non-bool tensors are not supported")
     result = _binary(cx, name, cx.cast(x, "bool"), cx.cast(y, "bool"), dtype="bool")
-    if _out_dtype(cx, o) != "bool":
-        cx.emit("cast", result, out=o[0])
-    else:
-        cx.bind(o[0], result)
+    cx.bind(o[0], cx.cast(result, _out_dtype(cx, o)))
 
 
 @lowers("aten::where.self_out", args=3)

@@ -13,6 +13,7 @@ are logical arrays (any strides are accepted when binding).
 """
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -55,14 +56,17 @@ def supported_ops() -> List[str]:
 def pack_scalar(value: Any, dtype: str) -> bytes:
     """One element of dtype holding value (Python int, float or bool)."""
     if dtype == "bfloat16":
-        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        bits = struct.unpack("<I", pack_scalar(value, "float32"))[0]
         if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
             return struct.pack("<H", 0x7FC0)  # NaN
         bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
         return struct.pack("<H", (bits >> 16) & 0xFFFF)
     code = _PACK[dtype]
     if code in "fde":
-        return struct.pack("<" + code, float(value))
+        try:
+            return struct.pack("<" + code, float(value))
+        except OverflowError:  # beyond the dtype's range: infinity, as a C conversion gives
+            return struct.pack("<" + code, math.inf if value > 0 else -math.inf)
     if code == "?":
         return struct.pack("<?", bool(value))
     bits = _dtypes.itemsize(dtype) * 8
@@ -113,6 +117,7 @@ class MethodConverter:
         # value -> constant value it is the 2-D transpose of (addmm then uses linear).
         self.transposes: Dict[int, int] = {}
         self.alias_sources: Set[int] = set()  # values that planned views read
+        self._last_read: Optional[Dict[int, int]] = None
         # builder value index -> (raw bytes, dtype, shape) of the constants made here
         self.constant_raw: Dict[int, Tuple[bytes, str, Tuple[int, ...]]] = {}
 
@@ -191,18 +196,24 @@ class MethodConverter:
 
     def reads_later(self, i: int) -> bool:
         """Whether an instruction after the current one, or the method's outputs, read i."""
-        if i in self.plan.outputs:
-            return True
-        for ins in self.plan.instructions[self.pc + 1:]:
-            if ins.kind == P.I_MOVE and ins.a == i:
-                return True
+        if self._last_read is None:
+            self._last_read = self._last_reads()
+        return self._last_read.get(i, -1) > self.pc
+
+    def _last_reads(self) -> Dict[int, int]:
+        """Value -> index of the last instruction reading it (outputs: past the end)."""
+        last: Dict[int, int] = {}
+        for pc, ins in enumerate(self.plan.instructions):
+            if ins.kind == P.I_MOVE:
+                last[ins.a] = pc
             if ins.kind != P.I_KERNEL or not 0 <= ins.a < len(self.plan.operators):
                 continue
             entry = LOWERINGS.get(self.plan.operators[ins.a])
-            reads = ins.args[:entry[0]] if entry else ins.args
-            if i in self._tensor_indices(reads):
-                return True
-        return False
+            for i in self._tensor_indices(ins.args[:entry[0]] if entry else ins.args):
+                last[i] = pc
+        for i in self.plan.outputs:
+            last[i] = len(self.plan.instructions)
+        return last
 
     def opt_tensor(self, i: int) -> Optional[Value]:
         return None if self.is_none(i) else self.tensor(i)
