@@ -210,3 +210,13 @@ def test_scalar_beyond_float32_range_becomes_infinity():
     program = et.convert(_patched(data, pos, struct.pack("<d", 1e300)))
     with rt.Program.load(program) as loaded:
         assert loaded.method_names == ("forward",)
+
+
+def test_names_with_nul_bytes():
+    """A NUL in a plan name is refused; one in a buffer name falls back to buffer_N."""
+    data = SMALL["counter"]
+    with pytest.raises(et.MalformedPte, match="has no name, or a NUL in it"):
+        et.convert(data.replace(b"forward", b"forw\0rd"))
+    with rt.Program.load(et.convert(data.replace(b"total", b"to\0al"))) as program:
+        names = {info.name for info in program.method_meta("forward").attributes}
+        assert "count" in names and any(n.startswith("buffer_") for n in names)

@@ -386,7 +386,7 @@ class MethodConverter:
                 self._locate(i, located)
         for i in sorted(state):
             spec = self.plan.values[i].payload
-            name = spec.name or f"buffer_{i}"
+            name = spec.name if spec.name and "\0" not in spec.name else f"buffer_{i}"
             nbytes = spec.numel * _dtypes.itemsize(spec.dtype)
             init = self.pte.mutable_initial_bytes(spec, nbytes, f"{self.where()}: mutable "
                                                   f"buffer value {i}")

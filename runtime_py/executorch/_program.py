@@ -212,8 +212,8 @@ def _read_plan(t: Table) -> Plan:
     plan = Plan()
     plan.name = t.string(0, "name") or ""
     where = f"execution plan '{plan.name}'"
-    if not plan.name:
-        raise MalformedPte(f"byte offset {t.pos}: {t.name} has no name")
+    if not plan.name or "\0" in plan.name:
+        raise MalformedPte(f"byte offset {t.pos}: {t.name} has no name, or a NUL in it")
     plan.values = [_read_evalue(v, i, where) for i, v in enumerate(t.tables(2, "values") or [])]
     n = len(plan.values)
     plan.inputs = _indices(t.scalars(3, "inputs", "i32") or [], n, f"{where}: inputs")
