@@ -33,6 +33,14 @@ def _parse_bounds(items: Sequence[str]) -> Dict[str, Dict[int, int]]:
     return dict(bounds)
 
 
+def _load_program(path: str):
+    """A program file of ours, or an ExecuTorch / ONNX model converted on the fly."""
+    from ._importers import program_source
+    from .program import Program
+
+    return Program.load(program_source(path))
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from ._importers import EXECUTORCH, kind_of
 
@@ -56,9 +64,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .program import Program
-
-    with Program.load(args.program) as program:
+    with _load_program(args.program) as program:
         print(f"{args.program}: {len(program.method_names)} method(s), "
               f"{program.constant_bytes:,} bytes of constants")
         for name in program.method_names:
@@ -78,13 +84,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .program import Program
-
     feeds = {}
     for item in args.input or ():
         name, _, path = item.partition("=")
         feeds[name] = np.load(path)
-    with Program.load(args.program) as program:
+    with _load_program(args.program) as program:
         meta = program.method_meta(args.method)
         missing = [i.name for i in meta.inputs if i.name not in feeds]
         if missing:
@@ -129,9 +133,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import statistics
     import time
 
-    from .program import Program
-
-    with Program.load(args.program) as program:
+    with _load_program(args.program) as program:
         inputs = _inputs_for(program, args.method, args.input)
         for threads in args.threads:
             with program.load_method(args.method, num_threads=threads) as method:
@@ -157,9 +159,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from .profiling import Profile
-    from .program import Program
-
-    with Program.load(args.program) as program:
+    with _load_program(args.program) as program:
         inputs = _inputs_for(program, args.method, args.input)
         with program.load_method(args.method, profile=True, num_threads=args.threads) as method:
             method(*inputs)  # warm-up

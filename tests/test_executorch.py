@@ -201,3 +201,24 @@ def test_converted_program_is_planned_by_our_planner():
     builder = et.build(DATA / "attn.pte")
     planned, unplanned = builder.memory_report()["forward"]
     assert 0 < planned < unplanned
+
+
+def test_cli_inspects_a_pte_directly():
+    proc = subprocess.run([sys.executable, "-m", "runtime_py", "inspect",
+                           str(DATA / "two_methods.pte")], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+    assert proc.returncode == 0, proc.stderr
+    assert "2 method(s)" in proc.stdout
+    assert "method 'decode'" in proc.stdout and "input 1 'input_1': tensor float32 [6]" in proc.stdout
+
+
+def test_constants_stored_in_another_dim_order_are_read_in_logical_order():
+    from runtime_py.executorch._convert import _permute_bytes
+
+    # logical [[0, 1, 2], [3, 4, 5]] stored in dim order (1, 0): column by column
+    stored = bytes([0, 3, 1, 4, 2, 5])
+    assert _permute_bytes(stored, (2, 3), (1, 0), 1) == bytes([0, 1, 2, 3, 4, 5])
+    # NCHW [1, 2, 2, 2] stored channels-last (0, 2, 3, 1): element (c, h, w) at (h * 2 + w) * 2 + c
+    logical = [c * 4 + h * 2 + w for c in range(2) for h in range(2) for w in range(2)]
+    nhwc = [logical[c * 4 + h * 2 + w] for h in range(2) for w in range(2) for c in range(2)]
+    assert _permute_bytes(bytes(nhwc), (1, 2, 2, 2), (0, 2, 3, 1), 1) == bytes(logical)
