@@ -38,7 +38,7 @@ def permute_copy(cx, a, o):
     cx.emit("transpose", cx.tensor(a[0]), dims, out=o[0])
 
 
-@lowers("aten::view_copy.out", "aten::_unsafe_view.out", "aten::reshape.out", args=2)
+@lowers("aten::view_copy.out", "aten::_unsafe_view.out", args=2)
 def view_copy(cx, a, o):
     _reshape_to_out(cx, a, o)
 
