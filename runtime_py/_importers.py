@@ -21,10 +21,12 @@ def _head(source: Any) -> bytes:
         except OSError:
             return b""  # the loader reports the missing file
     try:
-        view = memoryview(source)
-    except TypeError:
-        return b""
-    return bytes(view.cast("B")[:16]) if view.nbytes else b""
+        with memoryview(source) as view:
+            if view.c_contiguous:
+                return bytes(view.cast("B")[:16])
+            return view.tobytes()[:16]
+    except (TypeError, ValueError):
+        return b""  # not a buffer: the program loader says what it accepts
 
 
 def kind_of(source: Any) -> str:
