@@ -2,8 +2,8 @@
 ExecuTorch's own schema classes and serializer, for the operators (and instruction kinds and
 layouts) that the exported models do not produce because torch.export decomposes them
 (rsub, silu, hardswish, stack, unbind, ...), plus MoveCall / FreeCall, a dynamic-bound input,
-run-time batch-norm statistics, and an old-style file with inline constant buffers
-(synthetic_inline.pte).
+run-time batch-norm statistics, an old-style file with inline constant buffers
+(synthetic_inline.pte), and programs the importer must refuse (refused_*.pte).
 
 Expected outputs come from torch's own out-variant kernels (torch.ops.aten.X.out), called with
 the same arguments the .pte lists. Run in the side venv (see export_executorch.py):
@@ -334,6 +334,43 @@ def build_inline(w: ProgramWriter) -> None:
     w.add(p, [out])
 
 
+def build_refused(out_dir: str) -> None:
+    """Programs the importer must refuse, each naming instruction and operator:
+    refused_NAME.pte."""
+    torch.manual_seed(2)
+    cases = {}
+    w = ProgramWriter()
+    p = Plan("forward", w)  # the indices of max_pool2d_with_indices are a method output
+    a = p.input(torch.randn(1, 1, 4, 4))
+    outs = [p.tensor(torch.empty(1, 1, 2, 2)), p.tensor(torch.empty(1, 1, 2, 2, dtype=torch.int64))]
+    p.call("aten::max_pool2d_with_indices.out", [a, p.ints([2, 2]), p.ints([2, 2]), p.ints([0, 0]),
+                                                  p.ints([1, 1]), p.bool(False)], outs,
+           p.tensors(outs))
+    w.add(p, outs)
+    cases["pool_indices"] = w
+    w = ProgramWriter()
+    p = Plan("forward", w)  # advanced indexing with two index tensors
+    a = p.input(torch.randn(3, 4))
+    i0, i1 = p.input(torch.tensor([0, 2])), p.input(torch.tensor([1, 3]))
+    out = p.tensor(torch.empty(2))
+    p.call("aten::index.Tensor_out", [a, p.optional_tensors([i0, i1])], [out], out)
+    w.add(p, [out])
+    cases["index_two_tensors"] = w
+    w = ProgramWriter()
+    p = Plan("forward", w)  # a divisor_override
+    a = p.input(torch.randn(1, 1, 4, 4))
+    out = p.tensor(torch.empty(1, 1, 2, 2))
+    p.call("aten::avg_pool2d.out", [a, p.ints([2, 2]), p.ints([2, 2]), p.ints([0, 0]),
+                                    p.bool(False), p.bool(True), p.int(3)], [out], out)
+    w.add(p, [out])
+    cases["divisor_override"] = w
+    for name, writer in cases.items():
+        data = bytes(serialize_pte_binary(PTEFile(program=writer.program())))
+        with open(os.path.join(out_dir, f"refused_{name}.pte"), "wb") as f:
+            f.write(data)
+        print(f"wrote refused_{name}.pte ({len(data)} bytes)")
+
+
 def main() -> None:
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "executorch")
@@ -352,6 +389,7 @@ def main() -> None:
         f.write(data)
     np.savez(os.path.join(out_dir, "synthetic_inline.npz"), **inline.arrays)
     print(f"wrote synthetic_inline.pte ({len(data)} bytes) and synthetic_inline.npz")
+    build_refused(out_dir)
 
 
 if __name__ == "__main__":

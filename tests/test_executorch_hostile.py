@@ -180,3 +180,15 @@ def test_names_with_nul_bytes():
     with rt.Program.load(et.convert(data.replace(b"total", b"to\0al"))) as program:
         names = {info.name for info in program.method_meta("forward").attributes}
         assert "count" in names and any(n.startswith("buffer_") for n in names)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("pool_indices", r"instruction 0 \(aten::max_pool2d_with_indices\.out\): the indices output "
+                     r"of max_pool2d_with_indices is read"),
+    ("index_two_tensors", r"instruction 0 \(aten::index\.Tensor_out\): indexing with more than "
+                          r"one index tensor"),
+    ("divisor_override", r"instruction 0 \(aten::avg_pool2d\.out\): divisor_override"),
+])
+def test_unsupported_arguments_are_named(name, message):
+    with pytest.raises(et.ConversionError, match=r"method 'forward': " + message):
+        et.convert(DATA / f"refused_{name}.pte")
