@@ -181,6 +181,28 @@ def export_ops(out_dir: str) -> None:
     _save(out_dir, "ops", program.buffer, arrays)
 
 
+def export_dynamic(out_dir: str) -> None:
+    """Dynamic batch (torch.export Dim, up to 8): an MLP and a small CNN whose flatten becomes
+    sym_size + et_view; run with several batch sizes."""
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3), nn.Softmax(-1)).eval()
+    cnn = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.Linear(4, 2)).eval()
+    batch = Dim("batch", min=1, max=8)
+    for name, model, example, sizes in (("mlp_dynamic", mlp, torch.randn(4, 6), (3, 8, 1)),
+                                        ("cnn_dynamic", cnn, torch.randn(2, 3, 8, 8), (1, 8, 5))):
+        program = to_edge(export(model, (example,), dynamic_shapes=({0: batch},))).to_executorch()
+        arrays = {}
+        with torch.no_grad():
+            for k, n in enumerate(sizes):
+                x = torch.randn(n, *example.shape[1:])
+                arrays[f"forward_call{k}_in0"] = x
+                arrays[f"forward_call{k}_out0"] = model(x)
+        _save(out_dir, name, program.buffer, arrays)
+
+
 def export_delegated(out_dir: str) -> None:
     """A linear layer lowered to XNNPACK: the importer must refuse it, naming the delegate."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -280,7 +302,7 @@ def main() -> None:
     os.makedirs(out_dir, exist_ok=True)
     only = sys.argv[2:]
     for export_one in (export_mobilenet, export_lstm, export_two_methods, export_counter,
-                       export_channels_last, export_ops, export_delegated):
+                       export_channels_last, export_ops, export_dynamic, export_delegated):
         if not only or export_one.__name__[len("export_"):] in only:
             export_one(out_dir)
 

@@ -19,8 +19,8 @@ from runtime_py import executorch as et
 DATA = Path(__file__).parent / "data" / "executorch"
 RTOL, ATOL = 1e-5, 1e-6
 FIXTURES = ["add", "mlp", "cnn", "attn"]  # exported by the author (bench_inputs.npz)
-EXPORTS = ["mobilenet", "lstm", "two_methods", "counter", "channels_last", "ops", "synthetic",
-           "synthetic_inline"]
+EXPORTS = ["mobilenet", "lstm", "two_methods", "counter", "channels_last", "ops", "mlp_dynamic",
+           "cnn_dynamic", "synthetic", "synthetic_inline"]
 
 
 def _np():
@@ -223,3 +223,11 @@ def test_constants_stored_in_another_dim_order_are_read_in_logical_order():
     logical = [c * 4 + h * 2 + w for c in range(2) for h in range(2) for w in range(2)]
     nhwc = [logical[c * 4 + h * 2 + w] for h in range(2) for w in range(2) for c in range(2)]
     assert _permute_bytes(bytes(nhwc), (1, 2, 2, 2), (0, 2, 3, 1), 1) == bytes(logical)
+
+
+def test_dynamic_batch_is_bounded_by_the_export():
+    with et.load(DATA / "cnn_dynamic.pte") as module:
+        info = module.method_meta("forward").input_tensor_meta(0)
+        assert info.dynamic and tuple(info.shape) == (8, 3, 8, 8)
+        with pytest.raises(rt.InvalidArgument):
+            module.forward(memoryview(bytearray(9 * 3 * 8 * 8 * 4)).cast("f", (9, 3, 8, 8)))

@@ -10,6 +10,7 @@ import math
 from typing import List
 
 from .. import _shapes
+from . import _program as P
 from ._convert import MAX_GENERATED_BYTES, MethodConverter, lowers, pack_scalar
 
 INT64_MAX = (1 << 63) - 1
@@ -49,20 +50,69 @@ def squeeze_dims(cx, a, o):
     _reshape_to_out(cx, a, o)
 
 
-@lowers("aten::squeeze_copy.out", "aten::alias_copy.out", "aten::detach_copy.out",
-        "aten::lift_fresh_copy.out", args=1)
+@lowers("aten::squeeze_copy.out", args=1)
 def squeeze_all(cx, a, o):
     _reshape_to_out(cx, a, o)
+
+
+@lowers("aten::alias_copy.out", "aten::detach_copy.out", "aten::lift_fresh_copy.out", args=1)
+def alias_copy(cx, a, o):
+    _copy_to_out(cx, cx.tensor(a[0]), o[0])
 
 
 def _reshape_to_out(cx, a, o):
     x = cx.tensor(a[0])
     dtype, sizes, dynamic = cx.out_spec(o[0])
-    if dynamic or x.dynamic:
-        raise cx.fail("reshaping a dynamic tensor is not supported")
     if x.dtype != dtype:
         raise cx.fail(f"changes dtype {x.dtype} to {dtype}")
-    cx.emit("reshape", x, sizes, out=o[0])
+    if not (dynamic or x.dynamic):
+        cx.emit("reshape", x, sizes, out=o[0])
+        return
+    if cx.op.startswith(("aten::squeeze_copy", "aten::unsqueeze_copy")) or len(a) < 2:
+        raise cx.fail("squeezing or unsqueezing a dynamic tensor is not supported (which of "
+                      "its sizes vary is not recorded)")
+    cx.emit("reshape", x, cx.sizes(a[1]), out=o[0])
+
+
+@lowers("executorch_prim::et_view.default", args=2)
+def et_view(cx, a, o):
+    """ExecuTorch's view (no copy there; a reshape here), sizes possibly from sym_size."""
+    _reshape_to_out(cx, a, o)
+
+
+@lowers("aten::sym_size.int", args=2)
+def sym_size(cx, a, o):
+    """The size of one dimension as an Int value: a constant for a static dimension, a
+    run-time size (usable as the one inferred size of a reshape) for a dynamic one."""
+    x = cx.tensor(a[0])
+    dim = _axis(cx, cx.int(a[1]), len(x.shape))
+    if cx.evalue(o[0]).kind != P.K_INT:
+        raise cx.fail(f"value {o[0]} must be an int")
+    if x.dynamic:  # torch.export asks only for the sizes it cannot fix
+        cx.symbolic.add(o[0])
+    else:
+        cx.plan.values[o[0]] = P.EValue(P.K_INT, x.shape[dim])
+
+
+_PRIM_INT = {"executorch_prim::add.Scalar": lambda x, y: x + y,
+             "executorch_prim::sub.Scalar": lambda x, y: x - y,
+             "executorch_prim::mul.Scalar": lambda x, y: x * y,
+             "executorch_prim::floordiv.Scalar": lambda x, y: x // y if y else None,
+             "executorch_prim::mod.Scalar": lambda x, y: x % y if y else None}
+
+
+@lowers(*_PRIM_INT, args=2)
+def prim_int(cx, a, o):
+    """Scalar arithmetic on sizes: computed here when both are known, else a run-time size."""
+    if any(i in cx.symbolic for i in a):
+        cx.symbolic.add(o[0])
+        return
+    x, y = cx.scalar(a[0]), cx.scalar(a[1])
+    result = _PRIM_INT[cx.op](x, y)
+    if result is None:
+        raise cx.fail("division by zero")
+    kind = P.K_DOUBLE if isinstance(result, float) else P.K_INT
+    cx.plan.values[o[0]] = P.EValue(kind, result)
 
 
 @lowers("aten::expand_copy.out", args=3)

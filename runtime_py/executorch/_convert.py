@@ -118,6 +118,8 @@ class MethodConverter:
         self.transposes: Dict[int, int] = {}
         self.alias_sources: Set[int] = set()  # values that planned views read
         self._last_read: Optional[Dict[int, int]] = None
+        # Int values computed at run time from dynamic sizes (sym_size and arithmetic on it)
+        self.symbolic: Set[int] = set()
         # builder value index -> (raw bytes, dtype, shape) of the constants made here
         self.constant_raw: Dict[int, Tuple[bytes, str, Tuple[int, ...]]] = {}
 
@@ -229,6 +231,9 @@ class MethodConverter:
         v = self.evalue(i)
         if v.kind not in (P.K_INT, P.K_BOOL):
             raise self.fail(f"value {i} must be an int, not {_KIND_NAMES.get(v.kind, v.kind)}")
+        if i in self.symbolic:
+            raise self.fail(f"value {i} is a size known only at run time (a dynamic dimension);"
+                            f" this argument must be known at conversion time")
         return int(v.payload)
 
     def opt_int(self, i: int) -> Optional[int]:
@@ -251,6 +256,18 @@ class MethodConverter:
             raise self.fail(f"value {i} must be an int list, not "
                             f"{_KIND_NAMES.get(v.kind, v.kind)}")
         return [self.int(j) for j in v.payload]
+
+    def sizes(self, i: int) -> List[int]:
+        """A size list (view / reshape) whose items may be run-time sizes of dynamic
+        dimensions: one such item becomes -1, inferred by the reshape at every execute."""
+        v = self.evalue(i)
+        if v.kind != P.K_INT_LIST:
+            return self.ints(i)
+        items = [-1 if j in self.symbolic else self.int(j) for j in v.payload]
+        if items.count(-1) > 1:
+            raise self.fail(f"value {i}: a shape with {items.count(-1)} run-time sizes cannot "
+                            f"be inferred (at most one)")
+        return items
 
     def opt_ints(self, i: int) -> Optional[List[int]]:
         return None if self.is_none(i) else self.ints(i)
@@ -316,10 +333,12 @@ class MethodConverter:
         return self.new("cast", x, dtype=dtype, shape=x.shape, dynamic=x.dynamic)
 
     def reshape(self, x: Value, shape: Sequence[int]) -> Value:
-        if list(x.shape) == list(shape) and not x.dynamic:
+        if list(x.shape) == list(shape):
             return x
-        return self.new("reshape", x, [int(s) for s in shape], dtype=x.dtype, shape=shape,
-                        dynamic=x.dynamic)
+        if x.dynamic:  # which sizes vary is not known here: never guess a -1
+            raise self.fail(f"reshaping a dynamic tensor (bounds {list(x.shape)}) to "
+                            f"{list(shape)} is not supported")
+        return self.new("reshape", x, [int(s) for s in shape], dtype=x.dtype, shape=shape)
 
     # ---- the plan ---------------------------------------------------------------------
 
