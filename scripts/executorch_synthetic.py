@@ -109,6 +109,13 @@ class Plan:
                 pos.append(value)
         fn(*pos, **kw)
 
+    def raw_call(self, op: str, args: List[int]) -> None:
+        """A kernel call with no torch reference run (the caller sets the expected values)."""
+        name, _, overload = op.partition(".")
+        self.operators.append(S.Operator(name=name, overload=overload))
+        self.instructions.append(S.Instruction(S.KernelCall(op_index=len(self.operators) - 1,
+                                                            args=args)))
+
     def plan(self, outputs: List[int]) -> S.ExecutionPlan:
         chain = S.Chain(inputs=self.inputs, outputs=outputs, instructions=self.instructions,
                         stacktrace=None)
@@ -320,6 +327,22 @@ def build(w: ProgramWriter) -> None:
     p.torch_values[a] = small
     p.torch_values[out] = torch.empty(0)
     p.call("aten::relu.out", [a], [out], out)
+    w.add(p, [out], run_inputs=[small])
+
+    # sizes followed through: view(x, [sym_size(x, 0) * 2, 3]) of a dynamic x, then relu
+    p = Plan("dynamic_view", w)
+    small = torch.randn(4, 2, 3)
+    a = p.input(torch.zeros(6, 2, 3), dynamic_bound=True)
+    rows = p.int(0)
+    p.raw_call("aten::sym_size.int", [a, p.int(0), rows])
+    doubled = p.int(0)
+    p.raw_call("executorch_prim::mul.Scalar", [rows, p.int(2), doubled])
+    target = p._add(S.IntList([doubled, p.int(3)]), None)
+    view = p.tensor(torch.empty(12, 3), dynamic_bound=True)
+    p.raw_call("executorch_prim::et_view.default", [a, target, view])
+    out = p.tensor(torch.empty(12, 3), dynamic_bound=True)
+    p.raw_call("aten::relu.out", [view, out, out])
+    p.torch_values[out] = torch.relu(small.reshape(-1, 3))
     w.add(p, [out], run_inputs=[small])
 
 
