@@ -157,6 +157,57 @@ class Movement(nn.Module):
                 x.unsqueeze(1).expand(2, 3, 5, 4).clone())
 
 
+class AttentionBlock(nn.Module):
+    """LayerNorm, fused QKV projection, causal scaled_dot_product_attention, GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.norm = nn.Linear(16, 48), nn.LayerNorm(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.norm(x)).chunk(3, -1)
+        q, k, v = (t.view(1, 8, 2, 8).transpose(1, 2) for t in (q, k, v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return nn.functional.gelu(y.transpose(1, 2).reshape(1, 8, 16))
+
+
+class Resample(nn.Module):
+    def forward(self, x: torch.Tensor):
+        f = nn.functional.interpolate
+        return (f(x, scale_factor=2, mode="nearest"), f(x, size=(5, 7), mode="nearest"),
+                f(x, scale_factor=2, mode="bilinear", align_corners=False),
+                f(x, size=(5, 7), mode="bilinear", align_corners=True))
+
+
+class Statistics(nn.Module):
+    def forward(self, h: torch.Tensor):
+        values, indices = h.max(dim=1)
+        return (values, indices, h.min(dim=-1, keepdim=True).values, torch.cumsum(h, 1),
+                h.var(1), h.var(dim=(0, 2), correction=0, keepdim=True),
+                torch.topk(h, 2, dim=-1).values, torch.topk(h, 3, dim=1, largest=False).indices)
+
+
+def export_more(out_dir: str) -> None:
+    """A GRU, an attention block with SDPA, resampling and statistics: one method each."""
+    torch.manual_seed(0)
+    cases = {"gru": (nn.GRU(4, 6, batch_first=True).eval(), (torch.randn(2, 3, 4),)),
+             "attention": (AttentionBlock().eval(), (torch.randn(1, 8, 16),)),
+             "resample": (Resample(), (torch.randn(1, 2, 3, 3),)),
+             "statistics": (Statistics(), (torch.randn(2, 5, 4),))}
+    programs = {name: export(model, args) for name, (model, args) in cases.items()}
+    program = to_edge(programs).to_executorch()
+    arrays = {}
+    with torch.no_grad():
+        for name, (model, args) in cases.items():
+            for i, t in enumerate(args):
+                arrays[f"{name}_call0_in{i}"] = t
+            outs = model(*args)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            for j, t in enumerate(outs):
+                arrays[f"{name}_call0_out{j}"] = t
+    _save(out_dir, "more", program.buffer, arrays)
+
+
 def export_ops(out_dir: str) -> None:
     """One program whose methods exercise most operators the importer lowers."""
     torch.manual_seed(0)
@@ -302,7 +353,8 @@ def main() -> None:
     os.makedirs(out_dir, exist_ok=True)
     only = sys.argv[2:]
     for export_one in (export_mobilenet, export_lstm, export_two_methods, export_counter,
-                       export_channels_last, export_ops, export_dynamic, export_delegated):
+                       export_channels_last, export_ops, export_more, export_dynamic,
+                       export_delegated):
         if not only or export_one.__name__[len("export_"):] in only:
             export_one(out_dir)
 

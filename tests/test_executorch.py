@@ -19,7 +19,7 @@ from runtime_py import executorch as et
 DATA = Path(__file__).parent / "data" / "executorch"
 RTOL, ATOL = 1e-5, 1e-6
 FIXTURES = ["add", "mlp", "cnn", "attn"]  # exported by the author (bench_inputs.npz)
-EXPORTS = ["mobilenet", "lstm", "two_methods", "counter", "channels_last", "ops", "mlp_dynamic",
+EXPORTS = ["mobilenet", "lstm", "two_methods", "counter", "channels_last", "ops", "more", "mlp_dynamic",
            "cnn_dynamic", "synthetic", "synthetic_inline"]
 
 

@@ -639,3 +639,84 @@ def group_norm(cx, a, o):
 
 def pack_floats(values: List[float], dtype: str) -> bytes:
     return b"".join(pack_scalar(v, dtype) for v in values)
+
+
+# ---- more reductions, scans, selection, resampling ------------------------------------------
+
+@lowers("aten::max.dim_max", "aten::min.dim_min", args=3)
+def max_dim(cx, a, o):
+    """(values, indices) along one dimension: reduce_max / reduce_min and argmax / argmin
+    (the indices only when something reads them)."""
+    x = cx.tensor(a[0])
+    axis = _dims(cx, a[1], len(x.shape))
+    keep = bool(cx.scalar(a[2]))
+    is_max = cx.op.startswith("aten::max")
+    cx.emit("reduce_max" if is_max else "reduce_min", x, axis, keep, out=o[0])
+    if len(o) > 1 and cx.reads_later(o[1]):
+        cx.emit("argmax" if is_max else "argmin", x, axis[0], keep, False, out=o[1])
+
+
+@lowers("aten::cumsum.out", args=3)
+def cumsum(cx, a, o):
+    x = cx.cast(cx.tensor(a[0]), _out_dtype(cx, o))
+    cx.emit("cumsum", x, cx.int(a[1]), False, False, out=o[0])
+
+
+@lowers("aten::var.correction_out", args=4)
+def var(cx, a, o):
+    """sum((x - mean)^2) / (n - correction) over the dims (correction None: 1)."""
+    x = cx.tensor(a[0])
+    if x.dtype not in FLOATS or x.dynamic:
+        raise cx.fail("variance of a non-float or dynamic tensor is not supported")
+    dims = _dims(cx, a[1], len(x.shape))
+    correction = 1 if cx.is_none(a[2]) else cx.scalar(a[2])
+    keep = bool(cx.scalar(a[3]))
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    kept = [1 if d in dims else s for d, s in enumerate(x.shape)]
+    mean = cx.new("reduce_mean", x, dims, True, dtype=x.dtype, shape=kept)
+    centered = _binary(cx, "sub", x, mean)
+    shape = kept if keep else [s for d, s in enumerate(x.shape) if d not in dims]
+    total = cx.new("reduce_sum_square", centered, dims, keep, dtype=x.dtype, shape=shape)
+    cx.emit("div", total, cx.const(count - correction, x.dtype), out=o[0])
+
+
+@lowers("aten::topk.values", args=5)
+def topk(cx, a, o):
+    x = cx.tensor(a[0])
+    axis = _shapes.normalize_axis(cx.op, cx.int(a[2]), len(x.shape))
+    if len(o) < 2:
+        raise cx.fail("topk needs its values and indices out tensors")
+    results = cx.m.call("topk", x, cx.int(a[1]), axis, bool(cx.scalar(a[3])), True,
+                        outputs=[cx.out_spec(o[0]), cx.out_spec(o[1])])
+    cx.bind(o[0], results[0])
+    cx.bind(o[1], results[1])
+
+
+def _resize(cx, x, out: int, scales_arg: int, mode: int, coordinate_mode: int) -> None:
+    dtype, sizes, dynamic = cx.out_spec(out)
+    if len(x.shape) != 4 or dynamic:
+        raise cx.fail("resampling is supported for static 4-D (NCHW) tensors")
+    if not cx.is_none(scales_arg):  # torch maps coordinates with the given factors
+        v = cx.evalue(scales_arg)
+        factors = v.payload if v.kind == P.K_DOUBLE_LIST else None
+        if not factors or len(factors) != 2:
+            raise cx.fail("scale_factors must hold two doubles")
+        cx.emit("resize", x, [], [1.0, 1.0] + [float(f) for f in factors], [], mode,
+                coordinate_mode, 2, -0.75, False, False, 0.0, out=out)
+        return
+    cx.emit("resize", x, sizes, [], [], mode, coordinate_mode, 2, -0.75, False, False, 0.0,
+            out=out)
+
+
+@lowers("aten::upsample_nearest2d.vec_out", args=3)
+def upsample_nearest2d(cx, a, o):
+    """torch's nearest: source index floor(dst * in / out) (ONNX asymmetric + floor)."""
+    _resize(cx, cx.tensor(a[0]), o[0], a[2], 0, 4)
+
+
+@lowers("aten::upsample_bilinear2d.vec_out", args=4)
+def upsample_bilinear2d(cx, a, o):
+    align = bool(cx.scalar(a[2]))
+    _resize(cx, cx.tensor(a[0]), o[0], a[3], 1, 3 if align else 2)
