@@ -208,6 +208,50 @@ def export_more(out_dir: str) -> None:
     _save(out_dir, "more", program.buffer, arrays)
 
 
+class CachePut(nn.Module):
+    """A key cache written at a run-time position (index_put_) and read whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("k_cache", torch.zeros(1, 6, 4))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        self.k_cache[:, pos] = x
+        return torch.softmax(self.k_cache.sum(-1), -1)
+
+
+class CacheCopy(nn.Module):
+    """A cache updated with index_copy_ and summed along time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(6, 4))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        self.cache.index_copy_(0, pos, x)
+        return self.cache.cumsum(0)
+
+
+def export_kv_cache(out_dir: str) -> None:
+    """Two methods, each with a cache (mutable buffer) written at a position given as input;
+    three calls at positions 0, 2 and 4."""
+    torch.manual_seed(0)
+    cases = {"put": (CachePut, (1, 1, 4)), "copy": (CacheCopy, (1, 4))}
+    programs = {name: export(cls().eval(), (torch.randn(*shape), torch.tensor([0])))
+                for name, (cls, shape) in cases.items()}
+    config = ExecutorchBackendConfig(emit_mutable_buffer_names=True)
+    program = to_edge(programs).to_executorch(config)
+    arrays = {}
+    with torch.no_grad():
+        for name, (cls, shape) in cases.items():
+            reference = cls().eval()
+            for k in range(3):
+                x, pos = torch.randn(*shape), torch.tensor([2 * k])
+                arrays[f"{name}_call{k}_in0"], arrays[f"{name}_call{k}_in1"] = x, pos
+                arrays[f"{name}_call{k}_out0"] = reference(x, pos).clone()
+    _save(out_dir, "kv_cache", program.buffer, arrays)
+
+
 def export_ops(out_dir: str) -> None:
     """One program whose methods exercise most operators the importer lowers."""
     torch.manual_seed(0)
@@ -353,8 +397,8 @@ def main() -> None:
     os.makedirs(out_dir, exist_ok=True)
     only = sys.argv[2:]
     for export_one in (export_mobilenet, export_lstm, export_two_methods, export_counter,
-                       export_channels_last, export_ops, export_more, export_dynamic,
-                       export_delegated):
+                       export_channels_last, export_ops, export_more, export_kv_cache,
+                       export_dynamic, export_delegated):
         if not only or export_one.__name__[len("export_"):] in only:
             export_one(out_dir)
 

@@ -383,3 +383,40 @@ def repeat(cx, a, o):
 def tril(cx, a, o):
     cx.emit("trilu", cx.tensor(a[0]), cx.int(a[1]), cx.op.startswith("aten::triu"), out=o[0])
 
+
+
+def _put_along(cx, x, axis: int, index, values, accumulate: bool, out: int) -> None:
+    """out = x with x[..., index, ...] (along axis) = values (or += with accumulate): a
+    scatter_elements whose indices and updates are expanded over the updated region."""
+    if len(index.shape) != 1 or index.dynamic or x.dynamic:
+        raise cx.fail("only a static 1-D index tensor is supported")
+    region = list(x.shape)
+    region[axis] = index.shape[0]
+    column = [1] * len(x.shape)
+    column[axis] = index.shape[0]
+    spread = cx.new("expand", cx.reshape(index, column), region, dtype=index.dtype, shape=region)
+    values = cx.cast(values, x.dtype)
+    if list(values.shape) != region:
+        values = cx.new("expand", values, region, dtype=x.dtype, shape=region)
+    cx.emit("scatter_elements", x, spread, values, axis, 1 if accumulate else 0, out=out)
+
+
+@lowers("aten::index_put.out", args=4)
+def index_put(cx, a, o):
+    """x[..., idx, ...] = values with one index tensor (a KV-cache update, say)."""
+    items = cx.tensor_items(a[1])
+    present = [k for k, i in enumerate(items) if i != -1 and not cx.is_none(i)]
+    if len(present) != 1:
+        raise cx.fail("index_put with more than one index tensor is not supported")
+    k = present[0]
+    if cx.spec(items[k]).dtype == "bool":
+        raise cx.fail("index_put with a boolean mask is not supported")
+    _put_along(cx, cx.tensor(a[0]), k, _indices(cx, items[k]), cx.tensor(a[2]),
+               bool(cx.scalar(a[3])), o[0])
+
+
+@lowers("aten::index_copy.out", args=4)
+def index_copy(cx, a, o):
+    x = cx.tensor(a[0])
+    _put_along(cx, x, _axis(cx, cx.int(a[1]), len(x.shape)), _indices(cx, a[2]),
+               cx.tensor(a[3]), False, o[0])
