@@ -256,6 +256,34 @@ def build(w: ProgramWriter) -> None:
         p.call(op, args, [out], out)
         w.add(p, [out])
 
+    # scatters into a copy, shuffles, remainders
+    cache = torch.randn(2, 6, 3)
+    for name, op, t, extra, shape in [
+        ("slice_scatter", "aten::slice_scatter.out", cache,
+         (lambda p: p.input(torch.randn(2, 2, 3)), lambda p: p.int(1), lambda p: p.int(1),
+          lambda p: p.int(5), lambda p: p.int(2)), (2, 6, 3)),
+        ("select_scatter", "aten::select_scatter.out", cache,
+         (lambda p: p.input(torch.randn(2, 3)), lambda p: p.int(1), lambda p: p.int(-2)),
+         (2, 6, 3)),
+        ("index_put_accumulate", "aten::index_put.out", cache,
+         (lambda p: p.optional_tensors([-1, p.input(torch.tensor([4, 1, 4]))]),
+          lambda p: p.input(torch.randn(3, 3)), lambda p: p.bool(True)), (2, 6, 3)),
+        ("pixel_shuffle", "aten::pixel_shuffle.out", torch.randn(1, 8, 2, 3),
+         (lambda p: p.int(2),), (1, 2, 4, 6)),
+        ("pixel_unshuffle", "aten::pixel_unshuffle.out", torch.randn(1, 2, 4, 6),
+         (lambda p: p.int(2),), (1, 8, 2, 3)),
+        ("flip", "aten::flip.out", cache, (lambda p: p.ints([0, -1]),), (2, 6, 3)),
+        ("remainder", "aten::remainder.Tensor_out", x * 3, (lambda p: p.input(y),), (3, 4)),
+        ("fmod_scalar", "aten::fmod.Scalar_out", x * 3, (lambda p: p.double(-0.7),), (3, 4)),
+        ("trunc", "aten::trunc.out", x * 3, (), (3, 4)),
+    ]:
+        p = Plan(name, w)
+        a = p.input(t)
+        args = [a] + [f(p) for f in extra]
+        out = p.tensor(torch.empty(shape, dtype=t.dtype))
+        p.call(op, args, [out], out)
+        w.add(p, [out])
+
     # addmm with alpha and beta (not the linear path), and linear.out
     p = Plan("addmm_scaled", w)
     bias, m1 = p.input(torch.randn(1, 5)), p.input(torch.randn(3, 4))

@@ -720,3 +720,24 @@ def upsample_nearest2d(cx, a, o):
 def upsample_bilinear2d(cx, a, o):
     align = bool(cx.scalar(a[2]))
     _resize(cx, cx.tensor(a[0]), o[0], a[3], 1, 3 if align else 2)
+
+
+@lowers("aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::fmod.Tensor_out",
+        "aten::fmod.Scalar_out", args=2)
+def remainder(cx, a, o):
+    """remainder: the divisor's sign (Python's %); fmod: the dividend's (C's fmod)."""
+    dtype = _out_dtype(cx, o)
+    cx.emit("mod", _operand(cx, a[0], dtype), _operand(cx, a[1], dtype),
+            cx.op.startswith("aten::fmod"), out=o[0])
+
+
+@lowers("aten::trunc.out", args=1)
+def trunc(cx, a, o):
+    x = cx.tensor(a[0])
+    if x.dtype not in FLOATS:
+        cx.emit("copy", x, out=o[0])
+        return
+    negative = _binary(cx, "less", x, cx.const(0, x.dtype), dtype="bool")
+    up = cx.new("ceil", x, dtype=x.dtype, shape=x.shape, dynamic=x.dynamic)
+    down = cx.new("floor", x, dtype=x.dtype, shape=x.shape, dynamic=x.dynamic)
+    cx.emit("where", negative, up, down, out=o[0])

@@ -420,3 +420,50 @@ def index_copy(cx, a, o):
     x = cx.tensor(a[0])
     _put_along(cx, x, _axis(cx, cx.int(a[1]), len(x.shape)), _indices(cx, a[2]),
                cx.tensor(a[3]), False, o[0])
+
+
+@lowers("aten::slice_scatter.out", args=6)
+def slice_scatter(cx, a, o):
+    """out = x with x[..., start:end:step, ...] = src (a cache written at a fixed range)."""
+    x = cx.tensor(a[0])
+    axis = _axis(cx, cx.int(a[2]), len(x.shape))
+    start, end, step = cx.opt_int(a[3]), cx.opt_int(a[4]), cx.int(a[5])
+    if step < 1:
+        raise cx.fail(f"step {step} must be positive")
+    positions = list(range(x.shape[axis]))[slice(start, end, step)]
+    if not positions:
+        cx.emit("copy", x, out=o[0])
+        return
+    index = cx.m.constant(b"".join(pack_scalar(p, "int64") for p in positions), "int64",
+                          (len(positions),))
+    _put_along(cx, x, axis, index, cx.tensor(a[1]), False, o[0])
+
+
+@lowers("aten::select_scatter.out", args=4)
+def select_scatter(cx, a, o):
+    """out = x with x[..., index, ...] = src (src lacks that dimension)."""
+    x = cx.tensor(a[0])
+    axis = _axis(cx, cx.int(a[2]), len(x.shape))
+    index = cx.int(a[3])
+    if not -x.shape[axis] <= index < x.shape[axis]:
+        raise cx.fail(f"index {index} is out of range for dimension {axis}")
+    src = cx.tensor(a[1])
+    shape = list(src.shape)
+    src = cx.reshape(src, shape[:axis] + [1] + shape[axis:])
+    _put_along(cx, x, axis, cx.m.constant(pack_scalar(index % x.shape[axis], "int64"), "int64",
+                                          (1,)), src, False, o[0])
+
+
+@lowers("aten::pixel_shuffle.out", "aten::pixel_unshuffle.out", args=2)
+def pixel_shuffle(cx, a, o):
+    """depth_to_space / space_to_depth in CRD order (channel c * r^2 + i * r + j), torch's."""
+    op = "depth_to_space" if cx.op == "aten::pixel_shuffle.out" else "space_to_depth"
+    cx.emit(op, cx.tensor(a[0]), cx.int(a[1]), 1, out=o[0])
+
+
+@lowers("aten::flip.out", args=2)
+def flip(cx, a, o):
+    x = cx.tensor(a[0])
+    dims = sorted({_axis(cx, d, len(x.shape)) for d in cx.ints(a[1])})
+    n = len(dims)
+    cx.emit("slice", x, [-1] * n, [-INT64_MAX - 1] * n, dims, [-1] * n, out=o[0])
