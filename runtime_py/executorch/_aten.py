@@ -451,8 +451,10 @@ def addmm(cx, a, o):
             and list(bias.shape) == [w_t.shape[0]] and x.dtype == out_dtype:
         cx.emit("linear", x, w_t, bias, out=o[0])
         return
-    product = cx.new("matmul", x, cx.tensor(a[2]), dtype=x.dtype,
-                     shape=[x.shape[0], cx.spec(a[2]).sizes[1]])
+    m2 = cx.tensor(a[2])
+    product = cx.new("matmul", x, m2, dtype=x.dtype,
+                     shape=list(_shapes.matmul(cx.op, x.shape, m2.shape)),
+                     dynamic=x.dynamic or m2.dynamic)
     if alpha != 1:
         product = _binary(cx, "mul", product, cx.const(alpha, x.dtype))
     if beta == 0:
@@ -539,6 +541,8 @@ def avg_pool2d(cx, a, o):
 def adaptive_avg_pool2d(cx, a, o):
     x = cx.tensor(a[0])
     out_hw = _pair(cx, a[1])
+    if len(x.shape) not in (3, 4):
+        raise cx.fail(f"adaptive pooling of a rank-{len(x.shape)} tensor is not supported")
     h, w = x.shape[-2], x.shape[-1]
     if out_hw == [1, 1]:
         cx.emit("reduce_mean", x, [-2, -1], True, out=o[0])

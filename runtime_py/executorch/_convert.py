@@ -497,6 +497,10 @@ class MethodConverter:
             raise
         except ValueError as e:  # shape rules of the builder
             raise self.fail(str(e)) from None
+        except (IndexError, TypeError, OverflowError) as e:
+            # Last line of defence for argument combinations no check above foresaw
+            # (hostile files): still an error naming the instruction, never a crash.
+            raise self.fail(f"unexpected arguments ({type(e).__name__}: {e})") from None
 
     def _outputs(self) -> None:
         seen: Set[int] = set()
