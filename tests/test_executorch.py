@@ -16,6 +16,8 @@ import pytest
 import runtime_py as rt
 from runtime_py import executorch as et
 
+pytestmark = pytest.mark.core  # numpy-free parts run under every interpreter
+
 DATA = Path(__file__).parent / "data" / "executorch"
 RTOL, ATOL = 1e-5, 1e-6
 FIXTURES = ["add", "mlp", "cnn", "attn"]  # exported by the author (bench_inputs.npz)
