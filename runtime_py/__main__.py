@@ -159,6 +159,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from .profiling import Profile
+
     with _load_program(args.program) as program:
         inputs = _inputs_for(program, args.method, args.input)
         with program.load_method(args.method, profile=True, num_threads=args.threads) as method:
