@@ -386,9 +386,15 @@ def export_counter(out_dir: str) -> None:
 
 
 def export_channels_last(out_dir: str) -> None:
+    """A channels-last input; and a model converted to channels-last (its convolution
+    weights are then stored in dim order (0, 2, 3, 1) in the .pte)."""
     torch.manual_seed(0)
     x = torch.randn(1, 4, 5, 5).to(memory_format=torch.channels_last)
     _export_single(out_dir, "channels_last", ChannelsLast(), (x,))
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 3, 3))
+    model = model.eval().to(memory_format=torch.channels_last)
+    _export_single(out_dir, "channels_last_weights", model, (torch.randn(1, 4, 6, 6).to(
+        memory_format=torch.channels_last),))
 
 
 def main() -> None:

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.core  # numpy-free parts run under every interpreter
 DATA = Path(__file__).parent / "data" / "executorch"
 RTOL, ATOL = 1e-5, 1e-6
 FIXTURES = ["add", "mlp", "cnn", "attn"]  # exported by the author (bench_inputs.npz)
-EXPORTS = ["mobilenet", "lstm", "two_methods", "counter", "kv_cache", "channels_last", "ops", "more",
-           "mlp_dynamic", "cnn_dynamic", "synthetic", "synthetic_inline"]
+EXPORTS = ["mobilenet", "lstm", "two_methods", "counter", "kv_cache", "channels_last",
+           "channels_last_weights", "ops", "more", "mlp_dynamic", "cnn_dynamic", "synthetic",
+           "synthetic_inline"]
 
 
 def _np():
