@@ -38,7 +38,7 @@ def _parse_bounds(items: Sequence[str]) -> Dict[str, Dict[int, int]]:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from . import onnx as ro
+    from ._importers import EXECUTORCH, kind_of
 
     cases = []
     for path in args.bundle_inputs or ():
@@ -46,9 +46,21 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
         with np.load(path) as npz:  # one case: an array per input name
             cases.append({name: npz[name] for name in npz.files})
-    data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
-                      dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse,
-                      bundle_inputs=cases, external_data=args.external_data)
+    if kind_of(args.model) == EXECUTORCH:
+        if args.shape or args.dynamic or args.no_fuse or cases:
+            print("error: --shape, --dynamic, --no-fuse and --bundle-inputs apply to ONNX "
+                  "models only (a .pte carries no reference to compute expected outputs)",
+                  file=sys.stderr)
+            return 2
+        from . import executorch
+
+        data = executorch.convert(args.model, external_data=args.external_data)
+    else:
+        from . import onnx as ro
+
+        data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
+                          dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse,
+                          bundle_inputs=cases, external_data=args.external_data)
     with open(args.output, "wb") as f:
         f.write(data)
     extra = f", {len(cases)} bundled case(s)" if cases else ""
@@ -59,11 +71,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace):
+    """The program of args.program (ours, or an ExecuTorch / ONNX model converted on the fly)
+    with its --data files."""
+    from ._importers import program_source
     from .errors import NotFound
     from .program import Program
 
     try:
-        return Program.load(args.program, data_files=args.data or ())
+        return Program.load(program_source(args.program), data_files=args.data or ())
     except NotFound as e:
         if "data file" in e.message and not args.data:
             e.message += " (pass --data FILE.rtd)"
@@ -214,8 +229,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         description="libruntime command line")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    convert = sub.add_parser("convert", help="convert an ONNX model into a program file")
-    convert.add_argument("model", help="the .onnx file")
+    convert = sub.add_parser("convert", help="convert an ONNX model or an ExecuTorch .pte "
+                                             "program into a program file")
+    convert.add_argument("model", help="the .onnx or .pte file (chosen by its header)")
     convert.add_argument("-o", "--output", required=True, help="the .rtp file to write")
     convert.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
                          help="a concrete shape for an input with symbolic dimensions")

@@ -131,7 +131,14 @@ class Module:
 def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = False,
          data_files: Any = (), **method_options: Any) -> Module:
     """A Module for a program file or buffer (and the data files holding its external
-    constants); method_options go to every load_method()."""
+    constants); method_options go to every load_method().
+
+    An ExecuTorch program (.pte) or an ONNX model is converted first, the importer chosen by
+    the file's header (see _importers.py); the Module then holds the converted bytes."""
+    from ._importers import program_source
+
+    if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
+        source = program_source(source)
     return Module(source, copy=copy, verify_constants=verify_constants, data_files=data_files,
                   **method_options)
 
