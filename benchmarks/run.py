@@ -194,7 +194,25 @@ def fmt_us(seconds: float) -> str:
     return f"{us:,.1f}" if us < 1000 else f"{us:,.0f}"
 
 
-def render(results, loads) -> str:
+def bench_call_overhead():
+    """The 1-element Add from every interpreter at hand (this one and PyPy, if installed),
+    with array.array inputs: benchmarks/call_overhead.py in a child process each."""
+    import shutil
+
+    pythons = [sys.executable] + [p for p in (shutil.which("pypy3"),) if p]
+    rows = []
+    for python in pythons:
+        proc = subprocess.run([python, str(ROOT / "benchmarks" / "call_overhead.py")],
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            rows.append(json.loads(proc.stdout))
+        else:
+            print(f"call overhead under {python} failed: {proc.stderr.strip()[-200:]}",
+                  file=sys.stderr)
+    return rows
+
+
+def render(results, loads, calls=()) -> str:
     lines = ["# Benchmarks", "", f"machine: {os.cpu_count()} CPUs; times in microseconds "
              "(median / min / p90); ratio = ours / peer", ""]
     for threads, res in sorted(results.items()):
@@ -214,6 +232,12 @@ def render(results, loads) -> str:
             for g in res["gemm"]:
                 lines.append(f"| {g['n']} | {g['ours_gflops']:.1f} | {g['numpy_gflops']:.1f} | "
                              f"{g['ours_gflops'] / g['numpy_gflops']:.2f} |")
+        lines.append("")
+    if calls:
+        lines += ["## Per-call overhead (1-element Add, array.array inputs, best of 7 x 100k)", "",
+                  "| interpreter | us per call |", "|---|---:|"]
+        for c in calls:
+            lines.append(f"| {c['interpreter']} | {c['us_per_call']:.2f} |")
         lines.append("")
     if loads:
         lines += ["## Program load (mmap)", "", "| weights | load median |", "|---:|---:|"]
@@ -248,7 +272,8 @@ def main() -> int:
         results[threads] = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
                                                      text=True).stdout)
     loads = [] if args.skip_load else bench_load()
-    text = render(results, loads)
+    calls = [] if "add" not in args.only else bench_call_overhead()
+    text = render(results, loads, calls)
     print(text)
     Path(args.output).write_text(text)
     return 0
