@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import array
 import operator
+import platform
 import struct
 from typing import Any, Optional, Tuple
 
@@ -42,6 +43,9 @@ from .tensor import Tensor, numel, parse_device
 
 RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL, RT_VALUE_TENSOR = 1, 2, 3, 7
 _CPU = (1, 0)
+# The repeated-array short path of tensor_value reads arr.shape and arr.strides, which on PyPy
+# (numpy through cpyext) leak about 100 bytes per read; PyPy's JIT makes the full path fast.
+_REPEAT_PATH = platform.python_implementation() == "CPython"
 _RAW_FORMATS = ("B", "c", "<B", "=B", "@B")
 
 
@@ -351,10 +355,10 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
                 ptr = keep = ffi.from_buffer(value)
             shape = view.shape
             # Untyped bytes may be read as the expected dtype; a numpy uint8 array may not.
-            is_array = hasattr(tp, "__array_interface__")
-            raw_bytes = fmt in _RAW_FORMATS and not is_array
+            raw_bytes = fmt in _RAW_FORMATS and not hasattr(tp, "__array_interface__")
             readonly = "read-only buffer" if view.readonly else ""
-            if is_array and not readonly and dtype == slot.dtype and len(shape) == slot.rank:
+            if _REPEAT_PATH and not readonly and dtype == slot.dtype and \
+                    len(shape) == slot.rank and hasattr(tp, "__array_interface__"):
                 repeat = (tp, getattr(value, "dtype", None), getattr(value, "shape", None),
                           getattr(value, "strides", None))
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import platform
 import weakref
 
 import numpy as np
@@ -34,6 +35,11 @@ def rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@pytest.mark.skipif(platform.python_implementation() == "PyPy",
+                    reason="PyPy's garbage collector moves RSS by tens of MB between "
+                           "collections (measured here: -21 to +43 MB per 5000 cycles), far "
+                           "above any leak this could catch; the C side is checked under "
+                           "CPython and LeakSanitizer, object lifetimes by the weakref tests")
 def test_load_run_close_10000_times_keeps_rss_flat():
     data = cnn()
     extra = attributes_and_scalars()
