@@ -193,7 +193,7 @@ def main_cpython() -> Path:
 def step_cpython() -> Path:
     python = venv(main_cpython(), ROOT / ".venv")
     pip_install(python, "-e", ".[test]")  # builds libruntime into runtime_py/ (CMakeLists)
-    if version_of(python).startswith("3.11."):
+    if version_of(python).startswith("cpython 3.11."):
         # Exactly this version: it installs a CPU build from the machine's disk, where any
         # other would download gigabytes of CUDA. Only here: the torch tests skip elsewhere.
         pip_install(python, TORCH)
