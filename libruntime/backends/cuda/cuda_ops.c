@@ -1,0 +1,392 @@
+/* cuda_ops.c: the CUDA side of the elementwise, movement and normalisation ops, and the table
+ * of every op the CUDA backend covers.
+ *
+ * Each run first calls the op's own (CPU) prepare, which checks the arguments for the current
+ * sizes and gives the outputs their sizes, exactly as the CPU run does; prepares never read
+ * tensor contents, so they work on device tensors. Then it launches on the method's stream. */
+#include <string.h>
+
+#include "backends/cuda/cuda_ops.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
+
+/* ---- shared checks ------------------------------------------------------------------ */
+
+rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
+                               uint32_t types, const char *expected) {
+    if (types & (1u << (unsigned)t->type))
+        return RT_OK;
+    return rt_op_fail(ctx, RT_UNSUPPORTED, "%s has dtype %s; the CUDA kernel covers %s (run "
+                      "the method on the cpu for it)", what, rt_tensor__type_name(t->type),
+                      expected);
+}
+
+static rt_status check_float_x(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_FLOAT, "float32 and float64");
+}
+
+/* ---- binary ------------------------------------------------------------------------- */
+
+/* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank`, 0
+ * where t is broadcast. */
+static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
+    int64_t dense[RT_MAX_RANK];
+    rt_tensor__dense_strides(dense, t->rank, t->sizes, NULL);
+    int32_t lead = rank - t->rank;
+    for (int32_t i = 0; i < rank; i++) {
+        int32_t d = i - lead;
+        out[i] = d >= 0 && t->sizes[d] != 1 ? dense[d] : 0;
+    }
+}
+
+static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
+    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, 1), *out = ARG_T(ctx, 2);
+    rt_cuda_binary_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.kind = kind;
+    int64_t sa[RT_MAX_RANK], sb[RT_MAX_RANK];
+    aligned_strides(sa, a, out->rank);
+    aligned_strides(sb, b, out->rank);
+    /* Size-1 dimensions drop out; the kernel walks the rest in row-major order. */
+    for (int32_t d = 0; d < out->rank; d++) {
+        if (out->sizes[d] == 1)
+            continue;
+        p.sizes[p.rank] = out->sizes[d];
+        p.a_strides[p.rank] = sa[d];
+        p.b_strides[p.rank] = sb[d];
+        p.rank++;
+    }
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.sizes[0] = 1;
+    }
+    p.a = a->data;
+    p.b = b->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (a->type) {
+    case RT_F32: k = RT_CUDA_K_binary_f32; break;
+    case RT_F64: k = RT_CUDA_K_binary_f64; break;
+    case RT_I32: k = RT_CUDA_K_binary_i32; break;
+    case RT_I64: k = RT_CUDA_K_binary_i64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA binary kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+#define BINARY_TYPES \
+    (RT_TYPE_BIT(RT_F32) | RT_TYPE_BIT(RT_F64) | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64))
+
+static rt_status check_binary(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", BINARY_TYPES,
+                                "float32, float64, int32 and int64");
+}
+
+static rt_status check_div(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_FLOAT, "float32 and float64");
+}
+
+#define DEFINE_BINARY(symbol, kind)                                           \
+    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+        RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
+        return binary(ctx, cm, kind);                                         \
+    }
+DEFINE_BINARY(add, RT_CUDA_ADD)
+DEFINE_BINARY(sub, RT_CUDA_SUB)
+DEFINE_BINARY(mul, RT_CUDA_MUL)
+DEFINE_BINARY(div, RT_CUDA_DIV)
+DEFINE_BINARY(less, RT_CUDA_LESS)
+DEFINE_BINARY(equal, RT_CUDA_EQUAL)
+
+/* ---- unary -------------------------------------------------------------------------- */
+
+/* A clip bound: none (no bound), an int or a double; tensors are refused at load. */
+static double clip_bound(const rt_op_ctx *ctx, size_t i, double none) {
+    const rt_value *v = i < ctx->nargs ? ctx->args[i] : NULL;
+    if (v != NULL && v->kind == RT_VALUE_INT)
+        return (double)v->u.i;
+    if (v != NULL && v->kind == RT_VALUE_DOUBLE)
+        return v->u.d;
+    return none;
+}
+
+static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, ctx->nargs - 1);
+    rt_cuda_unary_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.kind = kind;
+    bool flag = false;
+    switch (kind) {
+    case RT_CUDA_HARD_SIGMOID:
+    case RT_CUDA_SELU:
+        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p.alpha));
+        RT_RETURN_IF_ERROR(rt_op_double(ctx, 2, "beta", &p.beta));
+        break;
+    case RT_CUDA_LEAKY_RELU:
+    case RT_CUDA_ELU:
+        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p.alpha));
+        break;
+    case RT_CUDA_GELU:
+        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "approximate", &flag));
+        p.kind = flag ? RT_CUDA_GELU_TANH : RT_CUDA_GELU;
+        break;
+    case RT_CUDA_ISINF:
+        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "detect_positive", &flag));
+        p.detect_positive = flag;
+        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "detect_negative", &flag));
+        p.detect_negative = flag;
+        break;
+    case RT_CUDA_CLIP:
+        p.lo = clip_bound(ctx, 1, -INFINITY);
+        p.hi = clip_bound(ctx, 2, INFINITY);
+        break;
+    default: break;
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_unary_f32 : RT_CUDA_K_unary_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+static rt_status check_clip(rt_op_ctx *ctx) {
+    RT_RETURN_IF_ERROR(check_float_x(ctx));
+    for (size_t i = 1; i <= 2; i++)
+        if (ctx->args[i]->kind == RT_VALUE_TENSOR)
+            return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu (%s) is a tensor; on CUDA, "
+                              "clip takes its bounds as ints or doubles", i,
+                              i == 1 ? "min" : "max");
+    return RT_OK;
+}
+
+#define DEFINE_UNARY(symbol, kind)                                            \
+    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+        RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
+        return unary(ctx, cm, kind);                                          \
+    }
+#define UNARY_OPS(X)                                                                          \
+    X(abs, RT_CUDA_ABS) X(neg, RT_CUDA_NEG) X(exp, RT_CUDA_EXP) X(log, RT_CUDA_LOG)            \
+    X(sqrt, RT_CUDA_SQRT) X(reciprocal, RT_CUDA_RECIPROCAL) X(floor, RT_CUDA_FLOOR)            \
+    X(ceil, RT_CUDA_CEIL) X(round, RT_CUDA_ROUND) X(sign, RT_CUDA_SIGN) X(sin, RT_CUDA_SIN)    \
+    X(cos, RT_CUDA_COS) X(tan, RT_CUDA_TAN) X(tanh, RT_CUDA_TANH) X(erf, RT_CUDA_ERF)          \
+    X(sigmoid, RT_CUDA_SIGMOID) X(hard_sigmoid, RT_CUDA_HARD_SIGMOID)                          \
+    X(leaky_relu, RT_CUDA_LEAKY_RELU) X(elu, RT_CUDA_ELU) X(selu, RT_CUDA_SELU)                \
+    X(gelu, RT_CUDA_GELU) X(softplus, RT_CUDA_SOFTPLUS) X(softsign, RT_CUDA_SOFTSIGN)          \
+    X(hard_swish, RT_CUDA_HARD_SWISH) X(mish, RT_CUDA_MISH) X(isnan, RT_CUDA_ISNAN)            \
+    X(isinf, RT_CUDA_ISINF) X(relu, RT_CUDA_RELU)
+UNARY_OPS(DEFINE_UNARY)
+DEFINE_UNARY(clip, RT_CUDA_CLIP)
+
+/* ---- softmax, log_softmax ----------------------------------------------------------- */
+
+static rt_status softmax(rt_op_ctx *ctx, rt_cuda_method *cm, bool log) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
+    if (rt_tensor__numel(x) == 0)
+        return RT_OK;
+    rt_cuda_softmax_params p;
+    memset(&p, 0, sizeof p);
+    p.outer = p.n = p.inner = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p.outer *= x->sizes[d];
+        else if (d == axis)
+            p.n = x->sizes[d];
+        else
+            p.inner *= x->sizes[d];
+    }
+    p.log = log;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_softmax_f32 : RT_CUDA_K_softmax_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
+}
+
+static rt_status run_softmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__softmax_prepare(ctx));
+    return softmax(ctx, cm, false);
+}
+
+static rt_status run_log_softmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__log_softmax_prepare(ctx));
+    return softmax(ctx, cm, true);
+}
+
+/* ---- layer_norm --------------------------------------------------------------------- */
+
+static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__layer_norm_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 5);
+    rt_tensor_value *scale, *bias;
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &scale));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    rt_cuda_layer_norm_params p;
+    memset(&p, 0, sizeof p);
+    p.rows = p.len = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p.rows *= x->sizes[d];
+        else
+            p.len *= x->sizes[d];
+    }
+    if (p.rows == 0)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(rt_op_double(ctx, 4, "epsilon", &p.eps));
+    p.x = x->data;
+    p.out = out->data;
+    p.scale = scale ? scale->data : NULL;
+    p.bias = bias ? bias->data : NULL;
+    p.scale_period = scale ? rt_tensor__numel(scale) : 1;
+    p.bias_period = bias ? rt_tensor__numel(bias) : 1;
+    /* A zero-length row has an empty parameter; no element of it is ever read. */
+    if (p.scale_period == 0)
+        p.scale_period = 1;
+    if (p.bias_period == 0)
+        p.bias_period = 1;
+    if (ctx->nargs == 8) {
+        p.mean = ARG_T(ctx, 6)->data;
+        p.inv_std = ARG_T(ctx, 7)->data;
+    }
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_layer_norm_f32 : RT_CUDA_K_layer_norm_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
+}
+
+/* ---- cast, copy, reshape ------------------------------------------------------------ */
+
+static rt_status run_cast(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__cast_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 1);
+    rt_cuda_cast_params p = {rt_tensor__numel(out), (int32_t)x->type, (int32_t)out->type,
+                             x->data, out->data};
+    if (p.n == 0)
+        return RT_OK;
+    return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_cast, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* out = x byte for byte; nothing to do when the planner gave both one storage. */
+static rt_status device_move(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor_value *x,
+                             const rt_tensor_value *out) {
+    size_t nbytes = rt_tensor__nbytes(x);
+    if (nbytes == 0 || out->data == x->data)
+        return RT_OK;
+    uintptr_t xs = (uintptr_t)x->data, os = (uintptr_t)out->data;
+    if (xs < os + nbytes && os < xs + nbytes)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "x and out overlap without coinciding; the CUDA "
+                          "backend copies only between disjoint or identical storage");
+    rt_status status = rt_cuda__check(
+        cm->device->cu->memcpy_dtod_async((CUdeviceptr)os, (CUdeviceptr)xs, nbytes, cm->stream),
+        "copying on the device");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "device copy failed");
+}
+
+static rt_status run_copy(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__copy_prepare(ctx));
+    return device_move(ctx, cm, ARG_T(ctx, 0), ARG_T(ctx, 1));
+}
+
+static rt_status run_reshape(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__reshape_prepare(ctx));
+    return device_move(ctx, cm, ARG_T(ctx, 0), ARG_T(ctx, 2));
+}
+
+/* ---- transpose, concat -------------------------------------------------------------- */
+
+static rt_status strided(rt_op_ctx *ctx, rt_cuda_method *cm, void *dst,
+                         const int64_t *dst_strides, const void *src,
+                         const int64_t *src_strides, const rt_tensor_value *shape_of) {
+    rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, dst, dst_strides, src,
+                                             src_strides, shape_of->rank, shape_of->sizes,
+                                             shape_of->elem_size, "strided copy");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+}
+
+static rt_status run_transpose(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__transpose_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    const int64_t *perm = ctx->args[1]->u.ints.items;
+    int64_t x_strides[RT_MAX_RANK], src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+    rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
+    for (int32_t i = 0; i < x->rank; i++) {
+        int64_t axis = perm[i] < 0 ? perm[i] + x->rank : perm[i]; /* checked by prepare */
+        src_strides[i] = x_strides[axis];
+    }
+    return strided(ctx, cm, out->data, dst_strides, x->data, src_strides, out);
+}
+
+static rt_status run_concat(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__concat_prepare(ctx));
+    rt_tensor_value **xs = ctx->args[0]->u.tensors.items;
+    size_t count = ctx->args[0]->u.tensors.count;
+    const rt_tensor_value *out = ARG_T(ctx, 2);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    int64_t out_strides[RT_MAX_RANK], x_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(out_strides, out->rank, out->sizes, NULL);
+    int64_t offset = 0;
+    for (size_t i = 0; i < count; i++) {
+        const rt_tensor_value *x = xs[i];
+        rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+        char *dst = (char *)out->data + offset * out_strides[axis] * (int64_t)out->elem_size;
+        RT_RETURN_IF_ERROR(strided(ctx, cm, dst, out_strides, x->data, x_strides, x));
+        offset += x->sizes[axis];
+    }
+    return RT_OK;
+}
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+#define UNARY_ENTRY(symbol, kind) {#symbol, check_float_x, run_##symbol},
+
+static const rt_cuda_op cuda_ops[] = {
+    {"add", check_binary, run_add},
+    {"sub", check_binary, run_sub},
+    {"mul", check_binary, run_mul},
+    {"div", check_div, run_div},
+    {"less", check_binary, run_less},
+    {"equal", check_binary, run_equal},
+    UNARY_OPS(UNARY_ENTRY)
+    {"clip", check_clip, run_clip},
+    {"softmax", check_float_x, run_softmax},
+    {"log_softmax", check_float_x, run_log_softmax},
+    {"layer_norm", check_float_x, run_layer_norm},
+    {"cast", NULL, run_cast},
+    {"copy", NULL, run_copy},
+    {"reshape", NULL, run_reshape},
+    {"transpose", NULL, run_transpose},
+    {"concat", NULL, run_concat},
+    {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
+    {"linear", check_float_x, rt_cuda__run_linear},
+    {"linear_act", check_float_x, rt_cuda__run_linear_act},
+    {"conv2d", check_float_x, rt_cuda__run_conv2d},
+    {"conv2d_act", check_float_x, rt_cuda__run_conv2d_act},
+    {"max_pool2d", check_float_x, rt_cuda__run_max_pool2d},
+    {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
+};
+
+const rt_cuda_op *rt_cuda__find_op(const char *name) {
+    for (size_t i = 0; i < sizeof cuda_ops / sizeof cuda_ops[0]; i++)
+        if (strcmp(cuda_ops[i].name, name) == 0)
+            return &cuda_ops[i];
+    return NULL;
+}
+
+const char *rt_cuda__op_name(size_t index) {
+    return index < sizeof cuda_ops / sizeof cuda_ops[0] ? cuda_ops[index].name : NULL;
+}

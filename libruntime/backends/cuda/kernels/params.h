@@ -1,0 +1,144 @@
+/* params.h: the parameter blocks passed by value to the CUDA kernels. Included by the C host
+ * code and by the .cu files, so both sides agree on every field's offset; only fixed-width
+ * integers, doubles, floats and pointers appear. */
+#ifndef RT_CUDA_PARAMS_H
+#define RT_CUDA_PARAMS_H
+
+#include <stdint.h>
+
+#define RT_CUDA_RANK 16 /* RT_MAX_RANK */
+
+/* Element types, numbered as rt_type in tensor.h. */
+enum {
+    RT_CUDA_F32 = 0, RT_CUDA_F64, RT_CUDA_F16, RT_CUDA_BF16, RT_CUDA_I8, RT_CUDA_I16,
+    RT_CUDA_I32, RT_CUDA_I64, RT_CUDA_U8, RT_CUDA_U16, RT_CUDA_U32, RT_CUDA_U64, RT_CUDA_BOOL
+};
+
+/* Unary kinds; the formulas are those of ops/unary_kernels.c. */
+enum {
+    RT_CUDA_ABS = 0, RT_CUDA_NEG, RT_CUDA_EXP, RT_CUDA_LOG, RT_CUDA_SQRT, RT_CUDA_RECIPROCAL,
+    RT_CUDA_FLOOR, RT_CUDA_CEIL, RT_CUDA_ROUND, RT_CUDA_SIGN, RT_CUDA_SIN, RT_CUDA_COS,
+    RT_CUDA_TAN, RT_CUDA_TANH, RT_CUDA_ERF, RT_CUDA_SIGMOID, RT_CUDA_HARD_SIGMOID,
+    RT_CUDA_LEAKY_RELU, RT_CUDA_ELU, RT_CUDA_SELU, RT_CUDA_GELU, RT_CUDA_GELU_TANH,
+    RT_CUDA_SOFTPLUS, RT_CUDA_SOFTSIGN, RT_CUDA_HARD_SWISH, RT_CUDA_MISH, RT_CUDA_CLIP,
+    RT_CUDA_ISNAN, RT_CUDA_ISINF, RT_CUDA_RELU
+};
+
+/* Binary kinds. LESS and EQUAL write bool (one byte). */
+enum { RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL };
+
+/* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
+enum {
+    RT_CUDA_ACT_NONE = 0, RT_CUDA_ACT_RELU, RT_CUDA_ACT_CLIP, RT_CUDA_ACT_SIGMOID,
+    RT_CUDA_ACT_GELU, RT_CUDA_ACT_HARDSWISH
+};
+
+typedef struct rt_cuda_unary_params {
+    int64_t n;
+    int32_t kind;
+    int32_t detect_positive, detect_negative; /* isinf */
+    int32_t reserved;
+    double alpha, beta; /* hard_sigmoid, leaky_relu, elu, selu (beta = gamma) */
+    double lo, hi;      /* clip */
+    const void *x;
+    void *out;
+} rt_cuda_unary_params;
+
+/* out (dense, row-major over sizes) = a op b, each read through its strides (0: broadcast). */
+typedef struct rt_cuda_binary_params {
+    int64_t n;
+    int32_t kind;
+    int32_t rank;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t a_strides[RT_CUDA_RANK];
+    int64_t b_strides[RT_CUDA_RANK];
+    const void *a, *b;
+    void *out;
+} rt_cuda_binary_params;
+
+/* out[r, c] = act(out[r, c] + row_bias[r] + col_bias[c]) over a [rows, cols] matrix repeated
+ * `n / (rows * cols)` times; either bias may be NULL. */
+typedef struct rt_cuda_bias_act_params {
+    int64_t n, rows, cols;
+    int32_t act;
+    float lo, hi;
+    int32_t reserved;
+    const void *row_bias, *col_bias;
+    void *out;
+} rt_cuda_bias_act_params;
+
+typedef struct rt_cuda_cast_params {
+    int64_t n;
+    int32_t from, to; /* RT_CUDA_F32 ... */
+    const void *x;
+    void *out;
+} rt_cuda_cast_params;
+
+/* dst (strided) = src (strided), both walked in row-major order of sizes. */
+typedef struct rt_cuda_copy_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t dst_strides[RT_CUDA_RANK];
+    int64_t src_strides[RT_CUDA_RANK];
+    const void *src;
+    void *dst;
+} rt_cuda_copy_params;
+
+/* Softmax over x viewed as [outer, n, inner], one block per (outer, inner) column. */
+typedef struct rt_cuda_softmax_params {
+    int64_t outer, n, inner;
+    int32_t log; /* log_softmax */
+    int32_t reserved;
+    const void *x;
+    void *out;
+} rt_cuda_softmax_params;
+
+/* Layer norm of `rows` contiguous rows of `len`; scale and bias repeat with their periods. */
+typedef struct rt_cuda_layer_norm_params {
+    int64_t rows, len, scale_period, bias_period;
+    double eps;
+    const void *x, *scale, *bias;
+    void *out, *mean, *inv_std;
+} rt_cuda_layer_norm_params;
+
+/* C[batch] (m x n) = A[batch] (m x k) @ B[batch] (k x n) with any element strides, then the
+ * epilogue: + row_bias[i] + col_bias[j], activation. Batch entry b (b = blockIdx.z +
+ * batch_offset) is decomposed over batch_sizes to find the A and B offsets. */
+typedef struct rt_cuda_gemm_params {
+    int64_t m, n, k;
+    int64_t a_row_stride, a_col_stride, b_row_stride, b_col_stride, c_row_stride;
+    int64_t c_batch_stride;
+    int64_t batch_offset;
+    int32_t batch_rank;
+    int32_t act;
+    float lo, hi;
+    int64_t batch_sizes[RT_CUDA_RANK];
+    int64_t a_batch_strides[RT_CUDA_RANK];
+    int64_t b_batch_strides[RT_CUDA_RANK];
+    const void *a, *b, *row_bias, *col_bias;
+    void *c;
+} rt_cuda_gemm_params;
+
+typedef struct rt_cuda_conv_params {
+    int64_t batch, channels, height, width;
+    int64_t out_channels, kernel_h, kernel_w, out_h, out_w, groups;
+    int64_t stride[2], dilation[2], pad[4]; /* pad: top, left, bottom, right */
+    int32_t act;
+    float lo, hi;
+    int32_t reserved;
+    const void *x, *w, *bias;
+    void *out;
+} rt_cuda_conv_params;
+
+typedef struct rt_cuda_pool_params {
+    int64_t planes, height, width, out_h, out_w;
+    int64_t kernel[2], stride[2], dilation[2], pad[4];
+    int32_t count_include_pad;
+    int32_t reserved;
+    const void *x;
+    void *out;
+} rt_cuda_pool_params;
+
+#endif
