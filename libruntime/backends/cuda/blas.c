@@ -1,4 +1,5 @@
-/* blas.c: cuBLAS through dlopen (libcublas.so.13, .12, .11, or RT_CUBLAS's path). cuBLAS runs
+/* blas.c: cuBLAS through dlopen (libcublas.so.13, .12, .11, or the path in RT_CUBLAS;
+ * RT_CUBLAS=off keeps the built-in kernel). cuBLAS runs
  * on the runtime API, which uses the context current on the thread: the device's primary
  * context, made current by the caller. */
 #include "backends/cuda/blas.h"
@@ -8,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct cublas_context *cublas_handle;
 typedef int cublas_status;
@@ -39,6 +41,12 @@ static char status_text[256];
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
 static void load_api(void) {
+    const char *choice = getenv("RT_CUBLAS");
+    if (choice != NULL && strcmp(choice, "off") == 0) {
+        snprintf(status_text, sizeof status_text, "cuBLAS turned off (RT_CUBLAS=off); using the "
+                 "built-in GEMM kernel");
+        return;
+    }
     const char *names[] = {getenv("RT_CUBLAS"), "libcublas.so.13", "libcublas.so.12",
                            "libcublas.so.11", "libcublas.so"};
     void *lib = NULL;
