@@ -2,10 +2,11 @@
 // so the CUDA backend's host code and kernels are tested on machines without a GPU.
 //
 // Device memory is host memory; streams run work at once; a launch runs every block in turn,
-// each block as blockDim.x threads (OS threads with a barrier for __syncthreads when the kernel
-// needs one). The kernel sources are compiled here for the host by turning the CUDA keywords
+// each block as blockDim.x threads: in turn for kernels without __syncthreads, as coroutines
+// (ucontext) that switch at every __syncthreads for the others. The kernel sources are compiled here for the host by turning the CUDA keywords
 // into C++. Load it with RT_CUDA_DRIVER=/path/libfakecuda.so. One device, compute capability 9.0.
 #include <pthread.h>
+#include <ucontext.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,16 +26,23 @@
 struct emu_dim3 {
     unsigned x, y, z;
 };
-static thread_local emu_dim3 threadIdx, blockIdx;
-static emu_dim3 blockDim, gridDim;
-static pthread_barrier_t block_barrier;
+static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+// The coroutines of one block: __syncthreads returns to the scheduler, which resumes the
+// threads in turn; every kernel here reaches its barriers uniformly.
+static ucontext_t scheduler;
+static ucontext_t thread_context[1024];
+static bool thread_done[1024];
+static unsigned current_thread;
 
 #undef __global__
 #undef __shared__
 #define __global__
 #define __shared__ static
 #define __launch_bounds__(n)
-static inline void __syncthreads() { pthread_barrier_wait(&block_barrier); }
+static inline void __syncthreads() {
+    swapcontext(&thread_context[current_thread], &scheduler);
+}
 
 #include "../../libruntime/backends/cuda/kernels/conv_pool.cu"
 #include "../../libruntime/backends/cuda/kernels/elementwise.cu"
@@ -92,6 +100,39 @@ bool is_device(uintptr_t p) {
 }
 
 } // namespace
+
+static const kernel_entry *coroutine_kernel;
+static void *coroutine_params;
+
+static void coroutine_main() {
+    coroutine_kernel->call(coroutine_kernel->fn, coroutine_params);
+    thread_done[current_thread] = true; // uc_link returns to the scheduler
+}
+
+static void run_block_as_coroutines(const kernel_entry *k, void *params, unsigned threads) {
+    const size_t stack_size = 64 * 1024;
+    static std::vector<char> stacks(1024 * stack_size);
+    coroutine_kernel = k;
+    coroutine_params = params;
+    for (unsigned t = 0; t < threads; t++) {
+        getcontext(&thread_context[t]);
+        thread_context[t].uc_stack.ss_sp = &stacks[t * stack_size];
+        thread_context[t].uc_stack.ss_size = stack_size;
+        thread_context[t].uc_link = &scheduler;
+        makecontext(&thread_context[t], coroutine_main, 0);
+        thread_done[t] = false;
+    }
+    for (unsigned left = threads; left > 0;) {
+        for (unsigned t = 0; t < threads; t++) {
+            if (thread_done[t])
+                continue;
+            current_thread = t;
+            threadIdx = {t, 0, 0};
+            swapcontext(&scheduler, &thread_context[t]);
+            left -= thread_done[t];
+        }
+    }
+}
 
 extern "C" {
 
@@ -209,17 +250,8 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
                     }
                     continue;
                 }
-                pthread_barrier_init(&block_barrier, NULL, bx);
-                std::vector<std::thread> threads;
-                for (unsigned t = 0; t < bx; t++)
-                    threads.emplace_back([=] {
-                        blockIdx = block;
-                        threadIdx = {t, 0, 0};
-                        k->call(k->fn, params[0]);
-                    });
-                for (auto &th : threads)
-                    th.join();
-                pthread_barrier_destroy(&block_barrier);
+                blockIdx = block;
+                run_block_as_coroutines(k, params[0], bx);
             }
     return 0;
 }

@@ -139,13 +139,29 @@ struct carrier {
     uint64_t u;
 };
 
+// A 16-bit float's NaN keeps its sign (conversions may drop it); `exponent` is the mask of
+// the format's exponent field.
+__device__ inline bool half_nan(uint16_t bits, uint16_t exponent) {
+    return (bits & exponent) == exponent && (bits & (uint16_t)~(exponent | 0x8000)) != 0;
+}
+
+__device__ inline double nan_with_sign(int negative) { return negative ? -(double)NAN : (double)NAN; }
+
 __device__ inline carrier load(const void *base, int64_t i, int type) {
     carrier c = {0, 0.0, 0, 0};
     switch (type) {
     case RT_CUDA_F32: c.d = ((const float *)base)[i]; break;
     case RT_CUDA_F64: c.d = ((const double *)base)[i]; break;
-    case RT_CUDA_F16: c.d = __half2float(((const __half *)base)[i]); break;
-    case RT_CUDA_BF16: c.d = __bfloat162float(((const __nv_bfloat16 *)base)[i]); break;
+    case RT_CUDA_F16:
+        c.d = half_nan(((const uint16_t *)base)[i], 0x7C00)
+                  ? nan_with_sign(((const uint16_t *)base)[i] >> 15)
+                  : (double)__half2float(((const __half *)base)[i]);
+        break;
+    case RT_CUDA_BF16:
+        c.d = half_nan(((const uint16_t *)base)[i], 0x7F80)
+                  ? nan_with_sign(((const uint16_t *)base)[i] >> 15)
+                  : (double)__bfloat162float(((const __nv_bfloat16 *)base)[i]);
+        break;
     case RT_CUDA_I8: c.kind = 1; c.i = ((const int8_t *)base)[i]; break;
     case RT_CUDA_I16: c.kind = 1; c.i = ((const int16_t *)base)[i]; break;
     case RT_CUDA_I32: c.kind = 1; c.i = ((const int32_t *)base)[i]; break;
@@ -198,6 +214,20 @@ __device__ inline uint64_t to_unsigned(const carrier &c, uint64_t hi) {
 }
 
 __device__ inline void store(void *base, int64_t i, int type, const carrier &c) {
+    if (c.kind == 0 && c.d != c.d) {
+        // NaN: the quiet NaN of the format with the sign, whatever the payload (GPUs and CPUs
+        // disagree on payloads; ops/cast.c writes these).
+        uint16_t sign16 = signbit(c.d) ? 0x8000 : 0;
+        switch (type) {
+        case RT_CUDA_F16: ((uint16_t *)base)[i] = sign16 | 0x7E00; return;
+        case RT_CUDA_BF16: ((uint16_t *)base)[i] = sign16 | 0x7FC0; return;
+        case RT_CUDA_F32: ((uint32_t *)base)[i] = ((uint32_t)sign16 << 16) | 0x7FC00000u; return;
+        case RT_CUDA_F64:
+            ((uint64_t *)base)[i] = ((uint64_t)sign16 << 48) | 0x7FF8000000000000ull;
+            return;
+        default: break;
+        }
+    }
     switch (type) {
     case RT_CUDA_F32:
         ((float *)base)[i] = c.kind == 0 ? (float)c.d : c.kind == 1 ? (float)c.i : (float)c.u;

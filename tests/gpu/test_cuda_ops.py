@@ -1,0 +1,347 @@
+"""Every op the CUDA backend covers, run on the GPU and compared with the same program on the
+CPU (the reference the CPU tests check against numpy), plus the device-specific behaviour:
+zero-copy device inputs, strided host inputs, dynamic shapes, jumps on device conditions,
+attributes, output clones, and the ops and dtypes a CUDA method refuses by name."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime_py as rt
+from runtime_py import cuda
+from runtime_py.builder import ProgramBuilder
+
+from tests.programs import counted_loop, rich_program
+
+pytestmark = pytest.mark.gpu
+RNG = np.random.default_rng(7)
+
+
+def _run_both(program: bytes, *inputs, method: str = "forward"):
+    """Outputs of the program on the CPU and on cuda:0, as numpy arrays."""
+    with rt.Program.load(program) as p:
+        with p.load_method(method) as cpu, p.load_method(method, device="cuda") as gpu:
+            want = cpu(*inputs)
+            got = gpu(*inputs)
+            assert all(t.device == "cuda:0" for t in got if isinstance(t, rt.Tensor))
+            return ([np.asarray(t) for t in want],
+                    [np.asarray(t.to_host()) for t in got])
+
+
+def _assert_same(program: bytes, *inputs, rtol=1e-5, atol=1e-6):
+    want, got = _run_both(program, *inputs)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        if w.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def _unary_program(op, dtype, shape, *params, out_dtype=None) -> bytes:
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", dtype, shape)
+    m.output(m.call(op, x, *params, outputs=[(out_dtype or dtype, shape, False)])[0])
+    return b.to_bytes()
+
+
+# ---- elementwise ---------------------------------------------------------------------------
+
+UNARY = [
+    ("abs", ()), ("neg", ()), ("exp", ()), ("log", ()), ("sqrt", ()), ("reciprocal", ()),
+    ("floor", ()), ("ceil", ()), ("round", ()), ("sign", ()), ("sin", ()), ("cos", ()),
+    ("tan", ()), ("tanh", ()), ("erf", ()), ("sigmoid", ()), ("hard_sigmoid", (0.2, 0.5)),
+    ("leaky_relu", (0.1,)), ("elu", (1.0,)), ("selu", (1.6733, 1.0507)), ("gelu", (False,)),
+    ("gelu", (True,)), ("softplus", ()), ("softsign", ()), ("hard_swish", ()), ("mish", ()),
+    ("relu", ()), ("clip", (-0.5, 0.75)), ("clip", (None, 0.25)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op,params", UNARY, ids=[f"{o}{i}" for i, (o, _) in enumerate(UNARY)])
+def test_unary(op, params, dtype):
+    x = (RNG.standard_normal((3, 37)) * 3).astype(dtype)
+    if op in ("log", "sqrt"):
+        x = np.abs(x) + 0.1
+    x[0, :4] = [0.0, -0.0, 2.5, -2.5]  # rounding halves and signed zeros
+    _assert_same(_unary_program(op, dtype, x.shape, *params), x, rtol=2e-6 if dtype ==
+                 "float32" else 1e-12, atol=1e-6 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("op,params", [("isnan", ()), ("isinf", (True, False)),
+                                       ("isinf", (False, True)), ("isinf", (True, True))])
+def test_float_tests_write_bool(op, params):
+    x = np.array([1.0, np.nan, np.inf, -np.inf, -0.0, 3e38], np.float32)
+    _assert_same(_unary_program(op, "float32", x.shape, *params, out_dtype="bool"), x)
+
+
+BINARY = ["add", "sub", "mul", "div", "less", "equal"]
+SHAPES = [((4, 5), (4, 5)), ((2, 3, 4), (3, 1)), ((1,), (6, 1, 2)), ((), (3,))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_binary_broadcasting(op, dtype, shapes):
+    if op == "div" and dtype.startswith("int"):
+        pytest.skip("integer division is refused on CUDA (test_refused_dtype_is_named)")
+    # Small integers make equal and less meet every case; div gets no zero divisor.
+    a = RNG.integers(-3, 4, shapes[0]).astype(dtype)
+    c = RNG.integers(-3, 4, shapes[1]).astype(dtype)
+    if op == "div":
+        c[c == 0] = 2
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x, y = m.input("a", dtype, shapes[0]), m.input("b", dtype, shapes[1])
+    m.output(getattr(m, op)(x, y))
+    _assert_same(b.to_bytes(), a, c)
+
+
+CAST_TYPES = ["float32", "float64", "float16", "int8", "int32", "int64", "uint8", "bool"]
+
+
+@pytest.mark.parametrize("to", CAST_TYPES + ["bfloat16"])
+@pytest.mark.parametrize("frm", CAST_TYPES)
+def test_cast_matches_the_cpu_bit_for_bit(frm, to):
+    if frm.startswith("float"):
+        values = [0.0, -0.0, 1.5, -2.5, 2.5, 1e10, -1e10, np.inf, -np.inf, np.nan, -np.nan,
+                  300.7, -129.9, 65519.0, 1e-8]
+        with np.errstate(over="ignore"):
+            x = np.array(values, dtype=frm)
+    elif frm == "bool":
+        x = np.array([True, False, True], dtype=bool)
+    else:
+        info = np.iinfo(frm)
+        x = np.array([0, 1, -1 if info.min < 0 else 2, info.min, info.max, 100], dtype=frm)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.cast(m.input("x", frm, x.shape), to))
+    with rt.Program.load(b.to_bytes()) as p:
+        with p.load_method("forward") as cpu, p.load_method("forward", device="cuda") as gpu:
+            (want,) = cpu(x)
+            (got,) = gpu(x)
+            assert got.to_host().tobytes() == want.tobytes()
+
+
+# ---- axis ops, normalisation ---------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_softmax(op, axis, dtype):
+    # A last axis longer than one block of threads; few columns for the other axes.
+    shape = (3, 2, 300) if axis == -1 else (3, 7, 5)
+    x = (RNG.standard_normal(shape) * 4).astype(dtype)
+    x[0, 0, 0] = -np.inf
+    _assert_same(_unary_program(op, dtype, x.shape, axis), x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [-1, 1])
+@pytest.mark.parametrize("params", ["both", "none", "scale"])
+def test_layer_norm(axis, params, dtype):
+    x = (RNG.standard_normal((4, 6, 70)) + 100).astype(dtype)  # a large common offset
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    tail = x.shape[axis:] if axis > 0 else x.shape[axis:]
+    scale = m.constant(RNG.standard_normal(tail).astype(dtype)) if params != "none" else None
+    bias = m.constant(RNG.standard_normal(tail).astype(dtype)) if params == "both" else None
+    y, mean, inv = m.layer_norm(xv, scale, bias, axis=axis, stats=True)
+    for v in (y, mean, inv):
+        m.output(v)
+    _assert_same(b.to_bytes(), x, rtol=1e-4, atol=1e-5)
+
+
+# ---- products, convolutions, pooling -------------------------------------------------------
+
+MATMUL_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 5)),
+                 ((4,), (4, 5)), ((3, 4), (4,)), ((5, 70, 33), (5, 33, 65)), ((2, 3), (3, 0))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul(shapes, dtype):
+    a = RNG.standard_normal(shapes[0]).astype(dtype)
+    c = RNG.standard_normal(shapes[1]).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.matmul(m.input("a", dtype, a.shape), m.input("b", dtype, c.shape)))
+    _assert_same(b.to_bytes(), a, c, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", [None, (1, 0, 0), (2, -0.5, 0.5), (3, 0, 0), (4, 0, 0),
+                                 (5, 0, 0)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear(act, with_bias):
+    x = RNG.standard_normal((3, 7, 40)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal((66, 40)).astype(np.float32))
+    bias = m.constant(RNG.standard_normal(66).astype(np.float32)) if with_bias else None
+    y = m.linear(m.input("x", "float32", x.shape), w, bias)
+    if act is not None:
+        assert m.fuse_activation(y, *act)
+    m.output(y)
+    _assert_same(b.to_bytes(), x, rtol=1e-5, atol=1e-5)
+
+
+CONVS = [  # (x shape, w shape, stride, padding, dilation, groups)
+    ((2, 3, 9, 11), (4, 3, 3, 3), 1, 1, 1, 1),
+    ((1, 4, 10, 10), (6, 2, 3, 2), 2, (1, 0, 2, 1), 1, 2),
+    ((2, 8, 7, 7), (8, 1, 3, 3), 1, 1, 2, 8),   # depthwise, dilated
+    ((2, 16, 5, 6), (12, 16, 1, 1), 1, 0, 1, 1),  # pointwise: the GEMM path
+]
+
+
+@pytest.mark.parametrize("act", [None, (1, 0, 0), (2, 0.0, 6.0)])
+@pytest.mark.parametrize("conv", CONVS, ids=str)
+def test_conv2d(conv, act):
+    xs, ws, stride, padding, dilation, groups = conv
+    x = RNG.standard_normal(xs).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal(ws).astype(np.float32))
+    bias = m.constant(RNG.standard_normal(ws[0]).astype(np.float32))
+    y = m.conv2d(m.input("x", "float32", xs), w, bias, stride, padding, dilation, groups)
+    if act is not None:
+        assert m.fuse_activation(y, *act)
+    m.output(y)
+    _assert_same(b.to_bytes(), x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("padding", [0, 1])
+def test_pooling(padding, ceil_mode, dtype):
+    x = RNG.standard_normal((2, 3, 9, 10)).astype(dtype)
+    x[0, 0, 0, 0] = np.nan
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    m.output(m.max_pool2d(xv, 3, 2, padding, dilation=1, ceil_mode=ceil_mode))
+    m.output(m.max_pool2d(xv, 2, 1, padding, dilation=2, ceil_mode=ceil_mode))
+    m.output(m.avg_pool2d(xv, 3, 2, padding, ceil_mode=ceil_mode, count_include_pad=True))
+    m.output(m.avg_pool2d(xv, 3, 2, padding, ceil_mode=ceil_mode, count_include_pad=False))
+    _assert_same(b.to_bytes(), x, rtol=1e-6, atol=1e-6)
+
+
+# ---- movement ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])
+def test_movement(dtype):
+    x = (RNG.standard_normal((2, 3, 4, 5)) * 50).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    t = m.transpose(xv, [0, 3, 1, 2])
+    m.output(t)
+    m.output(m.reshape(t, [2, -1]))
+    m.output(m.concat([xv, m.copy(xv), xv], axis=1))
+    m.output(m.concat([m.reshape(xv, [6, 20]), m.reshape(t, [6, 20])], axis=0))
+    _assert_same(b.to_bytes(), x)
+
+
+# ---- binding, state, control flow ----------------------------------------------------------
+
+def test_device_inputs_are_bound_without_copies_and_host_inputs_may_be_strided():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.add(m.input("a", "float32", (4, 3)), m.input("b", "float32", (4, 3))))
+    big = RNG.standard_normal((8, 6)).astype(np.float32)
+    strided = big[::2, ::2]  # a host view with element strides (12, 2)
+    dev = rt.Tensor.from_host(np.ones((4, 3), np.float32))
+    assert dev.device == "cuda:0"
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        (y,) = f(strided, dev)
+        np.testing.assert_array_equal(np.asarray(y.to_host()), strided + 1)
+        (again,) = f(dev, dev)
+        np.testing.assert_array_equal(np.asarray(again.to_host()), np.full((4, 3), 2.0))
+        # clone_outputs: the first result is a copy, unchanged by the second execute
+        np.testing.assert_array_equal(np.asarray(y.to_host()), strided + 1)
+
+
+def test_dynamic_shapes_on_the_device():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (1, 8), max_shape=(16, 8))
+    w = m.constant(RNG.standard_normal((5, 8)).astype(np.float32))
+    m.output(m.softmax(m.linear(x, w)))
+    for rows in (1, 16, 7):
+        _assert_same(b.to_bytes(), RNG.standard_normal((rows, 8)).astype(np.float32))
+
+
+def test_jumps_read_conditions_from_the_device():
+    program = counted_loop(size=3).to_bytes()
+    want, got = _run_both(program, np.array([1, 2, 3], np.float32), np.array([4], np.int64))
+    np.testing.assert_array_equal(got[0], np.array([16, 32, 48], np.float32))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_attributes_live_on_the_device_and_persist():
+    data, (w, bias) = rich_program()
+    x = RNG.standard_normal((8, 3)).astype(np.float32)
+    with rt.Program.load(data) as p, p.load_method("forward", device="cuda") as f:
+        for _ in range(3):
+            (y,) = f(x)
+        np.testing.assert_allclose(np.asarray(y.to_host()), np.maximum(x @ w.T + bias, 0),
+                                   rtol=1e-5, atol=1e-6)
+        calls = f.get_attribute("calls")
+        assert calls.device == "cuda:0"
+        assert calls.to_host().tolist() == [3]
+
+
+def test_profiling_records_every_instruction():
+    data, _ = rich_program()
+    with rt.Program.load(data) as p:
+        with p.load_method("forward", device="cuda", profile=True) as f:
+            f(np.zeros((8, 3), np.float32))
+            ops = [e.op_name for e in f.profile_events()]
+            assert ops == [o for o in p.instruction_ops("forward") if o]
+
+
+# ---- what a CUDA method refuses --------------------------------------------------------------
+
+def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.lp_norm(m.input("x", "float32", (2, 3))))
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="lp_norm.*no CUDA kernel"):
+            p.load_method("forward", device="cuda")
+        p.load_method("forward").close()  # the CPU still runs it
+
+
+def test_refused_dtype_is_named():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.div(m.input("a", "int32", (3,)), m.input("b", "int32", (3,))))
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="div.*int32"):
+            p.load_method("forward", device="cuda")
+
+
+def test_inputs_on_another_device_are_refused():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.relu(m.input("x", "float32", (2,))))
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        dev = rt.Tensor.from_host(np.ones(2, np.float32))
+        with pytest.raises(rt.InvalidArgument, match="cuda:1"):
+            f((dev._address(), "float32", (2,), None, "cuda:1"))
+        with pytest.raises(rt.InvalidArgument, match="not CUDA memory"):
+            f((np.ones(2, np.float32).ctypes.data, "float32", (2,), None, "cuda:0"))
+        (y,) = f(np.array([-1.0, 2.0], np.float32))  # still usable
+        assert y.to_host().tolist() == [0.0, 2.0]
+
+
+def test_device_count_and_missing_devices():
+    assert cuda.device_count() >= 1
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.relu(m.input("x", "float32", (2,))))
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match=f"no CUDA device {cuda.device_count()}"):
+            p.load_method("forward", device=f"cuda:{cuda.device_count()}")
