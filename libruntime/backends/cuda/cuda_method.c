@@ -227,8 +227,13 @@ rt_status rt_cuda__bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor 
             dense = false;
     RT_RETURN_IF_ERROR(rt_cuda__push(cm->device));
     rt_status status = RT_OK;
-    if (src->device.type == RT_DEVICE_CUDA)
+    if (src->device.type == RT_DEVICE_CUDA) {
         status = check_device_pointer(m, src->data);
+        /* Other libraries (torch, cupy) may still be writing it on their own streams. */
+        if (status == RT_OK)
+            status = rt_cuda__check(cm->device->cu->ctx_synchronize(),
+                                    "waiting for work queued on the device");
+    }
     if (status == RT_OK && src->device.type == RT_DEVICE_CUDA && may_bind && dense) {
         t->data = src->data;
         *zero_copy = true;
@@ -241,7 +246,22 @@ rt_status rt_cuda__bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor 
 
 /* ---- execution -------------------------------------------------------------------------- */
 
-rt_status rt_cuda__begin(rt_method *m) { return method_error(m, rt_cuda__push(m->cuda->device)); }
+rt_status rt_cuda__begin(rt_method *m) {
+    rt_cuda_method *cm = m->cuda;
+    RT_RETURN_IF_ERROR(method_error(m, rt_cuda__push(cm->device)));
+    /* Inputs bound in place are read as they are now: first let every stream of the context
+     * (other libraries' work included) finish writing them. */
+    for (uint32_t i = 0; i < m->num_inputs; i++) {
+        if (m->inputs[i].zero_copy) {
+            rt_status status = rt_cuda__check(cm->device->cu->ctx_synchronize(),
+                                              "waiting for work queued on the device");
+            if (status != RT_OK)
+                rt_cuda__pop(cm->device);
+            return method_error(m, status);
+        }
+    }
+    return RT_OK;
+}
 
 rt_status rt_cuda__end(rt_method *m, rt_status status) {
     rt_cuda_method *cm = m->cuda;
