@@ -49,6 +49,7 @@ static inline void __syncthreads() {
 #include "../../libruntime/backends/cuda/kernels/gemm.cu"
 #include "../../libruntime/backends/cuda/kernels/movement.cu"
 #include "../../libruntime/backends/cuda/kernels/norm.cu"
+#include "../../libruntime/backends/cuda/kernels/reduce.cu"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -77,7 +78,8 @@ std::map<std::string, kernel_entry> &kernels() {
 #define RT_CUDA_KERNEL(name)                                                                  \
     t["rt_k_" #name] = entry(rt_k_##name, std::string(#name).find("softmax") == 0 ||         \
                                               std::string(#name).find("layer_norm") == 0 ||  \
-                                              std::string(#name).find("gemm") == 0);
+                                              std::string(#name).find("gemm") == 0 ||        \
+                                              std::string(#name).find("reduce") == 0);
 #include "../../libruntime/backends/cuda/kernels/kernels.inc"
 #undef RT_CUDA_KERNEL
         return t;

@@ -154,6 +154,44 @@ def test_layer_norm(axis, params, dtype):
     _assert_same(b.to_bytes(), x, rtol=1e-4, atol=1e-5)
 
 
+REDUCTIONS = ["reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min",
+              "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
+              "reduce_sum_square"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axes,keepdims", [([1], False), ([0, 2], True), ([-1], True), ([], False),
+                                           ([0, 1, 2], False)], ids=str)
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_reductions(op, axes, keepdims, dtype):
+    # Reductions longer than a block of threads, with few outputs (one block each).
+    shape_of_x = {"[1]": (3, 300, 2), "[0, 2]": (300, 3, 2)}.get(str(axes), (2, 5, 3))
+    x = RNG.uniform(0.5, 1.5, shape_of_x).astype(dtype)
+    if op in ("reduce_max", "reduce_min"):
+        x[1, 2, 1] = np.nan  # propagates
+    reduced = [a % 3 for a in axes]
+    if keepdims:
+        shape = [1 if d in reduced else n for d, n in enumerate(x.shape)]
+    else:
+        shape = [n for d, n in enumerate(x.shape) if d not in reduced]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    y = m.call(op, m.input("x", dtype, x.shape), list(axes), keepdims,
+               outputs=[(dtype, tuple(shape), False)])[0]
+    m.output(y)
+    _assert_same(b.to_bytes(), x, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-12)
+
+
+def test_empty_reductions_give_the_identities():
+    x = np.zeros((2, 0, 3), np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x.shape)
+    for op in REDUCTIONS:
+        m.output(m.call(op, xv, [1], False, outputs=[("float32", (2, 3), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
 # ---- products, convolutions, pooling -------------------------------------------------------
 
 MATMUL_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 5)),

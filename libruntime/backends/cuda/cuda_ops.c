@@ -265,6 +265,62 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
 }
 
+/* ---- reductions --------------------------------------------------------------------- */
+
+static rt_status check_reduce(rt_op_ctx *ctx) {
+    RT_RETURN_IF_ERROR(check_float_x(ctx));
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "axes is a tensor (read at each execute); on "
+                          "CUDA, give the axes as an int list");
+    return RT_OK;
+}
+
+static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    const int64_t *axes;
+    size_t count;
+    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "axes", &axes, &count));
+    bool reduced[RT_MAX_RANK] = {false};
+    for (size_t k = 0; k < count; k++) { /* checked by prepare: in range, no repeats */
+        int32_t d;
+        RT_RETURN_IF_ERROR(rt_op_axis(ctx, axes[k], x->rank, "axes item", &d));
+        reduced[d] = true;
+    }
+    rt_cuda_reduce_params p;
+    memset(&p, 0, sizeof p);
+    p.n_out = rt_tensor__numel(out);
+    if (p.n_out == 0)
+        return RT_OK;
+    p.op = op;
+    p.n_red = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (reduced[d]) {
+            p.red_sizes[p.red_rank] = x->sizes[d];
+            p.red_strides[p.red_rank++] = x->strides[d];
+            p.n_red *= x->sizes[d];
+        } else {
+            p.kept_sizes[p.kept_rank] = x->sizes[d];
+            p.kept_strides[p.kept_rank++] = x->strides[d];
+        }
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_reduce_f32 : RT_CUDA_K_reduce_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n_out, 1), 1, 1, &p);
+}
+
+#define DEFINE_REDUCE(symbol, op)                                             \
+    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+        RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
+        return reduce(ctx, cm, op);                                           \
+    }
+#define REDUCE_OPS(X)                                                                         \
+    X(reduce_sum, RT_CUDA_RSUM) X(reduce_mean, RT_CUDA_RMEAN) X(reduce_prod, RT_CUDA_RPROD)    \
+    X(reduce_max, RT_CUDA_RMAX) X(reduce_min, RT_CUDA_RMIN) X(reduce_l1, RT_CUDA_RL1)          \
+    X(reduce_l2, RT_CUDA_RL2) X(reduce_log_sum, RT_CUDA_RLOG_SUM)                              \
+    X(reduce_log_sum_exp, RT_CUDA_RLOG_SUM_EXP) X(reduce_sum_square, RT_CUDA_RSUM_SQUARE)
+REDUCE_OPS(DEFINE_REDUCE)
+
 /* ---- cast, copy, reshape ------------------------------------------------------------ */
 
 static rt_status run_cast(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -353,6 +409,7 @@ static rt_status run_concat(rt_op_ctx *ctx, rt_cuda_method *cm) {
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define UNARY_ENTRY(symbol, kind) {#symbol, check_float_x, run_##symbol},
+#define REDUCE_ENTRY(symbol, op) {#symbol, check_reduce, run_##symbol},
 
 static const rt_cuda_op cuda_ops[] = {
     {"add", check_binary, run_add},
@@ -366,6 +423,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"softmax", check_float_x, run_softmax},
     {"log_softmax", check_float_x, run_log_softmax},
     {"layer_norm", check_float_x, run_layer_norm},
+    REDUCE_OPS(REDUCE_ENTRY)
     {"cast", NULL, run_cast},
     {"copy", NULL, run_copy},
     {"reshape", NULL, run_reshape},

@@ -33,6 +33,12 @@ enum {
     RT_CUDA_ACT_GELU, RT_CUDA_ACT_HARDSWISH
 };
 
+/* Reductions, with the rules of ops/reduce_kernels.c. */
+enum {
+    RT_CUDA_RSUM = 0, RT_CUDA_RMEAN, RT_CUDA_RPROD, RT_CUDA_RMAX, RT_CUDA_RMIN, RT_CUDA_RL1,
+    RT_CUDA_RL2, RT_CUDA_RLOG_SUM, RT_CUDA_RLOG_SUM_EXP, RT_CUDA_RSUM_SQUARE
+};
+
 typedef struct rt_cuda_unary_params {
     int64_t n;
     int32_t kind;
@@ -120,6 +126,19 @@ typedef struct rt_cuda_gemm_params {
     const void *a, *b, *row_bias, *col_bias;
     void *c;
 } rt_cuda_gemm_params;
+
+/* Output element o (row-major over the kept dimensions) reduces the n_red elements of x at
+ * offset(o over kept_sizes / kept_strides) + offset(r over red_sizes / red_strides). */
+typedef struct rt_cuda_reduce_params {
+    int64_t n_out, n_red;
+    int32_t op, kept_rank, red_rank, reserved;
+    int64_t kept_sizes[RT_CUDA_RANK];
+    int64_t kept_strides[RT_CUDA_RANK];
+    int64_t red_sizes[RT_CUDA_RANK];
+    int64_t red_strides[RT_CUDA_RANK];
+    const void *x;
+    void *out;
+} rt_cuda_reduce_params;
 
 typedef struct rt_cuda_conv_params {
     int64_t batch, channels, height, width;
