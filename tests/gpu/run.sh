@@ -64,7 +64,7 @@ print(" ".join(m for m in ("cffi", "numpy", "pytest", "hypothesis", "onnx")
 PYEOF
 )
 if [ -n "$missing" ]; then
-    run 150 "pip install $missing" $PY -m pip install -q $missing
+    run 150 "pip install $missing" $PY -m pip install -q --retries 0 --timeout 10 $missing
 fi
 run 60 "backend status" $PY -c 'import runtime_py.cuda as c; print("available:", c.is_available(),
   "devices:", c.device_count(), c.unavailable_reason())
