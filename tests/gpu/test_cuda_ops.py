@@ -76,7 +76,8 @@ def test_float_tests_write_bool(op, params):
     _assert_same(_unary_program(op, "float32", x.shape, *params, out_dtype="bool"), x)
 
 
-BINARY = ["add", "sub", "mul", "div", "less", "equal"]
+BINARY = ["add", "sub", "mul", "div", "less", "equal", "less_equal", "min", "max", "pow"]
+BOOL_RESULT = ("less", "equal", "less_equal")
 SHAPES = [((4, 5), (4, 5)), ((2, 3, 4), (3, 1)), ((1,), (6, 1, 2)), ((), (3,))]
 
 
@@ -84,18 +85,37 @@ SHAPES = [((4, 5), (4, 5)), ((2, 3, 4), (3, 1)), ((1,), (6, 1, 2)), ((), (3,))]
 @pytest.mark.parametrize("op", BINARY)
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_binary_broadcasting(op, dtype, shapes):
-    if op == "div" and dtype.startswith("int"):
-        pytest.skip("integer division is refused on CUDA (test_refused_dtype_is_named)")
-    # Small integers make equal and less meet every case; div gets no zero divisor.
+    if op in ("div", "pow") and dtype.startswith("int"):
+        pytest.skip("integer div and pow are refused on CUDA (test_refused_dtype_is_named)")
+    # Small integers make the comparisons meet every case; div gets no zero divisor.
     a = RNG.integers(-3, 4, shapes[0]).astype(dtype)
     c = RNG.integers(-3, 4, shapes[1]).astype(dtype)
     if op == "div":
         c[c == 0] = 2
+    if op in ("min", "max") and dtype.startswith("float") and a.size > 1:
+        a.flat[1] = np.nan  # propagates
+    if op == "pow":
+        a = np.abs(a) + 0.5
     b = ProgramBuilder()
     m = b.method("forward")
     x, y = m.input("a", dtype, shapes[0]), m.input("b", dtype, shapes[1])
-    m.output(getattr(m, op)(x, y))
-    _assert_same(b.to_bytes(), a, c)
+    shape = np.broadcast_shapes(shapes[0], shapes[1])
+    m.output(m.call(op, x, y, outputs=[("bool" if op in BOOL_RESULT else dtype, shape,
+                                        False)])[0])
+    _assert_same(b.to_bytes(), a, c, rtol=1e-6 if dtype == "float32" else 1e-14)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "int64", "bool"])
+def test_where(dtype):
+    cond = RNG.integers(0, 2, (4, 1, 5)).astype(bool)
+    a = RNG.integers(-9, 9, (3, 5)).astype(dtype)
+    c = RNG.integers(-9, 9, (4, 3, 1)).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    ins = [m.input("cond", "bool", cond.shape), m.input("a", dtype, a.shape),
+           m.input("b", dtype, c.shape)]
+    m.output(m.call("where", *ins, outputs=[(dtype, (4, 3, 5), False)])[0])
+    _assert_same(b.to_bytes(), cond, a, c)
 
 
 CAST_TYPES = ["float32", "float64", "float16", "int8", "int32", "int64", "uint8", "bool"]
@@ -352,13 +372,16 @@ def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
         p.load_method("forward").close()  # the CPU still runs it
 
 
-def test_refused_dtype_is_named():
+@pytest.mark.parametrize("op", ["div", "pow"])
+def test_refused_dtype_is_named(op):
     b = ProgramBuilder()
     m = b.method("forward")
-    m.output(m.div(m.input("a", "int32", (3,)), m.input("b", "int32", (3,))))
+    m.output(m.call(op, m.input("a", "int32", (3,)), m.input("b", "int32", (3,)),
+                    outputs=[("int32", (3,), False)])[0])
     with rt.Program.load(b.to_bytes()) as p:
-        with pytest.raises(rt.Unsupported, match="div.*int32"):
+        with pytest.raises(rt.Unsupported, match=f"{op}.*int32"):
             p.load_method("forward", device="cuda")
+        p.load_method("forward").close()
 
 
 def test_inputs_on_another_device_are_refused():

@@ -102,6 +102,58 @@ DEFINE_BINARY(mul, RT_CUDA_MUL)
 DEFINE_BINARY(div, RT_CUDA_DIV)
 DEFINE_BINARY(less, RT_CUDA_LESS)
 DEFINE_BINARY(equal, RT_CUDA_EQUAL)
+DEFINE_BINARY(less_equal, RT_CUDA_LESS_EQUAL)
+DEFINE_BINARY(minimum, RT_CUDA_MIN)
+DEFINE_BINARY(maximum, RT_CUDA_MAX)
+DEFINE_BINARY(pow, RT_CUDA_POW)
+
+static rt_status check_pow(rt_op_ctx *ctx) {
+    RT_RETURN_IF_ERROR(check_div(ctx));
+    if (ARG_T(ctx, 1)->type != ARG_T(ctx, 0)->type)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "b has dtype %s; on CUDA the exponent has the "
+                          "base's dtype", rt_tensor__type_name(ARG_T(ctx, 1)->type));
+    return RT_OK;
+}
+
+/* ---- where -------------------------------------------------------------------------- */
+
+static rt_status run_where(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__where_prepare(ctx));
+    const rt_tensor_value *out = ARG_T(ctx, 3);
+    rt_cuda_where_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    int64_t strides[3][RT_MAX_RANK];
+    for (int k = 0; k < 3; k++)
+        aligned_strides(strides[k], ARG_T(ctx, k), out->rank);
+    for (int32_t d = 0; d < out->rank; d++) {
+        if (out->sizes[d] == 1)
+            continue;
+        p.sizes[p.rank] = out->sizes[d];
+        for (int k = 0; k < 3; k++)
+            p.strides[k][p.rank] = strides[k][d];
+        p.rank++;
+    }
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.sizes[0] = 1;
+    }
+    p.cond = ARG_T(ctx, 0)->data;
+    p.a = ARG_T(ctx, 1)->data;
+    p.b = ARG_T(ctx, 2)->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_where_1; break;
+    case 2: k = RT_CUDA_K_where_2; break;
+    case 4: k = RT_CUDA_K_where_4; break;
+    case 8: k = RT_CUDA_K_where_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA where kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
 
 /* ---- unary -------------------------------------------------------------------------- */
 
@@ -418,6 +470,11 @@ static const rt_cuda_op cuda_ops[] = {
     {"div", check_div, run_div},
     {"less", check_binary, run_less},
     {"equal", check_binary, run_equal},
+    {"less_equal", check_binary, run_less_equal},
+    {"min", check_binary, run_minimum},
+    {"max", check_binary, run_maximum},
+    {"pow", check_pow, run_pow},
+    {"where", NULL, run_where},
     UNARY_OPS(UNARY_ENTRY)
     {"clip", check_clip, run_clip},
     {"softmax", check_float_x, run_softmax},

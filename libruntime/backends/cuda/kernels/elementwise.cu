@@ -98,10 +98,40 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
         case RT_CUDA_DIV: ((T *)p.out)[i] = x / y; break; // float only (host refuses ints)
         case RT_CUDA_LESS: ((uint8_t *)p.out)[i] = x < y; break;
         case RT_CUDA_EQUAL: ((uint8_t *)p.out)[i] = x == y; break;
+        case RT_CUDA_LESS_EQUAL: ((uint8_t *)p.out)[i] = x <= y; break;
+        // NaN propagates (numpy.minimum); for integers x != x is false.
+        case RT_CUDA_MIN: ((T *)p.out)[i] = x != x ? x : y != y ? y : x < y ? x : y; break;
+        case RT_CUDA_MAX: ((T *)p.out)[i] = x != x ? x : y != y ? y : x > y ? x : y; break;
+        // In double, rounded to T, as ops/binary_more_kernels.c (float bases only).
+        case RT_CUDA_POW: ((T *)p.out)[i] = (T)pow((double)x, (double)y); break;
         default: break;
         }
     }
 }
+
+// ---- where: one kernel per element size ----
+
+template <typename E>
+__device__ inline void where(const rt_cuda_where_params &p) {
+    const uint8_t *cond = (const uint8_t *)p.cond;
+    const E *a = (const E *)p.a, *b = (const E *)p.b;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, co = 0, ao = 0, bo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t index = rest % p.sizes[d];
+            rest /= p.sizes[d];
+            co += index * p.strides[0][d];
+            ao += index * p.strides[1][d];
+            bo += index * p.strides[2][d];
+        }
+        ((E *)p.out)[i] = cond[co] ? a[ao] : b[bo];
+    }
+}
+
+extern "C" __global__ void rt_k_where_1(rt_cuda_where_params p) { where<uint8_t>(p); }
+extern "C" __global__ void rt_k_where_2(rt_cuda_where_params p) { where<uint16_t>(p); }
+extern "C" __global__ void rt_k_where_4(rt_cuda_where_params p) { where<uint32_t>(p); }
+extern "C" __global__ void rt_k_where_8(rt_cuda_where_params p) { where<uint64_t>(p); }
 
 extern "C" __global__ void rt_k_binary_f32(rt_cuda_binary_params p) { binary<float>(p); }
 extern "C" __global__ void rt_k_binary_f64(rt_cuda_binary_params p) { binary<double>(p); }

@@ -24,8 +24,11 @@ enum {
     RT_CUDA_ISNAN, RT_CUDA_ISINF, RT_CUDA_RELU
 };
 
-/* Binary kinds. LESS and EQUAL write bool (one byte). */
-enum { RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL };
+/* Binary kinds. LESS, LESS_EQUAL and EQUAL write bool (one byte); POW is for floats. */
+enum {
+    RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL,
+    RT_CUDA_LESS_EQUAL, RT_CUDA_MIN, RT_CUDA_MAX, RT_CUDA_POW
+};
 
 /* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
 enum {
@@ -61,6 +64,17 @@ typedef struct rt_cuda_binary_params {
     const void *a, *b;
     void *out;
 } rt_cuda_binary_params;
+
+/* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
+typedef struct rt_cuda_where_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t strides[3][RT_CUDA_RANK]; /* cond, a, b */
+    const void *cond, *a, *b;
+    void *out;
+} rt_cuda_where_params;
 
 /* out[r, c] = act(out[r, c] + row_bias[r] + col_bias[c]) over a [rows, cols] matrix repeated
  * `n / (rows * cols)` times; either bias may be NULL. */
