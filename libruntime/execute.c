@@ -51,8 +51,15 @@ static bool is_dense(const rt_tensor_value *t, const int64_t *sizes, const int64
     return true;
 }
 
-static const char *device_name(int32_t type) {
-    return type == RT_DEVICE_CPU ? "cpu" : type == RT_DEVICE_CUDA ? "cuda" : "unknown";
+/* "cpu", "cuda:1", or the raw numbers of an unknown device. */
+static const char *device_text(rt_device d, char buf[48]) {
+    if (d.type == RT_DEVICE_CPU && d.index == 0)
+        return "cpu";
+    if (d.type == RT_DEVICE_CUDA)
+        snprintf(buf, 48, "cuda:%d", d.index);
+    else
+        snprintf(buf, 48, "device (type %d, index %d)", d.type, d.index);
+    return buf;
 }
 
 static rt_status check_input_tensor(rt_method *m, rt_method_input_slot *in, size_t index,
@@ -66,10 +73,9 @@ static rt_status check_input_tensor(rt_method *m, rt_method_input_slot *in, size
                             src->device.index == m->options.device.index;
     /* A CUDA method takes host tensors (copied in) and tensors on its own device. */
     if (!on_host && !on_method_device)
-        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "the tensor is on device %s:%d "
-                           "but the method runs on %s:%d",
-                           device_name(src->device.type), src->device.index,
-                           device_name(m->options.device.type), m->options.device.index);
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "the tensor is on %s but the "
+                           "method runs on %s", device_text(src->device, have),
+                           device_text(m->options.device, want_shape));
     if (rt_tensor__type_of(src->dtype) != t->type)
         return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has dtype %s, but the method "
                            "expects %s", rt_tensor__dtype_text(src->dtype, have),
