@@ -212,6 +212,24 @@ def test_empty_reductions_give_the_identities():
     _assert_same(b.to_bytes(), x)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("groups,params", [(None, "channel"), (None, "none"), (2, "channel"),
+                                           (2, "group"), (6, "none")])
+def test_instance_and_group_norm(groups, params, dtype):
+    x = (RNG.standard_normal((2, 6, 9, 40)) * 3 + 50).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    n = {"channel": 6, "group": groups, "none": None}[params]
+    scale = m.constant(RNG.standard_normal(n).astype(dtype)) if n else None
+    bias = m.constant(RNG.standard_normal(n).astype(dtype)) if n else None
+    if groups is None:
+        m.output(m.instance_norm(xv, scale, bias, epsilon=1e-5))
+    else:
+        m.output(m.group_norm(xv, scale, bias, groups, epsilon=1e-5))
+    _assert_same(b.to_bytes(), x, rtol=1e-4, atol=1e-5)
+
+
 # ---- products, convolutions, pooling -------------------------------------------------------
 
 MATMUL_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 5)),

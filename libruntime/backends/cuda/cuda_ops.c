@@ -317,6 +317,49 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
 }
 
+/* ---- instance_norm, group_norm ------------------------------------------------------ */
+
+static rt_status channel_norm(rt_op_ctx *ctx, rt_cuda_method *cm, bool grouped) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, grouped ? 5 : 4);
+    rt_tensor_value *scale, *bias;
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &scale));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    rt_cuda_channel_norm_params p;
+    memset(&p, 0, sizeof p);
+    int64_t channels = x->sizes[1];
+    p.groups = channels > 0 ? channels : 1;
+    if (grouped)
+        RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "num_groups", &p.groups));
+    RT_RETURN_IF_ERROR(rt_op_double(ctx, grouped ? 4 : 3, "epsilon", &p.eps));
+    p.spatial = 1;
+    for (int32_t d = 2; d < x->rank; d++)
+        p.spatial *= x->sizes[d];
+    p.group_channels = channels / p.groups;
+    p.rows = channels > 0 ? x->sizes[0] * p.groups : 0;
+    if (p.rows == 0)
+        return RT_OK;
+    /* prepare checked the counts: per channel, or (group_norm) both per group */
+    const rt_tensor_value *param = scale ? scale : bias;
+    p.per_group = param != NULL && param->sizes[0] != channels;
+    p.x = x->data;
+    p.out = out->data;
+    p.scale = scale ? scale->data : NULL;
+    p.bias = bias ? bias->data : NULL;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_channel_norm_f32
+                                         : RT_CUDA_K_channel_norm_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
+}
+
+static rt_status run_instance_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__instance_norm_prepare(ctx));
+    return channel_norm(ctx, cm, false);
+}
+
+static rt_status run_group_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__group_norm_prepare(ctx));
+    return channel_norm(ctx, cm, true);
+}
+
 /* ---- reductions --------------------------------------------------------------------- */
 
 static rt_status check_reduce(rt_op_ctx *ctx) {
@@ -480,6 +523,8 @@ static const rt_cuda_op cuda_ops[] = {
     {"softmax", check_float_x, run_softmax},
     {"log_softmax", check_float_x, run_log_softmax},
     {"layer_norm", check_float_x, run_layer_norm},
+    {"instance_norm", check_float_x, run_instance_norm},
+    {"group_norm", check_float_x, run_group_norm},
     REDUCE_OPS(REDUCE_ENTRY)
     {"cast", NULL, run_cast},
     {"copy", NULL, run_copy},

@@ -37,8 +37,59 @@ __device__ inline void softmax(const rt_cuda_softmax_params &p) {
 extern "C" __global__ void rt_k_softmax_f32(rt_cuda_softmax_params p) { softmax<float>(p); }
 extern "C" __global__ void rt_k_softmax_f64(rt_cuda_softmax_params p) { softmax<double>(p); }
 
-// Mean and variance from sums shifted by the row's first element (as ops/norm.c), then
-// (x - mean) * inv_std * scale + bias. Every thread reads its elements before writing them,
+// A row's mean and 1 / std from sums shifted by its first element (as ops/norm.c); every
+// thread of the block gets them. An empty row gives NaN.
+template <typename T>
+__device__ inline void row_stats(const T *x, int64_t len, double eps, double *shared,
+                                 double *mean, double *inv) {
+    *mean = *inv = NAN;
+    if (len == 0)
+        return;
+    double shift = (double)x[0], sum = 0.0, squares = 0.0;
+    for (int64_t k = threadIdx.x; k < len; k += RT_BLOCK) {
+        double d = (double)x[k] - shift;
+        sum += d;
+        squares += d * d;
+    }
+    sum = rt_block_sum(sum, shared);
+    squares = rt_block_sum(squares, shared);
+    double m = sum / (double)len, var = squares / (double)len - m * m;
+    *mean = shift + m;
+    *inv = 1.0 / sqrt((var > 0 ? var : 0) + eps);
+}
+
+// instance_norm and group_norm: (x - mean) * (inv_std * scale[p]) + bias[p], p the channel or
+// the group, in ops/norm.c's order of operations. Rows are contiguous, so out may be x.
+template <typename T>
+__device__ inline void channel_norm(const rt_cuda_channel_norm_params &p) {
+    __shared__ double shared[RT_BLOCK];
+    const T *sc = (const T *)p.scale, *bi = (const T *)p.bias;
+    const int64_t len = p.group_channels * p.spatial;
+    for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+        const T *x = (const T *)p.x + r * len;
+        T *o = (T *)p.out + r * len;
+        double mean, inv;
+        row_stats(x, len, p.eps, shared, &mean, &inv);
+        const T m = (T)mean, s = (T)inv;
+        const int64_t g = r % p.groups;
+        for (int64_t k = threadIdx.x; k < len; k += RT_BLOCK) {
+            int64_t c = k / p.spatial;
+            int64_t q = p.per_group ? g : g * p.group_channels + c;
+            T a = sc ? s * sc[q] : s, b = bi ? bi[q] : (T)0;
+            o[k] = (x[k] - m) * a + b;
+        }
+        __syncthreads(); // the next row reuses `shared`
+    }
+}
+
+extern "C" __global__ void rt_k_channel_norm_f32(rt_cuda_channel_norm_params p) {
+    channel_norm<float>(p);
+}
+extern "C" __global__ void rt_k_channel_norm_f64(rt_cuda_channel_norm_params p) {
+    channel_norm<double>(p);
+}
+
+// layer_norm: (x - mean) * inv_std * scale + bias. Every thread reads its elements before writing them,
 // and the statistics are complete before any write, so out may be x.
 template <typename T>
 __device__ inline void layer_norm(const rt_cuda_layer_norm_params &p) {
@@ -47,20 +98,8 @@ __device__ inline void layer_norm(const rt_cuda_layer_norm_params &p) {
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
         const T *x = (const T *)p.x + r * p.len;
         T *o = (T *)p.out + r * p.len;
-        double mean = NAN, inv = NAN;
-        if (p.len > 0) {
-            double shift = (double)x[0], sum = 0.0, squares = 0.0;
-            for (int64_t k = threadIdx.x; k < p.len; k += RT_BLOCK) {
-                double d = (double)x[k] - shift;
-                sum += d;
-                squares += d * d;
-            }
-            sum = rt_block_sum(sum, shared);
-            squares = rt_block_sum(squares, shared);
-            double m = sum / (double)p.len, var = squares / (double)p.len - m * m;
-            mean = shift + m;
-            inv = 1.0 / sqrt((var > 0 ? var : 0) + p.eps);
-        }
+        double mean, inv;
+        row_stats(x, p.len, p.eps, shared, &mean, &inv);
         if (p.mean && threadIdx.x == 0) {
             ((T *)p.mean)[r] = (T)mean;
             ((T *)p.inv_std)[r] = (T)inv;

@@ -123,6 +123,17 @@ typedef struct rt_cuda_layer_norm_params {
     void *out, *mean, *inv_std;
 } rt_cuda_layer_norm_params;
 
+/* instance_norm / group_norm: row r is group r % groups of its image, group_channels channels
+ * of `spatial` elements; scale and bias hold one value per channel, or per group. */
+typedef struct rt_cuda_channel_norm_params {
+    int64_t rows, groups, group_channels, spatial;
+    double eps;
+    int32_t per_group;
+    int32_t reserved;
+    const void *x, *scale, *bias;
+    void *out;
+} rt_cuda_channel_norm_params;
+
 /* C[batch] (m x n) = A[batch] (m x k) @ B[batch] (k x n) with any element strides, then the
  * epilogue: + row_bias[i] + col_bias[j], activation. Batch entry b (b = blockIdx.z +
  * batch_offset) is decomposed over batch_sizes to find the A and B offsets. */
