@@ -319,6 +319,37 @@ def test_movement(dtype):
     _assert_same(b.to_bytes(), x)
 
 
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather(axis, dtype, index_dtype):
+    data = (RNG.standard_normal((5, 6, 7)) * 20).astype(dtype)
+    dim = data.shape[axis]
+    idx = np.array([[0, dim - 1, -1], [-dim, 2, 1]], dtype=index_dtype)
+    out_shape = list(data.shape)
+    out_shape[axis:axis + 1 if axis != -1 else None] = idx.shape
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather", m.input("data", dtype, data.shape),
+                    m.input("indices", index_dtype, idx.shape), axis,
+                    outputs=[(dtype, tuple(out_shape), False)])[0])
+    _assert_same(b.to_bytes(), data, idx)
+
+
+def test_gather_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather", m.input("data", "float32", (4, 2)),
+                    m.input("indices", "int64", (3,)), 0,
+                    outputs=[("float32", (3, 2), False)])[0])
+    data = np.arange(8, dtype=np.float32).reshape(4, 2)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[2\] is 4, out of range"):
+            f(data, np.array([0, 1, 4], np.int64))
+        (y,) = f(data, np.array([3, -4, 1], np.int64))  # still usable
+        np.testing.assert_array_equal(np.asarray(y.to_host()), data[[3, 0, 1]])
+
+
 # ---- binding, state, control flow ----------------------------------------------------------
 
 def test_device_inputs_are_bound_without_copies_and_host_inputs_may_be_strided():

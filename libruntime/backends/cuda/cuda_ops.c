@@ -4,9 +4,11 @@
  * Each run first calls the op's own (CPU) prepare, which checks the arguments for the current
  * sizes and gives the outputs their sizes, exactly as the CPU run does; prepares never read
  * tensor contents, so they work on device tensors. Then it launches on the method's stream. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
+#include "ops/movement.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -501,6 +503,79 @@ static rt_status run_concat(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return RT_OK;
 }
 
+/* ---- gather ------------------------------------------------------------------------- */
+
+/* The indices come back to the host (after the work queued before them) and are checked as on
+ * the CPU, so a bad index fails the run naming it instead of reading out of bounds. */
+static rt_status check_gather_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
+                                      const rt_tensor_value *indices, int64_t dim,
+                                      int32_t axis) {
+    int64_t n = rt_tensor__numel(indices);
+    size_t bytes = (size_t)n * indices->elem_size;
+    if (n == 0)
+        return RT_OK;
+    void *host = malloc(bytes);
+    if (host == NULL)
+        return rt_error__oom("gather index check");
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = rt_cuda__check(
+        cu->memcpy_dtoh_async(host, (CUdeviceptr)(uintptr_t)indices->data, bytes, cm->stream),
+        "reading the gather indices");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the indices");
+    if (status != RT_OK) {
+        free(host);
+        return rt_op_fail(ctx, status, "could not read the indices");
+    }
+    for (int64_t i = 0; i < n && status == RT_OK; i++) {
+        int64_t v = indices->type == RT_I32 ? ((const int32_t *)host)[i]
+                                            : ((const int64_t *)host)[i];
+        if (v < -dim || v >= dim) {
+            char pos[RT_OP_SHAPE_TEXT];
+            status = rt_op_fail(ctx, RT_INVALID_ARGUMENT, "indices%s is %lld, out of range for "
+                                "axis %d of data of size %lld (valid: %lld to %lld)",
+                                rt_mv__position_text(i, indices->rank, indices->sizes, pos),
+                                (long long)v, axis, (long long)dim, (long long)-dim,
+                                (long long)(dim - 1));
+        }
+    }
+    free(host);
+    return status;
+}
+
+static rt_status run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__gather_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(check_gather_indices(ctx, cm, indices, data->sizes[axis], axis));
+    rt_cuda_gather_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.count = rt_tensor__numel(indices);
+    p.dim = data->sizes[axis];
+    p.inner = 1;
+    for (int32_t d = axis + 1; d < data->rank; d++)
+        p.inner *= data->sizes[d];
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.data = data->data;
+    p.indices = indices->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_gather_1; break;
+    case 2: k = RT_CUDA_K_gather_2; break;
+    case 4: k = RT_CUDA_K_gather_4; break;
+    case 8: k = RT_CUDA_K_gather_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define UNARY_ENTRY(symbol, kind) {#symbol, check_float_x, run_##symbol},
@@ -531,6 +606,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"reshape", NULL, run_reshape},
     {"transpose", NULL, run_transpose},
     {"concat", NULL, run_concat},
+    {"gather", NULL, run_gather},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},
     {"linear_act", check_float_x, rt_cuda__run_linear_act},

@@ -65,6 +65,16 @@ typedef struct rt_cuda_binary_params {
     void *out;
 } rt_cuda_binary_params;
 
+/* gather: out element i is (outer, k, j) over [outer, count, inner]; it reads data at
+ * (outer, indices[k] (negative: from the end), j) of data viewed as [outer, dim, inner]. */
+typedef struct rt_cuda_gather_params {
+    int64_t n, count, dim, inner;
+    int32_t index_bits; /* 32 or 64 */
+    int32_t reserved;
+    const void *data, *indices;
+    void *out;
+} rt_cuda_gather_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;
