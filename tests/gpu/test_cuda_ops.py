@@ -336,6 +336,18 @@ def test_gather(axis, dtype, index_dtype):
     _assert_same(b.to_bytes(), data, idx)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bool", "int16"])
+@pytest.mark.parametrize("shapes", [((3, 1), (2, 3, 4)), ((1,), (5,)), ((2, 1, 3), (2, 4, 3)),
+                                    ((4,), (1, 4))], ids=str)
+def test_expand(shapes, dtype):
+    x = (RNG.standard_normal(shapes[0]) * 9).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("expand", m.input("x", dtype, x.shape), list(shapes[1]),
+                    outputs=[(dtype, np.broadcast_shapes(*shapes), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

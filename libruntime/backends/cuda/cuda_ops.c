@@ -503,6 +503,25 @@ static rt_status run_concat(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return RT_OK;
 }
 
+/* ---- expand ------------------------------------------------------------------------- */
+
+static rt_status check_expand(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "shape is a tensor (read at each execute); on "
+                          "CUDA, give the shape as an int list");
+    return RT_OK;
+}
+
+/* out = x broadcast: a strided copy reading x with stride 0 along broadcast dimensions. */
+static rt_status run_expand(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__expand_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    int64_t src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
+    aligned_strides(src_strides, x, out->rank);
+    rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
+    return strided(ctx, cm, out->data, dst_strides, x->data, src_strides, out);
+}
+
 /* ---- gather ------------------------------------------------------------------------- */
 
 /* The indices come back to the host (after the work queued before them) and are checked as on
@@ -607,6 +626,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"transpose", NULL, run_transpose},
     {"concat", NULL, run_concat},
     {"gather", NULL, run_gather},
+    {"expand", check_expand, run_expand},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},
     {"linear_act", check_float_x, rt_cuda__run_linear_act},
