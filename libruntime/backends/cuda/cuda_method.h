@@ -20,8 +20,6 @@ typedef struct rt_cuda_op {
 } rt_cuda_op;
 
 const rt_cuda_op *rt_cuda__find_op(const char *name);
-/* Names of the ops with a CUDA kernel, for documentation checks: NULL past the end. */
-const char *rt_cuda__op_name(size_t index);
 
 struct rt_cuda_method {
     rt_cuda_device *device;

@@ -642,7 +642,3 @@ const rt_cuda_op *rt_cuda__find_op(const char *name) {
             return &cuda_ops[i];
     return NULL;
 }
-
-const char *rt_cuda__op_name(size_t index) {
-    return index < sizeof cuda_ops / sizeof cuda_ops[0] ? cuda_ops[index].name : NULL;
-}
