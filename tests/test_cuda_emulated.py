@@ -13,6 +13,7 @@ import pytest
 
 from runtime_py import cuda
 
+pytest.importorskip("numpy")  # tests/gpu compare against numpy arrays
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMU = os.path.join(ROOT, "tests", "cuda_emu")
 

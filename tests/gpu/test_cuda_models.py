@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 
 import runtime_py as rt
 
 pytestmark = pytest.mark.gpu
+np = pytest.importorskip("numpy")
 pytest.importorskip("onnx")
 
 import runtime_py.onnx as ro  # noqa: E402

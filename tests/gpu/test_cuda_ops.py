@@ -4,14 +4,14 @@ zero-copy device inputs, strided host inputs, dynamic shapes, jumps on device co
 attributes, output clones, and the ops and dtypes a CUDA method refuses by name."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import runtime_py as rt
 from runtime_py import cuda
 from runtime_py.builder import ProgramBuilder
 
-from tests.programs import counted_loop, rich_program
+np = pytest.importorskip("numpy")
+from tests.programs import counted_loop, rich_program  # noqa: E402 (needs numpy)
 
 pytestmark = pytest.mark.gpu
 RNG = np.random.default_rng(7)
