@@ -90,7 +90,8 @@ std::map<std::string, kernel_entry> &kernels() {
 
 std::mutex lock;
 std::map<uintptr_t, size_t> allocations; // start -> size
-int context_depth = 0;
+int context_depth = 0;           // a handle to hand out as the context
+thread_local int pushed = 0;     // contexts this thread pushed and has not popped
 const CUresult INVALID_VALUE = 1, NOT_FOUND = 500, OUT_OF_MEMORY = 2;
 
 bool is_device(uintptr_t p) {
@@ -163,8 +164,26 @@ CUresult cuDeviceGetName(char *name, int len, int) {
 }
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int) { *ctx = (void *)&context_depth; return 0; }
 CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
-CUresult cuCtxPushCurrent_v2(void *) { return 0; }
-CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = (void *)&context_depth; return 0; }
+CUresult cuCtxPushCurrent_v2(void *) {
+    pushed++;
+    return 0;
+}
+CUresult cuCtxPopCurrent_v2(void **ctx) {
+    if (pushed == 0)
+        return 201; // CUDA_ERROR_INVALID_CONTEXT: nothing to pop
+    pushed--;
+    if (ctx)
+        *ctx = (void *)&context_depth;
+    return 0;
+}
+
+// For the tests: contexts left pushed on the calling thread (0 after every balanced call),
+// and device allocations alive.
+int fake_cuda_pushed_contexts(void) { return pushed; }
+int fake_cuda_live_allocations(void) {
+    std::lock_guard<std::mutex> guard(lock);
+    return (int)allocations.size();
+}
 CUresult cuCtxSynchronize(void) { return 0; }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {

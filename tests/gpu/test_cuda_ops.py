@@ -421,6 +421,59 @@ def test_profiling_records_every_instruction():
             assert ops == [o for o in p.instruction_ops("forward") if o]
 
 
+def test_methods_run_concurrently_from_threads():
+    import threading
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal((16, 32)).astype(np.float32))
+    m.output(m.softmax(m.linear(m.input("x", "float32", (8, 32)), w)))
+    xs = [RNG.standard_normal((8, 32)).astype(np.float32) for _ in range(4)]
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward") as cpu:
+        want = [np.asarray(cpu(x)[0]) for x in xs]
+        results = {}
+
+        def work(k):
+            with p.load_method("forward", device="cuda") as f:
+                results[k] = [np.asarray(f(xs[(k + i) % 4])[0].to_host()) for i in range(12)]
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for k in range(4):
+        for i, got in enumerate(results[k]):
+            np.testing.assert_allclose(got, want[(k + i) % 4], rtol=1e-5, atol=1e-6)
+
+
+def test_no_context_or_memory_is_left_behind():
+    """Under the fake driver (which counts them): every call pops the contexts it pushed, and
+    closing methods and dropping tensors frees their device memory."""
+    import ctypes
+    import gc
+    import os
+
+    path = os.environ.get("RT_CUDA_DRIVER", "")
+    if "fake" not in os.path.basename(path):
+        pytest.skip("needs the fake driver's counters (tests/cuda_emu)")
+    fake = ctypes.CDLL(path)
+    gc.collect()
+    live = fake.fake_cuda_live_allocations()
+    data, _ = rich_program()
+    with rt.Program.load(data) as p:
+        with p.load_method("forward", device="cuda") as f:
+            (y,) = f(rt.Tensor.from_host(np.ones((8, 3), np.float32)))
+            y.to_host()
+            assert fake.fake_cuda_pushed_contexts() == 0
+            del y
+        with pytest.raises(rt.Unsupported):
+            p.load_method("forward", device="cuda:5")
+        assert fake.fake_cuda_pushed_contexts() == 0
+    gc.collect()
+    assert fake.fake_cuda_live_allocations() == live
+
+
 # ---- what a CUDA method refuses --------------------------------------------------------------
 
 def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
