@@ -348,6 +348,31 @@ def test_expand(shapes, dtype):
     _assert_same(b.to_bytes(), x)
 
 
+SLICES = [  # starts, ends, axes, steps
+    ([1, 0], [3, 100], None, None),
+    ([-1], [-100], [1], [-2]),
+    ([5, 2], [0, 6], [2, 0], [-1, 3]),
+    ([0, 0, 0], [1, 1, 1], [0, 1, 2], [1, 1, 1]),
+    ([4], [2], [-1], [1]),  # empty
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int64"])
+@pytest.mark.parametrize("params", SLICES, ids=str)
+def test_slice(params, dtype):
+    starts, ends, axes, steps = params
+    x = (RNG.standard_normal((4, 7, 6)) * 9).astype(dtype)
+    index = [slice(None)] * 3
+    for k, axis in enumerate(axes if axes is not None else range(len(starts))):
+        index[axis] = slice(starts[k], ends[k], steps[k] if steps is not None else 1)
+    shape = x[tuple(index)].shape
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("slice", m.input("x", dtype, x.shape), starts, ends, axes, steps,
+                    outputs=[(dtype, shape, False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -522,6 +522,35 @@ static rt_status run_expand(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return strided(ctx, cm, out->data, dst_strides, x->data, src_strides, out);
 }
 
+/* ---- slice -------------------------------------------------------------------------- */
+
+static rt_status check_slice(rt_op_ctx *ctx) {
+    for (size_t i = 1; i <= 4; i++)
+        if (ctx->args[i]->kind == RT_VALUE_TENSOR)
+            return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is a tensor (read at each "
+                              "execute); on CUDA, slice takes its parameters as int lists", i);
+    return RT_OK;
+}
+
+/* out = x[start :: step] per dimension: a strided copy starting inside x. */
+static rt_status run_slice(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    int64_t start[RT_MAX_RANK], step[RT_MAX_RANK];
+    RT_RETURN_IF_ERROR(rt_mv__slice_plan(ctx, start, step));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 5);
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    int64_t x_strides[RT_MAX_RANK], src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+    rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
+    int64_t offset = 0; /* every start lies inside x when out is not empty */
+    for (int32_t d = 0; d < x->rank; d++) {
+        offset += start[d] * x_strides[d];
+        src_strides[d] = step[d] * x_strides[d];
+    }
+    const char *src = (const char *)x->data + offset * (int64_t)x->elem_size;
+    return strided(ctx, cm, out->data, dst_strides, src, src_strides, out);
+}
+
 /* ---- gather ------------------------------------------------------------------------- */
 
 /* The indices come back to the host (after the work queued before them) and are checked as on
@@ -627,6 +656,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"concat", NULL, run_concat},
     {"gather", NULL, run_gather},
     {"expand", check_expand, run_expand},
+    {"slice", check_slice, run_slice},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},
     {"linear_act", check_float_x, rt_cuda__run_linear_act},
