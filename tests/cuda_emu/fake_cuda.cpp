@@ -80,7 +80,8 @@ std::map<std::string, kernel_entry> &kernels() {
                                               std::string(#name).find("layer_norm") == 0 ||  \
                                               std::string(#name).find("channel_norm") == 0 ||\
                                               std::string(#name).find("gemm") == 0 ||        \
-                                              std::string(#name).find("reduce") == 0);
+                                              std::string(#name).find("reduce") == 0 ||      \
+                                              std::string(#name).find("arg_") == 0);
 #include "../../libruntime/backends/cuda/kernels/kernels.inc"
 #undef RT_CUDA_KERNEL
         return t;

@@ -202,6 +202,29 @@ def test_reductions(op, axes, keepdims, dtype):
     _assert_same(b.to_bytes(), x, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("axis,keepdims", [(1, False), (0, True), (-1, False)])
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_argmax_argmin(op, axis, keepdims, last, dtype):
+    # Few distinct values: ties everywhere; a long axis 1 spans several threads' stretches.
+    x = RNG.integers(-2, 3, (3, 600, 2) if axis == 1 else (3, 5, 4)).astype(dtype)
+    if dtype != "int32":
+        x[1, 1, 1] = x[1, 4, 1] = x[2, 3, 0] = np.nan
+        if axis == 1:
+            x[0, 300, 0] = x[0, 555, 0] = np.nan
+    shape = list(x.shape)
+    if keepdims:
+        shape[axis] = 1
+    else:
+        del shape[axis]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("x", dtype, x.shape), axis, keepdims, last,
+                    outputs=[("int64", tuple(shape), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
 def test_empty_reductions_give_the_identities():
     x = np.zeros((2, 0, 3), np.float32)
     b = ProgramBuilder()

@@ -418,6 +418,54 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     X(reduce_log_sum_exp, RT_CUDA_RLOG_SUM_EXP) X(reduce_sum_square, RT_CUDA_RSUM_SQUARE)
 REDUCE_OPS(DEFINE_REDUCE)
 
+/* ---- argmax, argmin ----------------------------------------------------------------- */
+
+/* Values travel as doubles, exact for these types (int64 is not). */
+static rt_status check_arg(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x",
+                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32),
+                                "float32, float64 and int32");
+}
+
+static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
+    int64_t axis_arg;
+    int32_t axis;
+    bool last;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "select_last_index", &last));
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    rt_cuda_arg_params p;
+    memset(&p, 0, sizeof p);
+    p.outer = p.inner = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p.outer *= x->sizes[d];
+        else if (d > axis)
+            p.inner *= x->sizes[d];
+    }
+    p.n = x->sizes[axis];
+    p.last = last;
+    p.smallest = smallest;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_arg_f32
+                       : x->type == RT_F64 ? RT_CUDA_K_arg_f64 : RT_CUDA_K_arg_i32;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
+}
+
+static rt_status run_argmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__argmax_prepare(ctx));
+    return arg_reduce(ctx, cm, false);
+}
+
+static rt_status run_argmin(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__argmin_prepare(ctx));
+    return arg_reduce(ctx, cm, true);
+}
+
 /* ---- cast, copy, reshape ------------------------------------------------------------ */
 
 static rt_status run_cast(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -649,6 +697,8 @@ static const rt_cuda_op cuda_ops[] = {
     {"instance_norm", check_float_x, run_instance_norm},
     {"group_norm", check_float_x, run_group_norm},
     REDUCE_OPS(REDUCE_ENTRY)
+    {"argmax", check_arg, run_argmax},
+    {"argmin", check_arg, run_argmin},
     {"cast", NULL, run_cast},
     {"copy", NULL, run_copy},
     {"reshape", NULL, run_reshape},

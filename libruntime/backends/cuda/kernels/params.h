@@ -175,6 +175,16 @@ typedef struct rt_cuda_reduce_params {
     void *out;
 } rt_cuda_reduce_params;
 
+/* argmax / argmin over x viewed as [outer, n, inner]: out[o * inner + i] (int64) is the
+ * position along n of the largest (smallest) element; NaN counts as the extreme; ties go to
+ * the first position, or the last with `last`. */
+typedef struct rt_cuda_arg_params {
+    int64_t outer, n, inner;
+    int32_t last, smallest;
+    const void *x;
+    void *out;
+} rt_cuda_arg_params;
+
 typedef struct rt_cuda_conv_params {
     int64_t batch, channels, height, width;
     int64_t out_channels, kernel_h, kernel_w, out_h, out_w, groups;

@@ -1,5 +1,6 @@
 // reduce.cu: reduce_sum, _mean, _prod, _max, _min, _l1, _l2, _log_sum, _log_sum_exp and
-// _sum_square over any set of axes, one block of RT_BLOCK threads per output element.
+// _sum_square over any set of axes, and argmax / argmin over one axis; one block of RT_BLOCK
+// threads per output element.
 // As ops/reduce_kernels.c: sums and products in double, max and min propagate NaN, log_sum_exp
 // subtracts the maximum (exp in the element type) and returns an infinite or NaN maximum as is.
 #include "common.cuh"
@@ -92,3 +93,62 @@ __device__ inline void reduce(const rt_cuda_reduce_params &p) {
 
 extern "C" __global__ void rt_k_reduce_f32(rt_cuda_reduce_params p) { reduce<float>(p); }
 extern "C" __global__ void rt_k_reduce_f64(rt_cuda_reduce_params p) { reduce<double>(p); }
+
+// ---- argmax, argmin ----
+
+// Whether candidate (v, i) beats (w, j): NaN is the extreme; equal values go to the first
+// position (or the last), as ops/reduce_kernels.c's sequential rule gives.
+__device__ inline bool arg_better(double v, int64_t i, double w, int64_t j, bool last,
+                                  bool smallest) {
+    if (j < 0)
+        return i >= 0;
+    if (i < 0)
+        return false;
+    bool vn = v != v, wn = w != w;
+    if (vn || wn) {
+        if (vn && wn)
+            return last ? i > j : i < j;
+        return vn;
+    }
+    if (v == w)
+        return last ? i > j : i < j;
+    return smallest ? v < w : v > w;
+}
+
+template <typename T>
+__device__ inline void arg_reduce(const rt_cuda_arg_params &p) {
+    __shared__ double values[RT_BLOCK];
+    __shared__ int64_t positions[RT_BLOCK];
+    const bool last = p.last != 0, smallest = p.smallest != 0;
+    for (int64_t o = blockIdx.x; o < p.outer * p.inner; o += gridDim.x) {
+        const T *x = (const T *)p.x + (o / p.inner) * p.n * p.inner + o % p.inner;
+        double best = 0.0;
+        int64_t at = -1;
+        for (int64_t k = threadIdx.x; k < p.n; k += RT_BLOCK) {
+            double v = (double)x[k * p.inner];
+            if (arg_better(v, k, best, at, last, smallest)) {
+                best = v;
+                at = k;
+            }
+        }
+        values[threadIdx.x] = best;
+        positions[threadIdx.x] = at;
+        __syncthreads();
+        for (int step = RT_BLOCK / 2; step > 0; step /= 2) {
+            if ((int)threadIdx.x < step &&
+                arg_better(values[threadIdx.x + step], positions[threadIdx.x + step],
+                           values[threadIdx.x], positions[threadIdx.x], last, smallest)) {
+                values[threadIdx.x] = values[threadIdx.x + step];
+                positions[threadIdx.x] = positions[threadIdx.x + step];
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0)
+            ((int64_t *)p.out)[o] = positions[0] < 0 ? 0 : positions[0];
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void rt_k_arg_f32(rt_cuda_arg_params p) { arg_reduce<float>(p); }
+extern "C" __global__ void rt_k_arg_f64(rt_cuda_arg_params p) { arg_reduce<double>(p); }
+extern "C" __global__ void rt_k_arg_i32(rt_cuda_arg_params p) { arg_reduce<int32_t>(p); }
