@@ -105,6 +105,42 @@ def test_binary_broadcasting(op, dtype, shapes):
     _assert_same(b.to_bytes(), a, c, rtol=1e-6 if dtype == "float32" else 1e-14)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("slope_shape", [(3, 1, 1), (1,), (2, 3, 4, 5)], ids=str)
+def test_prelu(slope_shape, dtype):
+    x = RNG.standard_normal((2, 3, 4, 5)).astype(dtype)
+    slope = RNG.standard_normal(slope_shape).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("prelu", m.input("x", dtype, x.shape), m.input("s", dtype, slope.shape),
+                    outputs=[(dtype, x.shape, False)])[0])
+    _assert_same(b.to_bytes(), x, slope)
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor"])
+def test_logic(op):
+    a = RNG.integers(0, 2, (4, 1, 5)).astype(bool)
+    c = RNG.integers(0, 2, (3, 1)).astype(bool)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("a", "bool", a.shape), m.input("b", "bool", c.shape),
+                    outputs=[("bool", (4, 3, 5), False)])[0])
+    _assert_same(b.to_bytes(), a, c)
+
+
+def test_shape_and_size_of_dynamic_inputs():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (1, 1, 1), max_shape=(4, 5, 6))
+    for start, end in [(0, 3), (1, 100), (-2, -1), (2, 1)]:
+        count = max(0, min(end if end >= 0 else end + 3, 3) - (start if start >= 0 else
+                                                                start + 3))
+        m.output(m.call("shape", x, start, end, outputs=[("int64", (count,), False)])[0])
+    m.output(m.call("size", x, outputs=[("int64", (), False)])[0])
+    for shape in [(4, 5, 6), (2, 1, 3), (1, 0, 2)]:
+        _assert_same(b.to_bytes(), np.zeros(shape, np.float32))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int16", "int64", "bool"])
 def test_where(dtype):
     cond = RNG.integers(0, 2, (4, 1, 5)).astype(bool)

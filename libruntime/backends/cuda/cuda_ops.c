@@ -76,6 +76,7 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     case RT_F64: k = RT_CUDA_K_binary_f64; break;
     case RT_I32: k = RT_CUDA_K_binary_i32; break;
     case RT_I64: k = RT_CUDA_K_binary_i64; break;
+    case RT_BOOL: k = RT_CUDA_K_binary_bool; break;
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA binary kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
@@ -108,6 +109,10 @@ DEFINE_BINARY(less_equal, RT_CUDA_LESS_EQUAL)
 DEFINE_BINARY(minimum, RT_CUDA_MIN)
 DEFINE_BINARY(maximum, RT_CUDA_MAX)
 DEFINE_BINARY(pow, RT_CUDA_POW)
+DEFINE_BINARY(prelu, RT_CUDA_PRELU)
+DEFINE_BINARY(logical_and, RT_CUDA_AND)
+DEFINE_BINARY(logical_or, RT_CUDA_OR)
+DEFINE_BINARY(logical_xor, RT_CUDA_XOR)
 
 static rt_status check_pow(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(check_div(ctx));
@@ -115,6 +120,37 @@ static rt_status check_pow(rt_op_ctx *ctx) {
         return rt_op_fail(ctx, RT_UNSUPPORTED, "b has dtype %s; on CUDA the exponent has the "
                           "base's dtype", rt_tensor__type_name(ARG_T(ctx, 1)->type));
     return RT_OK;
+}
+
+/* ---- shape, size: host-known values written to the device -------------------------- */
+
+static rt_status write_ints(rt_op_ctx *ctx, rt_cuda_method *cm, void *dst, const int64_t *v,
+                            size_t count) {
+    if (count == 0)
+        return RT_OK;
+    /* From pageable memory the driver takes the bytes before it returns. */
+    rt_status status = rt_cuda__check(cm->device->cu->memcpy_htod_async(
+                                          (CUdeviceptr)(uintptr_t)dst, v, count * sizeof *v,
+                                          cm->stream),
+                                      "writing to the device");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "could not write the result");
+}
+
+static rt_status run_shape(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__shape_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t start;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "start", &start));
+    /* prepare gave out the clamped count; the first item clamps the same way */
+    start = start < 0 ? start + x->rank : start;
+    start = start < 0 ? 0 : start > x->rank ? x->rank : start;
+    return write_ints(ctx, cm, out->data, x->sizes + start, (size_t)out->sizes[0]);
+}
+
+static rt_status run_size(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__size_prepare(ctx));
+    int64_t numel = rt_tensor__numel(ARG_T(ctx, 0));
+    return write_ints(ctx, cm, ARG_T(ctx, 1)->data, &numel, 1);
 }
 
 /* ---- where -------------------------------------------------------------------------- */
@@ -689,6 +725,12 @@ static const rt_cuda_op cuda_ops[] = {
     {"max", check_binary, run_maximum},
     {"pow", check_pow, run_pow},
     {"where", NULL, run_where},
+    {"prelu", check_float_x, run_prelu},
+    {"and", NULL, run_logical_and},
+    {"or", NULL, run_logical_or},
+    {"xor", NULL, run_logical_xor},
+    {"shape", NULL, run_shape},
+    {"size", NULL, run_size},
     UNARY_OPS(UNARY_ENTRY)
     {"clip", check_clip, run_clip},
     {"softmax", check_float_x, run_softmax},

@@ -104,6 +104,10 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
         case RT_CUDA_MAX: ((T *)p.out)[i] = x != x ? x : y != y ? y : x > y ? x : y; break;
         // In double, rounded to T, as ops/binary_more_kernels.c (float bases only).
         case RT_CUDA_POW: ((T *)p.out)[i] = (T)pow((double)x, (double)y); break;
+        case RT_CUDA_PRELU: ((T *)p.out)[i] = (double)x < 0.0 ? (T)(x * y) : x; break;
+        case RT_CUDA_AND: ((uint8_t *)p.out)[i] = x && y; break;
+        case RT_CUDA_OR: ((uint8_t *)p.out)[i] = x || y; break;
+        case RT_CUDA_XOR: ((uint8_t *)p.out)[i] = (x != 0) != (y != 0); break;
         default: break;
         }
     }
@@ -137,6 +141,7 @@ extern "C" __global__ void rt_k_binary_f32(rt_cuda_binary_params p) { binary<flo
 extern "C" __global__ void rt_k_binary_f64(rt_cuda_binary_params p) { binary<double>(p); }
 extern "C" __global__ void rt_k_binary_i32(rt_cuda_binary_params p) { binary<int32_t>(p); }
 extern "C" __global__ void rt_k_binary_i64(rt_cuda_binary_params p) { binary<int64_t>(p); }
+extern "C" __global__ void rt_k_binary_bool(rt_cuda_binary_params p) { binary<uint8_t>(p); }
 
 // ---- bias + activation epilogue (after a cuBLAS GEMM) ----
 
