@@ -117,6 +117,22 @@ def test_prelu(slope_shape, dtype):
     _assert_same(b.to_bytes(), x, slope)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fmod", [False, True])
+def test_mod(fmod, dtype):
+    a = (RNG.standard_normal((3, 40)) * 10).astype(dtype)
+    c = (RNG.standard_normal((40,)) * 3).astype(dtype)
+    c[:3] = [0.0, -2.0, 2.0]
+    a[0, :4] = [4.0, -4.0, -0.0, 7.0]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("mod", m.input("a", dtype, a.shape), m.input("b", dtype, c.shape), fmod,
+                    outputs=[(dtype, a.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), a, c)
+    np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(want[0]))
+    np.testing.assert_array_equal(got[0], want[0])  # exact, NaN where both are
+
+
 @pytest.mark.parametrize("op", ["and", "or", "xor"])
 def test_logic(op):
     a = RNG.integers(0, 2, (4, 1, 5)).astype(bool)

@@ -43,8 +43,10 @@ static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank
     }
 }
 
+/* a op b into the last argument, the output. */
 static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
-    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, 1), *out = ARG_T(ctx, 2);
+    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, 1);
+    const rt_tensor_value *out = ARG_T(ctx, ctx->nargs - 1);
     rt_cuda_binary_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -151,6 +153,15 @@ static rt_status run_size(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__size_prepare(ctx));
     int64_t numel = rt_tensor__numel(ARG_T(ctx, 0));
     return write_ints(ctx, cm, ARG_T(ctx, 1)->data, &numel, 1);
+}
+
+/* ---- mod: floats only (an integer divisor of 0 is an error the host would have to see) */
+
+static rt_status run_mod(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__mod_prepare(ctx));
+    bool fmod_form;
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "fmod", &fmod_form));
+    return binary(ctx, cm, fmod_form ? RT_CUDA_MOD_TRUNC : RT_CUDA_MOD_FLOOR);
 }
 
 /* ---- where -------------------------------------------------------------------------- */
@@ -726,6 +737,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"pow", check_pow, run_pow},
     {"where", NULL, run_where},
     {"prelu", check_float_x, run_prelu},
+    {"mod", check_div, run_mod},
     {"and", NULL, run_logical_and},
     {"or", NULL, run_logical_or},
     {"xor", NULL, run_logical_xor},

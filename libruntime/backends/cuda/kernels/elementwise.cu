@@ -105,6 +105,15 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
         // In double, rounded to T, as ops/binary_more_kernels.c (float bases only).
         case RT_CUDA_POW: ((T *)p.out)[i] = (T)pow((double)x, (double)y); break;
         case RT_CUDA_PRELU: ((T *)p.out)[i] = (double)x < 0.0 ? (T)(x * y) : x; break;
+        case RT_CUDA_MOD_TRUNC: ((T *)p.out)[i] = (T)fmod((double)x, (double)y); break;
+        case RT_CUDA_MOD_FLOOR: {
+            // The sign of the divisor, as Python's %; x mod 0 is NaN (from fmod).
+            double q = (double)y, r = fmod((double)x, q);
+            if (q != 0.0)
+                r = r != 0.0 ? ((q < 0) != (r < 0) ? r + q : r) : copysign(0.0, q);
+            ((T *)p.out)[i] = (T)r;
+            break;
+        }
         case RT_CUDA_AND: ((uint8_t *)p.out)[i] = x && y; break;
         case RT_CUDA_OR: ((uint8_t *)p.out)[i] = x || y; break;
         case RT_CUDA_XOR: ((uint8_t *)p.out)[i] = (x != 0) != (y != 0); break;
