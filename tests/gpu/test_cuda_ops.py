@@ -448,6 +448,30 @@ def test_slice(params, dtype):
     _assert_same(b.to_bytes(), x)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+@pytest.mark.parametrize("axis,sizes,parts", [(1, [2, 0, 5], 3), (-1, [], 2), (0, [], 3)],
+                         ids=str)
+def test_split(axis, sizes, parts, dtype):
+    x = (RNG.standard_normal((4, 7, 6)) * 9).astype(dtype)
+    dim = x.shape[axis]
+    if sizes:
+        lengths = sizes
+    else:  # ONNX num_outputs: ceil(dim / parts) each, the last takes the rest
+        each = -(-dim // parts)
+        lengths = [max(0, min(each, dim - each * i)) for i in range(parts)]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    shapes = []
+    for n in lengths:
+        shape = list(x.shape)
+        shape[axis] = n
+        shapes.append(("int8" if dtype == "int8" else dtype, tuple(shape), False))
+    outs = m.call("split", m.input("x", dtype, x.shape), axis, list(sizes), outputs=shapes)
+    for o in outs:
+        m.output(o)
+    _assert_same(b.to_bytes(), x)
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

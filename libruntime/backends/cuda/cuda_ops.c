@@ -646,6 +646,35 @@ static rt_status run_slice(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return strided(ctx, cm, out->data, dst_strides, src, src_strides, out);
 }
 
+/* ---- split -------------------------------------------------------------------------- */
+
+static rt_status check_split(rt_op_ctx *ctx) {
+    if (ctx->args[2]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "sizes is a tensor (read at each execute); on "
+                          "CUDA, give the sizes as an int list");
+    return RT_OK;
+}
+
+/* Each part a strided copy of its stretch of x; prepare gave every part its size. */
+static rt_status run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__split_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    int64_t x_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK], offset = 0;
+    rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+    for (size_t i = 3; i < ctx->nargs; i++) {
+        const rt_tensor_value *part = ARG_T(ctx, i);
+        rt_tensor__dense_strides(dst_strides, part->rank, part->sizes, NULL);
+        const char *src = (const char *)x->data + offset * x_strides[axis] * (int64_t)x->elem_size;
+        RT_RETURN_IF_ERROR(strided(ctx, cm, part->data, dst_strides, src, x_strides, part));
+        offset += part->sizes[axis];
+    }
+    return RT_OK;
+}
+
 /* ---- gather ------------------------------------------------------------------------- */
 
 /* The indices come back to the host (after the work queued before them) and are checked as on
@@ -761,6 +790,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"gather", NULL, run_gather},
     {"expand", check_expand, run_expand},
     {"slice", check_slice, run_slice},
+    {"split", check_split, run_split},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},
     {"linear_act", check_float_x, rt_cuda__run_linear_act},
