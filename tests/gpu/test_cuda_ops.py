@@ -133,6 +133,23 @@ def test_mod(fmod, dtype):
     np.testing.assert_array_equal(got[0], want[0])  # exact, NaN where both are
 
 
+def test_not():
+    x = RNG.integers(0, 2, (3, 70)).astype(bool)
+    _assert_same(_unary_program("not", "bool", x.shape), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int64"])
+@pytest.mark.parametrize("shape,repeats", [((2, 3), [3, 2]), ((4,), [1]), ((2, 1, 3), [1, 4, 2]),
+                                           ((3, 2), [0, 2])], ids=str)
+def test_tile(shape, repeats, dtype):
+    x = (RNG.standard_normal(shape) * 9).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("tile", m.input("x", dtype, shape), list(repeats),
+                    outputs=[(dtype, tuple(s * r for s, r in zip(shape, repeats)), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
 @pytest.mark.parametrize("op", ["and", "or", "xor"])
 def test_logic(op):
     a = RNG.integers(0, 2, (4, 1, 5)).astype(bool)

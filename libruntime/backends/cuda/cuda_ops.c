@@ -43,9 +43,9 @@ static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank
     }
 }
 
-/* a op b into the last argument, the output. */
+/* a op b into the last argument, the output (not: a is also b). */
 static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
-    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, 1);
+    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, kind == RT_CUDA_NOT ? 0 : 1);
     const rt_tensor_value *out = ARG_T(ctx, ctx->nargs - 1);
     rt_cuda_binary_params p;
     memset(&p, 0, sizeof p);
@@ -115,6 +115,7 @@ DEFINE_BINARY(prelu, RT_CUDA_PRELU)
 DEFINE_BINARY(logical_and, RT_CUDA_AND)
 DEFINE_BINARY(logical_or, RT_CUDA_OR)
 DEFINE_BINARY(logical_xor, RT_CUDA_XOR)
+DEFINE_BINARY(logical_not, RT_CUDA_NOT)
 
 static rt_status check_pow(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(check_div(ctx));
@@ -646,6 +647,44 @@ static rt_status run_slice(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return strided(ctx, cm, out->data, dst_strides, src, src_strides, out);
 }
 
+/* ---- tile --------------------------------------------------------------------------- */
+
+static rt_status check_tile(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "repeats is a tensor (read at each execute); on "
+                          "CUDA, give the repeats as an int list");
+    return RT_OK;
+}
+
+static rt_status run_tile(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__tile_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    rt_cuda_tile_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0) /* then no x size is 0 below */
+        return RT_OK;
+    p.rank = out->rank;
+    memcpy(p.out_sizes, out->sizes, (size_t)out->rank * sizeof *out->sizes);
+    memcpy(p.x_sizes, x->sizes, (size_t)x->rank * sizeof *x->sizes);
+    rt_tensor__dense_strides(p.x_strides, x->rank, x->sizes, NULL);
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.out_sizes[0] = p.x_sizes[0] = 1;
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_tile_1; break;
+    case 2: k = RT_CUDA_K_tile_2; break;
+    case 4: k = RT_CUDA_K_tile_4; break;
+    case 8: k = RT_CUDA_K_tile_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA tile kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
 /* ---- split -------------------------------------------------------------------------- */
 
 static rt_status check_split(rt_op_ctx *ctx) {
@@ -791,6 +830,8 @@ static const rt_cuda_op cuda_ops[] = {
     {"expand", check_expand, run_expand},
     {"slice", check_slice, run_slice},
     {"split", check_split, run_split},
+    {"tile", check_tile, run_tile},
+    {"not", NULL, run_logical_not},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},
     {"linear_act", check_float_x, rt_cuda__run_linear_act},

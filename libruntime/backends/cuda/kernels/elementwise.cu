@@ -114,6 +114,7 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
             ((T *)p.out)[i] = (T)r;
             break;
         }
+        case RT_CUDA_NOT: ((uint8_t *)p.out)[i] = !x; break;
         case RT_CUDA_AND: ((uint8_t *)p.out)[i] = x && y; break;
         case RT_CUDA_OR: ((uint8_t *)p.out)[i] = x || y; break;
         case RT_CUDA_XOR: ((uint8_t *)p.out)[i] = (x != 0) != (y != 0); break;

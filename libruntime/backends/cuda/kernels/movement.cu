@@ -1,5 +1,6 @@
 // movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
-// non-dense device tensors; and gather. Both move whole elements, so they go by element size.
+// non-dense device tensors; tile and gather. They move whole elements, so they go by element
+// size.
 #include "common.cuh"
 
 template <typename E>
@@ -41,3 +42,21 @@ extern "C" __global__ void rt_k_gather_1(rt_cuda_gather_params p) { gather<uint8
 extern "C" __global__ void rt_k_gather_2(rt_cuda_gather_params p) { gather<uint16_t>(p); }
 extern "C" __global__ void rt_k_gather_4(rt_cuda_gather_params p) { gather<uint32_t>(p); }
 extern "C" __global__ void rt_k_gather_8(rt_cuda_gather_params p) { gather<uint64_t>(p); }
+
+template <typename E>
+__device__ inline void tile(const rt_cuda_tile_params &p) {
+    const E *x = (const E *)p.x;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, xo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            xo += rest % p.out_sizes[d] % p.x_sizes[d] * p.x_strides[d];
+            rest /= p.out_sizes[d];
+        }
+        ((E *)p.out)[i] = x[xo];
+    }
+}
+
+extern "C" __global__ void rt_k_tile_1(rt_cuda_tile_params p) { tile<uint8_t>(p); }
+extern "C" __global__ void rt_k_tile_2(rt_cuda_tile_params p) { tile<uint16_t>(p); }
+extern "C" __global__ void rt_k_tile_4(rt_cuda_tile_params p) { tile<uint32_t>(p); }
+extern "C" __global__ void rt_k_tile_8(rt_cuda_tile_params p) { tile<uint64_t>(p); }

@@ -25,12 +25,12 @@ enum {
 };
 
 /* Binary kinds. LESS, LESS_EQUAL and EQUAL write bool (one byte); POW, PRELU (a < 0 ?
- * a * b : a) and the MODs (floored, or truncated as fmod) are for floats, AND, OR and XOR for
- * bool. */
+ * a * b : a) and the MODs (floored, or truncated as fmod) are for floats, AND, OR, XOR and
+ * NOT (of a; b unused) for bool. */
 enum {
     RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL,
     RT_CUDA_LESS_EQUAL, RT_CUDA_MIN, RT_CUDA_MAX, RT_CUDA_POW, RT_CUDA_PRELU, RT_CUDA_AND,
-    RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC
+    RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT
 };
 
 /* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
@@ -67,6 +67,19 @@ typedef struct rt_cuda_binary_params {
     const void *a, *b;
     void *out;
 } rt_cuda_binary_params;
+
+/* tile: out (dense, row-major over out_sizes) element at index (i_0, ...) reads x at
+ * (i_0 mod x_sizes[0], ...) through x_strides. */
+typedef struct rt_cuda_tile_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t x_sizes[RT_CUDA_RANK];
+    int64_t x_strides[RT_CUDA_RANK];
+    const void *x;
+    void *out;
+} rt_cuda_tile_params;
 
 /* gather: out element i is (outer, k, j) over [outer, count, inner]; it reads data at
  * (outer, indices[k] (negative: from the end), j) of data viewed as [outer, dim, inner]. */
