@@ -653,6 +653,19 @@ def test_inputs_on_another_device_are_refused():
         assert y.to_host().tolist() == [0.0, 2.0]
 
 
+def test_device_allocation_failure_is_out_of_memory():
+    from runtime_py._ffi import ffi, get_lib, to_str
+
+    lib = get_lib()
+    out = ffi.new("void **")
+    assert lib.rt_device_alloc(out, {"type": 2, "index": 0}, 1 << 44) == 6  # RT_OUT_OF_MEMORY
+    assert out[0] == ffi.NULL
+    assert "rt_device_alloc" in to_str(lib.rt_last_error())
+    with pytest.raises(MemoryError):
+        rt.Tensor.from_host(np.zeros(1, np.float32)).to_host()  # fine
+        cuda._DeviceMemory((2, 0), 1 << 44)
+
+
 def test_device_count_and_missing_devices():
     assert cuda.device_count() >= 1
     b = ProgramBuilder()
