@@ -39,14 +39,14 @@ BUILD=build/gpu-check
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 if command -v cmake >/dev/null; then
-  run 400 "build (cmake + nvcc; full log in build.log)" bash -c "{ cmake -S . -B $BUILD ${GEN[*]} \
+  run 300 "build (cmake + nvcc; full log in build.log)" bash -c "{ cmake -S . -B $BUILD ${GEN[*]} \
     -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j 16; } >'$RESULTS/build.log' 2>&1; \
     rc=\$?; grep -E 'CUDA|nvcc|error|warning' '$RESULTS/build.log' | head -40; [ \$rc = 0 ] \
     && cp $BUILD/libruntime.so runtime_py/libruntime.so \
     && ls -l $BUILD/rt_cuda_kernels.fatbin runtime_py/libruntime.so" || STATUS=1
 else  # no CMake on the machine: the same build by hand (what CMakeLists.txt does)
   mkdir -p "$BUILD"
-  run 400 "build (no cmake: nvcc + cc by hand; full log in build.log)" bash -c "{
+  run 300 "build (no cmake: nvcc + cc by hand; full log in build.log)" bash -c "{
     printf '#include \"%s\"\\n' \$PWD/libruntime/backends/cuda/kernels/*.cu > $BUILD/rt_cuda_kernels.cu &&
     nvcc -std=c++17 -O3 -fatbin --threads 0 -gencode arch=compute_80,code=sm_80 \
       -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
@@ -81,7 +81,7 @@ print(" ".join(m for m in ("cffi", "numpy", "pytest", "hypothesis", "onnx")
 PYEOF
 )
 if [ -n "$missing" ]; then
-    run 150 "pip install $missing" $PY -m pip install -q --retries 0 --timeout 10 $missing
+    run 60 "pip install $missing" $PY -m pip install -q --retries 0 --timeout 10 $missing
 fi
 run 60 "backend status" $PY -c 'import runtime_py.cuda as c; print("available:", c.is_available(),
   "devices:", c.device_count(), c.unavailable_reason())
@@ -94,16 +94,16 @@ except ImportError:
 
 # ---- tests ----------------------------------------------------------------------------------
 export RT_GPU_FULL_MODELS=1
-run 300 "GPU tests (cuBLAS when installed)" $PY -m pytest tests/gpu -q -rs -p no:cacheprovider \
+run 180 "GPU tests (cuBLAS when installed)" $PY -m pytest tests/gpu -q -rs -p no:cacheprovider \
   || STATUS=1
-run 150 "GPU tests of the products on the built-in GEMM kernel (RT_CUBLAS=off)" \
+run 90 "GPU tests of the products on the built-in GEMM kernel (RT_CUBLAS=off)" \
   env RT_CUBLAS=off $PY -m pytest tests/gpu/test_cuda_ops.py -q -p no:cacheprovider \
   -k "matmul or linear or conv2d or model" || STATUS=1
-run 120 "CPU engine still works, no-GPU checks skip" $PY -m pytest -q -p no:cacheprovider \
+run 90 "CPU engine still works, no-GPU checks skip" $PY -m pytest -q -p no:cacheprovider \
   tests/test_engine.py tests/test_cuda_absent.py tests/test_ffi_cdef.py || STATUS=1
 
 # ---- benchmark ------------------------------------------------------------------------------
-run 240 "benchmark vs torch eager (benchmarks/gpu.py)" $PY benchmarks/gpu.py --quick \
+run 180 "benchmark vs torch eager (benchmarks/gpu.py)" $PY benchmarks/gpu.py --quick \
   --out "$RESULTS/gpu_bench.md"
 
 printf '\nOverall test status: %s\n' "$([ $STATUS = 0 ] && echo PASS || echo FAIL)" >>"$REPORT"
