@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_method.h"
 #include "core/clock.h"
 #include "method.h"
 
@@ -50,16 +51,31 @@ static bool is_dense(const rt_tensor_value *t, const int64_t *sizes, const int64
     return true;
 }
 
+/* "cpu", "cuda:1", or the raw numbers of an unknown device. */
+static const char *device_text(rt_device d, char buf[48]) {
+    if (d.type == RT_DEVICE_CPU && d.index == 0)
+        return "cpu";
+    if (d.type == RT_DEVICE_CUDA)
+        snprintf(buf, 48, "cuda:%d", d.index);
+    else
+        snprintf(buf, 48, "device (type %d, index %d)", d.type, d.index);
+    return buf;
+}
+
 static rt_status check_input_tensor(rt_method *m, rt_method_input_slot *in, size_t index,
                                     const rt_tensor *src, uint32_t flags) {
     const rt_tensor_value *t = in->value->u.t;
     char have[48], want_shape[256], have_shape[256];
     if (flags & ~(uint32_t)(RT_INPUT_COPY | RT_INPUT_ALLOW_MUTATE))
         return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "unknown flags 0x%x", flags);
-    if (src->device.type != RT_DEVICE_CPU || src->device.index != 0)
-        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "the tensor is on device (type "
-                           "%d, index %d) but the method runs on the cpu", src->device.type,
-                           src->device.index);
+    bool on_host = src->device.type == RT_DEVICE_CPU && src->device.index == 0;
+    bool on_method_device = src->device.type == m->options.device.type &&
+                            src->device.index == m->options.device.index;
+    /* A CUDA method takes host tensors (copied in) and tensors on its own device. */
+    if (!on_host && !on_method_device)
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "the tensor is on %s but the "
+                           "method runs on %s", device_text(src->device, have),
+                           device_text(m->options.device, want_shape));
     if (rt_tensor__type_of(src->dtype) != t->type)
         return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has dtype %s, but the method "
                            "expects %s", rt_tensor__dtype_text(src->dtype, have),
@@ -101,6 +117,13 @@ static rt_status bind_tensor(rt_method *m, rt_method_input_slot *in, size_t inde
     int64_t numel = rt_tensor__numel(t);
     bool aligned = (uintptr_t)src->data % t->elem_size == 0;
     bool may_alias = !t->written || (flags & RT_INPUT_ALLOW_MUTATE);
+    if (m->cuda != NULL) {
+        bool may_bind = !(flags & RT_INPUT_COPY) && aligned && may_alias;
+        rt_status status = rt_cuda__bind_input(m, t, src, strides, may_bind, &in->zero_copy);
+        if (status != RT_OK)
+            rt_error__prefix("method '%s': input %zu: ", m->name, index);
+        return status;
+    }
     if (numel > 0 && !(flags & RT_INPUT_COPY) && aligned && may_alias &&
         is_dense(t, t->sizes, strides)) {
         t->data = src->data;
@@ -233,6 +256,14 @@ static rt_status record_event(rt_method *m, const rt_instruction *ins, uint32_t 
     return RT_OK;
 }
 
+/* A condition tensor on a CUDA device is read back to the host. */
+static rt_status read_condition(rt_method *m, const rt_value *cond, bool *out) {
+    if (m->cuda != NULL && cond->kind == RT_VALUE_TENSOR)
+        return rt_cuda__read_condition(m, cond->u.t, out);
+    *out = condition_holds(cond);
+    return RT_OK;
+}
+
 static rt_status run_instructions(rt_method *m) {
     int32_t threads = m->options.num_threads > 0 ? m->options.num_threads
                                                  : rt_threadpool__default_threads();
@@ -250,7 +281,10 @@ static rt_status run_instructions(rt_method *m) {
         case RT_INSTR_KERNEL: {
             ins->ctx.num_threads = threads;
             uint64_t start = profile ? rt_clock__now_ns() : 0;
-            RT_RETURN_IF_ERROR(ins->op->run(&ins->ctx));
+            if (m->cuda != NULL)
+                RT_RETURN_IF_ERROR(rt_cuda__run_instruction(m, pc));
+            else
+                RT_RETURN_IF_ERROR(ins->op->run(&ins->ctx));
             if (profile)
                 RT_RETURN_IF_ERROR(record_event(m, ins, pc, start, rt_clock__now_ns()));
             pc++;
@@ -260,11 +294,13 @@ static rt_status run_instructions(rt_method *m) {
             pc = ins->target;
             break;
         case RT_INSTR_JUMP_IF_TRUE:
-            pc = condition_holds(ins->cond) ? ins->target : pc + 1;
+        case RT_INSTR_JUMP_IF_FALSE: {
+            bool holds;
+            RT_RETURN_IF_ERROR(read_condition(m, ins->cond, &holds));
+            bool jump = holds == (ins->kind == RT_INSTR_JUMP_IF_TRUE);
+            pc = jump ? ins->target : pc + 1;
             break;
-        case RT_INSTR_JUMP_IF_FALSE:
-            pc = condition_holds(ins->cond) ? pc + 1 : ins->target;
-            break;
+        }
         default:
             return METHOD_ERROR(m, RT_INTERNAL, "instruction %u has unverified kind %u", pc,
                                 ins->kind);
@@ -283,8 +319,14 @@ RT_API rt_status rt_method_execute(rt_method *m) {
             status = INPUT_ERROR(m, in, i, RT_INVALID_STATE, "is not set; bind every input "
                                  "(set_input) before execute");
     }
-    if (status == RT_OK)
+    if (status == RT_OK && m->cuda != NULL) {
+        /* Returns once the device is done: outputs are ready for any stream or the host. */
+        status = rt_cuda__begin(m);
+        if (status == RT_OK)
+            status = rt_cuda__end(m, run_instructions(m));
+    } else if (status == RT_OK) {
         status = run_instructions(m);
+    }
     m->has_outputs = status == RT_OK;
     leave(m);
     return status;
@@ -292,10 +334,9 @@ RT_API rt_status rt_method_execute(rt_method *m) {
 
 /* ---- outputs, attributes, profile ------------------------------------------------------- */
 
-static void tensor_view(rt_tensor *out, rt_tensor_value *t) {
+static void tensor_view(rt_tensor *out, const rt_method *m, rt_tensor_value *t) {
     out->data = t->data;
-    out->device.type = RT_DEVICE_CPU;
-    out->device.index = 0;
+    out->device = m->options.device;
     out->rank = t->rank;
     out->dtype = rt_tensor__dtype_of(t->type);
     out->sizes = t->sizes;
@@ -323,7 +364,7 @@ RT_API rt_status rt_method_output(rt_tensor *out, rt_method *m, size_t index) {
         status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output %zu is a %s scalar; read it with "
                               "rt_method_output_scalar", index, rt_value__kind_name(v->kind));
     if (status == RT_OK)
-        tensor_view(out, v->u.t);
+        tensor_view(out, m, v->u.t);
     leave(m);
     return status;
 }
@@ -363,7 +404,7 @@ RT_API rt_status rt_method_attribute(rt_tensor *out, rt_method *m, const char *n
         status = METHOD_ERROR(m, RT_NOT_FOUND, "no attribute named '%s' (the method has %u "
                               "attributes)", name, m->num_attributes);
     else
-        tensor_view(out, m->attributes[a].tensor);
+        tensor_view(out, m, m->attributes[a].tensor);
     leave(m);
     return status;
 }

@@ -1,6 +1,7 @@
 /* library.c: versions, the op list, and backend availability. */
 #include <string.h>
 
+#include "backends/cuda/driver.h"
 #include "ops/op.h"
 
 #define RT_VERSION_STRING "0.1.0"
@@ -17,5 +18,15 @@ RT_API const char *rt_op_name(size_t index) {
 }
 
 RT_API int32_t rt_backend_available(const char *name) {
-    return name != NULL && strcmp(name, "cpu") == 0;
+    return rt_backend_unavailable_reason(name)[0] == '\0';
+}
+
+RT_API const char *rt_backend_unavailable_reason(const char *name) {
+    if (name == NULL)
+        return "no backend name was given";
+    if (strcmp(name, "cpu") == 0)
+        return "";
+    if (strcmp(name, "cuda") == 0)
+        return rt_cuda__unavailable_reason();
+    return "there is no backend of that name (the backends are \"cpu\" and \"cuda\")";
 }

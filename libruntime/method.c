@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_method.h"
 #include "core/alloc.h"
 #include "core/log.h"
 #include "core/threadpool.h"
@@ -34,10 +35,12 @@ static rt_status check_options(const rt_method_options *o, const char *method) {
     if (o->num_threads < 0)
         return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': num_threads %d is negative",
                              method, o->num_threads);
-    if (o->device.type == RT_DEVICE_CUDA)
-        return rt_error__set(RT_UNSUPPORTED, "method '%s': device cuda:%d is not available: "
-                             "this build of libruntime has no CUDA backend", method,
-                             o->device.index);
+    if (o->device.type == RT_DEVICE_CUDA) {
+        if (o->device.index < 0)
+            return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': device index %d is "
+                                 "negative", method, o->device.index);
+        return RT_OK; /* availability is checked when the method opens the device */
+    }
     if (o->device.type != RT_DEVICE_CPU || o->device.index != 0)
         return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': unknown device (type %d, "
                              "index %d)", method, o->device.type, o->device.index);
@@ -80,11 +83,33 @@ static rt_status allocate_arenas(rt_method *m) {
         return rt_error__oom("arena table");
     for (uint32_t a = 0; a < m->num_arenas; a++) {
         uint64_t size = (uint64_t)f->words[m->file->arenas + a];
+        if (m->cuda != NULL && size <= SIZE_MAX) {
+            RT_RETURN_IF_ERROR(rt_cuda__method_alloc(m, (size_t)size, NULL, &m->arenas[a]));
+            continue;
+        }
         m->arenas[a] = size <= SIZE_MAX ? rt_alloc__aligned((size_t)size) : NULL;
         if (m->arenas[a] == NULL)
             return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate arena %u (%llu bytes)", a,
                                 (unsigned long long)size);
     }
+    return RT_OK;
+}
+
+/* State persists across executions: its own buffer, initialised from its constant if it has
+ * one, else zero-filled; on the method's device. */
+static rt_status allocate_state(rt_method *m, const rt_file_value *fv, size_t nbytes,
+                                uint32_t index, void **out) {
+    const void *init = fv->c != RT_FORMAT_NO_INDEX ? m->program->constant_data[fv->c] : NULL;
+    if (m->cuda != NULL)
+        return rt_cuda__method_alloc(m, nbytes, init, out);
+    void *buffer = rt_alloc__aligned(nbytes);
+    if (buffer == NULL)
+        return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate state value %u (%zu bytes)",
+                            index, nbytes);
+    m->state_buffers[m->num_state_buffers++] = buffer;
+    if (init != NULL)
+        memcpy(buffer, init, nbytes);
+    *out = buffer;
     return RT_OK;
 }
 
@@ -107,20 +132,13 @@ static rt_status init_tensor(rt_method *m, rt_tensor_value *t, const rt_file_val
         t->home = (char *)m->arenas[fv->c] + fv->payload;
         break;
     case RT_STORAGE_CONSTANT:
-        /* Read-only by contract: prepare refuses any op that would write a constant. */
+        /* Read-only by contract: prepare refuses any op that would write a constant. On CUDA
+         * it is uploaded once every instruction is prepared (rt_cuda__method_finish_load). */
         t->home = (void *)m->program->constant_data[fv->c];
         break;
-    case RT_STORAGE_STATE: {
-        void *buffer = rt_alloc__aligned(nbytes);
-        if (buffer == NULL)
-            return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate state value %u (%zu "
-                                "bytes)", index, nbytes);
-        m->state_buffers[m->num_state_buffers++] = buffer;
-        if (fv->c != RT_FORMAT_NO_INDEX)
-            memcpy(buffer, m->program->constant_data[fv->c], nbytes);
-        t->home = buffer;
+    case RT_STORAGE_STATE:
+        RT_RETURN_IF_ERROR(allocate_state(m, fv, nbytes, index, &t->home));
         break;
-    }
     default:
         return METHOD_ERROR(m, RT_INTERNAL, "value %u has unverified storage", index);
     }
@@ -268,6 +286,8 @@ static rt_status prepare_instructions(rt_method *m) {
         memcpy(m->tensors[t].sizes, m->tensors[t].bounds, sizeof m->tensors[t].sizes);
         rt_tensor__update_strides(&m->tensors[t]);
     }
+    if (m->cuda != NULL) /* CUDA kernels use no host scratch */
+        m->scratch_bytes = 0;
     if (m->scratch_bytes > 0) {
         if (m->options.memory_limit != 0 && m->scratch_bytes > m->options.memory_limit)
             return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "kernels need %zu bytes of scratch, more "
@@ -336,6 +356,8 @@ RT_API rt_status rt_method_load(rt_method **out, rt_program *program, const char
     m->options = *options;
     atomic_init(&m->busy, 0);
     rt_status status = check_memory_limit(m);
+    if (status == RT_OK && options->device.type == RT_DEVICE_CUDA)
+        status = rt_cuda__method_open(m);
     if (status == RT_OK)
         status = allocate_arenas(m);
     if (status == RT_OK)
@@ -344,6 +366,8 @@ RT_API rt_status rt_method_load(rt_method **out, rt_program *program, const char
         status = build_io(m);
     if (status == RT_OK)
         status = prepare_instructions(m);
+    if (status == RT_OK && m->cuda != NULL)
+        status = rt_cuda__method_finish_load(m);
     if (status != RT_OK) {
         rt_method_destroy(m);
         return status;
@@ -364,9 +388,11 @@ RT_API void rt_method_destroy(rt_method *m) {
                 ctx->free_state(ctx->state);
         }
     }
-    if (m->arenas != NULL)
+    /* Device memory (arenas, state, constants) belongs to the CUDA state. */
+    if (m->arenas != NULL && m->cuda == NULL)
         for (uint32_t a = 0; a < m->num_arenas; a++)
             rt_alloc__free(m->arenas[a]);
+    rt_cuda__method_close(m);
     if (m->state_buffers != NULL)
         for (uint32_t s = 0; s < m->num_state_buffers; s++)
             rt_alloc__free(m->state_buffers[s]);

@@ -64,6 +64,8 @@ struct rt_method {
     uint32_t num_attributes;
     bool has_outputs;         /* a successful execute since the last set_input */
 
+    struct rt_cuda_method *cuda; /* set for methods loaded on a CUDA device */
+
     rt_profile_event *events;
     size_t num_events;
     size_t events_capacity;

@@ -204,8 +204,15 @@ RT_API void rt_set_log_callback(rt_log_fn fn, void *user, int32_t min_level);
 /* Number of registered ops and their names (static storage; NULL when out of range). */
 RT_API size_t rt_op_count(void);
 RT_API const char *rt_op_name(size_t index);
-/* 1 when the backend ("cpu", "cuda") can run methods in this process, else 0. */
+/* 1 when the backend ("cpu", "cuda") can run methods in this process, else 0. The first
+ * question about "cuda" loads the NVIDIA driver (libcuda.so.1) with dlopen. */
 RT_API int32_t rt_backend_available(const char *name);
+/* Why rt_backend_available(name) is 0, as a sentence (no libcuda.so.1, cuInit's error, no
+ * CUDA device, a build without CUDA kernels, an unknown name); "" when it is available.
+ * Static storage; never NULL. */
+RT_API const char *rt_backend_unavailable_reason(const char *name);
+/* CUDA devices this process can use; 0 when the CUDA backend is unavailable. */
+RT_API int32_t rt_cuda_device_count(void);
 /* Default number of threads a method uses when its options say 0 (initially: online CPUs).
  * n < 1 resets to the default. */
 RT_API void rt_set_num_threads(int32_t n);
@@ -298,6 +305,19 @@ RT_API rt_status rt_method_output_scalar(rt_scalar *out, rt_method *method, size
 /* A view of a named attribute (state that persists across executions). Writable: the caller
  * may update it between executions. Valid until the method is destroyed. */
 RT_API rt_status rt_method_attribute(rt_tensor *out, rt_method *method, const char *name);
+
+/* ---- device memory and copies ----------------------------------------------------------- */
+
+/* nbytes of memory on `device` (the host, or a CUDA device's primary context), at least
+ * 64-byte aligned. The caller owns *out and frees it with rt_device_free on the same device. */
+RT_API rt_status rt_device_alloc(void **out, rt_device device, uint64_t nbytes);
+/* NULL is a no-op. */
+RT_API void rt_device_free(rt_device device, void *data);
+/* Copy the elements of src into dst: the same dtype and sizes, each on the host or on a CUDA
+ * device. Host sides may have any strides; a device side must be dense row-major unless both
+ * sides are on the same device. Returns when the copy is complete. Copies between two
+ * different CUDA devices are refused (RT_UNSUPPORTED). */
+RT_API rt_status rt_tensor_copy(const rt_tensor *dst, const rt_tensor *src);
 
 /* Profiling (methods loaded with RT_METHOD_PROFILE): events of the last execute. */
 RT_API size_t rt_method_profile_event_count(const rt_method *method);

@@ -197,7 +197,12 @@ class Tensor:
         dtype = _BY_CODE_BITS.get(code << 8 | bits) or _dt.from_dlpack(code, bits)
         device = _CPU if kind == 1 and index == 0 else (kind, index)
         if not clone or device is not _CPU:
-            return cls._view(addr, dtype, shape, strides, device, owner, readonly)
+            view = cls._view(addr, dtype, shape, strides, device, owner, readonly)
+            if clone and device[0] == 2:  # a device copy, made by the CUDA helpers
+                from .cuda import clone as clone_on_device
+
+                return clone_on_device(view)
+            return view
         itemsize = bits >> 3
         nbytes = numel(shape) * itemsize
         if strides is None or is_contiguous(shape, strides):
@@ -430,6 +435,19 @@ class Tensor:
         if self.size != 1:
             raise InvalidArgument(f"item() needs a tensor of one element; shape is {self._shape}")
         return _unpack(self._dense(), self._dtype, 1)[0]
+
+    def to_host(self) -> "Tensor":
+        """A dense CPU copy (from the device for CUDA tensors)."""
+        from .cuda import to_host
+
+        return to_host(self)
+
+    @classmethod
+    def from_host(cls, data: Any, device: Any = "cuda") -> "Tensor":
+        """A copy of host data (a CPU Tensor or any buffer) on a CUDA device, to stage inputs."""
+        from .cuda import from_host
+
+        return from_host(data, device)
 
     def copy(self) -> "Tensor":
         """An owned dense copy (CPU tensors)."""

@@ -288,6 +288,7 @@ def test_memory_limit_is_enforced():
         program.load_method("forward", memory_limit=1 << 24).close()
 
 
+@pytest.mark.skipif(rt.backend_available("cuda"), reason="CUDA is available (tests/gpu)")
 def test_cuda_is_refused_cleanly_without_backend():
     b = ProgramBuilder()
     m = b.method("forward")

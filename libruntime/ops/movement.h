@@ -100,4 +100,9 @@ void rt_mv__copy_rows(const rt_op_ctx *ctx, char *dst, size_t dst_stride, const 
 const char *rt_mv__position_text(int64_t flat, int32_t rank, const int64_t *sizes,
                                  char buf[RT_OP_SHAPE_TEXT]);
 
+/* slice's checks and output sizes for the current sizes (as its prepare), and per dimension
+ * of x the first index and step it reads (arrays of RT_MAX_RANK). For backends that copy
+ * themselves; parameters given as tensors are read from their (host) data. */
+rt_status rt_mv__slice_plan(rt_op_ctx *ctx, int64_t *start, int64_t *step);
+
 #endif

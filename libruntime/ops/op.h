@@ -26,6 +26,7 @@ typedef struct rt_op_ctx {
     size_t scratch_bytes; /* prepare: bytes requested; run: bytes available at `scratch` */
     void *scratch;        /* 64-byte aligned, shared by all instructions of the method */
     bool preparing;       /* true during prepare (sizes are the bounds) */
+    void *backend;        /* CUDA methods: the backend's method state; NULL on the cpu */
 } rt_op_ctx;
 
 typedef rt_status (*rt_op_fn)(rt_op_ctx *ctx);

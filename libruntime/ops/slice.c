@@ -141,6 +141,17 @@ rt_status rt_ops__slice_run(rt_op_ctx *ctx) {
     return RT_OK;
 }
 
+/* For other backends (the CUDA one): the prepare of slice for the current sizes, and what it
+ * reads from x. Parameters given as tensors must be readable here (on the host). */
+rt_status rt_mv__slice_plan(rt_op_ctx *ctx, int64_t *start, int64_t *step) {
+    slice_args args;
+    slice_dims dims;
+    RT_RETURN_IF_ERROR(slice_setup(ctx, &args, &dims));
+    memcpy(start, dims.start, sizeof dims.start);
+    memcpy(step, dims.step, sizeof dims.step);
+    return RT_OK;
+}
+
 /* ---- split ------------------------------------------------------------------------------ */
 
 typedef struct split_args {

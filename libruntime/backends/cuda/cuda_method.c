@@ -1,0 +1,343 @@
+/* cuda_method.c: a method on a CUDA device: its stream and device memory, constants uploaded
+ * once at load, inputs bound or copied in, execution and synchronization. */
+#include "backends/cuda/cuda_method.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CM_ERROR(m, code, ...) \
+    (rt_error__set((code), __VA_ARGS__), rt_error__prefix("method '%s': ", (m)->name), (code))
+
+/* Adds the method's name (and device) in front of a backend error already recorded. */
+static rt_status method_error(rt_method *m, rt_status status) {
+    if (status != RT_OK)
+        rt_error__prefix("method '%s' on cuda:%d: ", m->name, m->options.device.index);
+    return status;
+}
+
+static CUdeviceptr device_ptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
+
+rt_status rt_cuda__method_open(rt_method *m) {
+    rt_cuda_method *cm = calloc(1, sizeof *cm);
+    if (cm == NULL)
+        return rt_error__oom("CUDA method state");
+    m->cuda = cm;
+    cm->profile = (m->options.flags & RT_METHOD_PROFILE) != 0;
+    rt_status status = rt_cuda__device(&cm->device, m->options.device.index);
+    if (status != RT_OK) {
+        char reason[512]; /* the last error is overwritten below */
+        snprintf(reason, sizeof reason, "%s", rt_last_error());
+        return CM_ERROR(m, status, "cannot run on cuda:%d: %s", m->options.device.index,
+                        reason);
+    }
+    RT_RETURN_IF_ERROR(method_error(m, rt_cuda__push(cm->device)));
+    status = rt_cuda__check(cm->device->cu->stream_create(&cm->stream, CU_STREAM_NON_BLOCKING),
+                            "creating the method's stream");
+    if (status == RT_OK)
+        cm->blas = rt_cuda__blas_create(cm->stream);
+    rt_cuda__pop(cm->device);
+    return method_error(m, status);
+}
+
+static rt_status remember_buffer(rt_cuda_method *cm, CUdeviceptr p) {
+    if (cm->num_buffers == cm->buffers_capacity) {
+        size_t capacity = cm->buffers_capacity ? 2 * cm->buffers_capacity : 16;
+        CUdeviceptr *grown = realloc(cm->buffers, capacity * sizeof *grown);
+        if (grown == NULL)
+            return rt_error__oom("CUDA buffer table");
+        cm->buffers = grown;
+        cm->buffers_capacity = capacity;
+    }
+    cm->buffers[cm->num_buffers++] = p;
+    return RT_OK;
+}
+
+rt_status rt_cuda__method_alloc(rt_method *m, size_t bytes, const void *init, void **out) {
+    rt_cuda_method *cm = m->cuda;
+    const rt_cuda_driver *cu = cm->device->cu;
+    *out = NULL;
+    RT_RETURN_IF_ERROR(method_error(m, rt_cuda__push(cm->device)));
+    CUdeviceptr p = 0;
+    /* cuMemAlloc refuses 0 bytes; an empty tensor still gets a distinct address. */
+    size_t size = bytes > 0 ? bytes : 64;
+    char what[96];
+    snprintf(what, sizeof what, "allocating %zu bytes of device memory", bytes);
+    rt_status status = rt_cuda__check(cu->mem_alloc(&p, size), what);
+    if (status == RT_OK) {
+        status = remember_buffer(cm, p);
+        if (status != RT_OK)
+            cu->mem_free(p);
+    }
+    if (status == RT_OK && bytes > 0) {
+        if (init != NULL)
+            status = rt_cuda__check(cu->memcpy_htod_async(p, init, bytes, cm->stream),
+                                    "uploading a constant");
+        else
+            status = rt_cuda__check(cu->memset_d8_async(p, 0, bytes, cm->stream),
+                                    "zero-filling device memory");
+        if (status == RT_OK)
+            status = rt_cuda__check(cu->stream_synchronize(cm->stream), "uploading");
+    }
+    rt_cuda__pop(cm->device);
+    if (status == RT_OK)
+        *out = (void *)(uintptr_t)p;
+    return method_error(m, status);
+}
+
+/* Constants are shared by value index and by address: two values naming one constant get one
+ * device copy. */
+static rt_status upload_constants(rt_method *m) {
+    size_t num_tensors = 0;
+    for (uint32_t v = 0; v < m->num_values; v++)
+        num_tensors += m->values[v].kind == RT_VALUE_TENSOR;
+    const void **hosts = calloc(num_tensors ? num_tensors : 1, sizeof *hosts);
+    void **devs = calloc(num_tensors ? num_tensors : 1, sizeof *devs);
+    size_t done = 0;
+    rt_status status = hosts && devs ? RT_OK : rt_error__oom("constant table");
+    for (size_t t = 0; t < num_tensors && status == RT_OK; t++) {
+        rt_tensor_value *tv = &m->tensors[t];
+        if (tv->writable)
+            continue;
+        size_t k = 0;
+        while (k < done && hosts[k] != tv->home)
+            k++;
+        if (k == done) {
+            status = rt_cuda__method_alloc(m, rt_tensor__nbytes(tv), tv->home, &devs[k]);
+            hosts[k] = tv->home;
+            done += status == RT_OK;
+        }
+        if (status == RT_OK)
+            tv->home = tv->data = devs[k];
+    }
+    free(hosts);
+    free(devs);
+    return status;
+}
+
+rt_status rt_cuda__method_finish_load(rt_method *m) {
+    rt_cuda_method *cm = m->cuda;
+    cm->ops = calloc(m->num_instructions ? m->num_instructions : 1, sizeof *cm->ops);
+    if (cm->ops == NULL)
+        return rt_error__oom("CUDA instruction table");
+    for (uint32_t i = 0; i < m->num_instructions; i++) {
+        rt_instruction *ins = &m->instructions[i];
+        if (ins->kind != RT_INSTR_KERNEL)
+            continue;
+        cm->ops[i] = rt_cuda__find_op(ins->op->name);
+        if (cm->ops[i] == NULL)
+            return CM_ERROR(m, RT_UNSUPPORTED, "instruction %u calls op '%s', which has no CUDA "
+                            "kernel in this build (see docs/cuda.md); load the method on the "
+                            "cpu", i, ins->op->name);
+        if (cm->ops[i]->check != NULL) {
+            /* The check sees the planned bounds, as prepare did. */
+            RT_RETURN_IF_ERROR(cm->ops[i]->check(&ins->ctx));
+        }
+        ins->ctx.backend = cm;
+    }
+    return upload_constants(m);
+}
+
+void rt_cuda__method_close(rt_method *m) {
+    rt_cuda_method *cm = m->cuda;
+    if (cm == NULL)
+        return;
+    if (cm->device != NULL && rt_cuda__push(cm->device) == RT_OK) {
+        const rt_cuda_driver *cu = cm->device->cu;
+        if (cm->stream != NULL)
+            cu->stream_synchronize(cm->stream);
+        rt_cuda__blas_destroy(cm->blas);
+        for (size_t b = 0; b < cm->num_buffers; b++)
+            cu->mem_free(cm->buffers[b]);
+        if (cm->stream != NULL)
+            cu->stream_destroy(cm->stream);
+        rt_cuda__pop(cm->device);
+    }
+    free(cm->buffers);
+    free(cm->ops);
+    free(cm);
+    m->cuda = NULL;
+}
+
+/* ---- inputs ----------------------------------------------------------------------------- */
+
+/* A device input must be memory of the method's device. */
+static rt_status check_device_pointer(rt_method *m, const void *data) {
+    const rt_cuda_driver *cu = m->cuda->device->cu;
+    int ordinal = -1;
+    CUresult r = cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                           device_ptr(data));
+    if (r != CUDA_SUCCESS)
+        return rt_error__set(RT_INVALID_ARGUMENT, "the tensor says it is on cuda:%d, but its "
+                             "data pointer is not CUDA memory", m->options.device.index);
+    if (ordinal != m->options.device.index)
+        return rt_error__set(RT_INVALID_ARGUMENT, "the tensor's memory is on cuda:%d, but the "
+                             "method runs on cuda:%d", ordinal, m->options.device.index);
+    return RT_OK;
+}
+
+static rt_status copy_in(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
+                         const int64_t *src_strides, bool dense) {
+    rt_cuda_method *cm = m->cuda;
+    const rt_cuda_driver *cu = cm->device->cu;
+    size_t nbytes = rt_tensor__nbytes(t);
+    if (src->device.type == RT_DEVICE_CUDA) {
+        if (dense)
+            return rt_cuda__check(cu->memcpy_dtod_async(device_ptr(t->home),
+                                                        device_ptr(src->data), nbytes,
+                                                        cm->stream),
+                                  "copying the input on the device");
+        return rt_cuda__copy_strided(cm->device, cm->stream, t->home, t->strides, src->data,
+                                     src_strides, t->rank, t->sizes, t->elem_size,
+                                     "copying a strided input on the device");
+    }
+    const void *host = src->data;
+    void *staging = NULL;
+    if (!dense) {
+        /* Gather into t's dense layout on the host, then one transfer. */
+        staging = malloc(nbytes);
+        if (staging == NULL)
+            return rt_error__oom("input staging buffer");
+        rt_tensor__copy_strided(staging, t->strides, src->data, src_strides, t->rank, t->sizes,
+                                t->elem_size);
+        host = staging;
+    }
+    rt_status status = rt_cuda__check(cu->memcpy_htod_async(device_ptr(t->home), host, nbytes,
+                                                            cm->stream),
+                                      "copying the input to the device");
+    /* The caller may reuse its memory as soon as set_input returns. */
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "copying the input");
+    free(staging);
+    return status;
+}
+
+rt_status rt_cuda__bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
+                              const int64_t *src_strides, bool may_bind, bool *zero_copy) {
+    rt_cuda_method *cm = m->cuda;
+    *zero_copy = false;
+    t->data = t->home;
+    if (rt_tensor__numel(t) == 0)
+        return RT_OK;
+    int64_t dense_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(dense_strides, t->rank, t->sizes, t->dim_order);
+    bool dense = true;
+    for (int32_t d = 0; d < t->rank; d++)
+        if (t->sizes[d] != 1 && src_strides[d] != dense_strides[d])
+            dense = false;
+    RT_RETURN_IF_ERROR(rt_cuda__push(cm->device));
+    rt_status status = RT_OK;
+    if (src->device.type == RT_DEVICE_CUDA) {
+        status = check_device_pointer(m, src->data);
+        /* Other libraries (torch, cupy) may still be writing it on their own streams. */
+        if (status == RT_OK)
+            status = rt_cuda__check(cm->device->cu->ctx_synchronize(),
+                                    "waiting for work queued on the device");
+    }
+    if (status == RT_OK && src->device.type == RT_DEVICE_CUDA && may_bind && dense) {
+        t->data = src->data;
+        *zero_copy = true;
+    } else if (status == RT_OK) {
+        status = copy_in(m, t, src, src_strides, dense);
+    }
+    rt_cuda__pop(cm->device);
+    return status;
+}
+
+/* ---- execution -------------------------------------------------------------------------- */
+
+rt_status rt_cuda__begin(rt_method *m) {
+    rt_cuda_method *cm = m->cuda;
+    RT_RETURN_IF_ERROR(method_error(m, rt_cuda__push(cm->device)));
+    /* Inputs bound in place are read as they are now: first let every stream of the context
+     * (other libraries' work included) finish writing them. */
+    for (uint32_t i = 0; i < m->num_inputs; i++) {
+        if (m->inputs[i].zero_copy) {
+            rt_status status = rt_cuda__check(cm->device->cu->ctx_synchronize(),
+                                              "waiting for work queued on the device");
+            if (status != RT_OK)
+                rt_cuda__pop(cm->device);
+            return method_error(m, status);
+        }
+    }
+    return RT_OK;
+}
+
+rt_status rt_cuda__end(rt_method *m, rt_status status) {
+    rt_cuda_method *cm = m->cuda;
+    /* Always drain the stream: a failed execute must not leave kernels writing behind us. */
+    rt_status sync = rt_cuda__check(cm->device->cu->stream_synchronize(cm->stream),
+                                    "waiting for the method's kernels");
+    rt_cuda__pop(cm->device);
+    if (status != RT_OK)
+        return status;
+    return method_error(m, sync);
+}
+
+rt_status rt_cuda__run_instruction(rt_method *m, uint32_t pc) {
+    rt_cuda_method *cm = m->cuda;
+    rt_instruction *ins = &m->instructions[pc];
+    RT_RETURN_IF_ERROR(cm->ops[pc]->run(&ins->ctx, cm));
+    if (cm->profile) /* per-instruction times need the kernels finished */
+        return method_error(m, rt_cuda__check(cm->device->cu->stream_synchronize(cm->stream),
+                                              ins->op->name));
+    return RT_OK;
+}
+
+rt_status rt_cuda__read_condition(rt_method *m, const rt_tensor_value *t, bool *out) {
+    rt_cuda_method *cm = m->cuda;
+    const rt_cuda_driver *cu = cm->device->cu;
+    unsigned char bytes[8] = {0};
+    rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(bytes, device_ptr(t->data),
+                                                            t->elem_size, cm->stream),
+                                      "reading a jump condition");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading a jump condition");
+    *out = false;
+    for (uint32_t k = 0; k < t->elem_size && k < sizeof bytes; k++)
+        *out = *out || bytes[k] != 0;
+    return method_error(m, status);
+}
+
+/* ---- helpers for the op launchers ------------------------------------------------------- */
+
+rt_status rt_cuda__op_launch(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel kernel,
+                             unsigned grid_x, unsigned grid_y, unsigned grid_z, void *params) {
+    rt_status status = rt_cuda__launch(cm->device, cm->stream, kernel, grid_x, grid_y, grid_z,
+                                       256, params, "launching the kernel");
+    if (status != RT_OK) {
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", rt_last_error());
+        return rt_op_fail(ctx, status, "%s", reason);
+    }
+    return RT_OK;
+}
+
+rt_status rt_cuda__copy_strided(const rt_cuda_device *d, CUstream stream, void *dst,
+                                const int64_t *dst_strides, const void *src,
+                                const int64_t *src_strides, int32_t rank, const int64_t *sizes,
+                                size_t elem_size, const char *what) {
+    rt_cuda_copy_params p;
+    memset(&p, 0, sizeof p);
+    p.n = 1;
+    for (int32_t i = 0; i < rank; i++)
+        p.n *= sizes[i];
+    if (p.n == 0)
+        return RT_OK;
+    p.rank = rank;
+    memcpy(p.sizes, sizes, (size_t)rank * sizeof *sizes);
+    memcpy(p.dst_strides, dst_strides, (size_t)rank * sizeof *dst_strides);
+    memcpy(p.src_strides, src_strides, (size_t)rank * sizeof *src_strides);
+    p.src = src;
+    p.dst = dst;
+    rt_cuda_kernel k;
+    switch (elem_size) {
+    case 1: k = RT_CUDA_K_copy_strided_1; break;
+    case 2: k = RT_CUDA_K_copy_strided_2; break;
+    case 4: k = RT_CUDA_K_copy_strided_4; break;
+    case 8: k = RT_CUDA_K_copy_strided_8; break;
+    default: return rt_error__set(RT_INTERNAL, "%s: no copy kernel for %zu-byte elements", what,
+                                  elem_size);
+    }
+    return rt_cuda__launch(d, stream, k, rt_cuda__blocks(p.n, 256), 1, 1, 256, &p, what);
+}

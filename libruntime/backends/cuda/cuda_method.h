@@ -1,0 +1,65 @@
+/* cuda_method.h: what a method loaded for a CUDA device holds, and the engine's hooks into the
+ * backend (called from method.c and execute.c only when m->cuda is set). */
+#ifndef RT_CUDA_METHOD_H
+#define RT_CUDA_METHOD_H
+
+#include "backends/cuda/blas.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/kernels/params.h"
+#include "method.h"
+
+typedef struct rt_cuda_method rt_cuda_method;
+
+/* One op's CUDA side. `check` (may be NULL) runs at load after the op's own prepare and refuses
+ * what the CUDA kernels do not cover (a dtype, a tensor-valued parameter); `run` redoes the
+ * op's host-side prepare for the current sizes, then launches on the method's stream. */
+typedef struct rt_cuda_op {
+    const char *name;
+    rt_status (*check)(rt_op_ctx *ctx);
+    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm);
+} rt_cuda_op;
+
+const rt_cuda_op *rt_cuda__find_op(const char *name);
+
+struct rt_cuda_method {
+    rt_cuda_device *device;
+    CUstream stream;
+    rt_cuda_blas *blas; /* NULL when cuBLAS is not installed */
+    CUdeviceptr *buffers; /* every device allocation the method owns */
+    size_t num_buffers, buffers_capacity;
+    const rt_cuda_op **ops; /* per instruction; NULL for jumps */
+    bool profile;
+};
+
+/* Load: set up the device (fails naming why it is unavailable), the stream and cuBLAS. */
+rt_status rt_cuda__method_open(rt_method *m);
+/* Device memory owned by the method: `init` (host bytes) copied in, or zero-filled. */
+rt_status rt_cuda__method_alloc(rt_method *m, size_t bytes, const void *init, void **out);
+/* After every prepare: pick each instruction's CUDA op (an op without one fails the load,
+ * named), and upload the constants once, pointing their tensors at the device copies. */
+rt_status rt_cuda__method_finish_load(rt_method *m);
+void rt_cuda__method_close(rt_method *m);
+
+/* set_input of tensor `t` from `src` (host, or device memory of the method's device): bound
+ * without a copy when `may_bind`, else copied into t->home. */
+rt_status rt_cuda__bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
+                              const int64_t *src_strides, bool may_bind, bool *zero_copy);
+
+/* execute: begin makes the context current; end synchronizes the stream (results ready) and
+ * restores the thread's context, returning the first error. */
+rt_status rt_cuda__begin(rt_method *m);
+rt_status rt_cuda__end(rt_method *m, rt_status status);
+rt_status rt_cuda__run_instruction(rt_method *m, uint32_t pc);
+/* A jump condition held on the device: its first element, read back to the host. */
+rt_status rt_cuda__read_condition(rt_method *m, const rt_tensor_value *t, bool *out);
+
+/* Helpers for the op launchers (cuda_ops*.c). */
+rt_status rt_cuda__op_launch(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel kernel,
+                             unsigned grid_x, unsigned grid_y, unsigned grid_z, void *params);
+/* dst = src (device, same sizes and element size) through any strides. */
+rt_status rt_cuda__copy_strided(const rt_cuda_device *d, CUstream stream, void *dst,
+                                const int64_t *dst_strides, const void *src,
+                                const int64_t *src_strides, int32_t rank, const int64_t *sizes,
+                                size_t elem_size, const char *what);
+
+#endif

@@ -1,0 +1,587 @@
+/* cuda_ops.c: the CUDA side of the elementwise, normalisation and reduction ops, and the
+ * table of every op the CUDA backend covers (movement ops in cuda_ops_movement.c, products,
+ * convolutions and pooling in cuda_ops_nn.c).
+ *
+ * Each run first calls the op's own (CPU) prepare, which checks the arguments for the current
+ * sizes and gives the outputs their sizes, exactly as the CPU run does. Prepares read no tensor
+ * contents except parameters given as tensors (clip bounds, axes, shapes), which the load-time
+ * checks here refuse, so they work on device tensors. Then the run launches on the method's
+ * stream. */
+#include <string.h>
+
+#include "backends/cuda/cuda_ops.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
+
+/* ---- shared checks ------------------------------------------------------------------ */
+
+rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
+                               uint32_t types, const char *expected) {
+    if (types & (1u << (unsigned)t->type))
+        return RT_OK;
+    return rt_op_fail(ctx, RT_UNSUPPORTED, "%s has dtype %s; the CUDA kernel covers %s (run "
+                      "the method on the cpu for it)", what, rt_tensor__type_name(t->type),
+                      expected);
+}
+
+static rt_status check_float_x(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_FLOAT, "float32 and float64");
+}
+
+/* ---- binary ------------------------------------------------------------------------- */
+
+void rt_cuda__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
+    int64_t dense[RT_MAX_RANK];
+    rt_tensor__dense_strides(dense, t->rank, t->sizes, NULL);
+    int32_t lead = rank - t->rank;
+    for (int32_t i = 0; i < rank; i++) {
+        int32_t d = i - lead;
+        out[i] = d >= 0 && t->sizes[d] != 1 ? dense[d] : 0;
+    }
+}
+
+/* a op b into the last argument, the output (not: a is also b). */
+static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
+    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, kind == RT_CUDA_NOT ? 0 : 1);
+    const rt_tensor_value *out = ARG_T(ctx, ctx->nargs - 1);
+    rt_cuda_binary_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.kind = kind;
+    int64_t sa[RT_MAX_RANK], sb[RT_MAX_RANK];
+    rt_cuda__aligned_strides(sa, a, out->rank);
+    rt_cuda__aligned_strides(sb, b, out->rank);
+    /* Size-1 dimensions drop out; the kernel walks the rest in row-major order. */
+    for (int32_t d = 0; d < out->rank; d++) {
+        if (out->sizes[d] == 1)
+            continue;
+        p.sizes[p.rank] = out->sizes[d];
+        p.a_strides[p.rank] = sa[d];
+        p.b_strides[p.rank] = sb[d];
+        p.rank++;
+    }
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.sizes[0] = 1;
+    }
+    p.a = a->data;
+    p.b = b->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (a->type) {
+    case RT_F32: k = RT_CUDA_K_binary_f32; break;
+    case RT_F64: k = RT_CUDA_K_binary_f64; break;
+    case RT_I32: k = RT_CUDA_K_binary_i32; break;
+    case RT_I64: k = RT_CUDA_K_binary_i64; break;
+    case RT_BOOL: k = RT_CUDA_K_binary_bool; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA binary kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+#define BINARY_TYPES \
+    (RT_TYPE_BIT(RT_F32) | RT_TYPE_BIT(RT_F64) | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64))
+
+static rt_status check_binary(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", BINARY_TYPES,
+                                "float32, float64, int32 and int64");
+}
+
+static rt_status check_div(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_FLOAT, "float32 and float64");
+}
+
+#define DEFINE_BINARY(symbol, kind)                                           \
+    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+        RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
+        return binary(ctx, cm, kind);                                         \
+    }
+DEFINE_BINARY(add, RT_CUDA_ADD)
+DEFINE_BINARY(sub, RT_CUDA_SUB)
+DEFINE_BINARY(mul, RT_CUDA_MUL)
+DEFINE_BINARY(div, RT_CUDA_DIV)
+DEFINE_BINARY(less, RT_CUDA_LESS)
+DEFINE_BINARY(equal, RT_CUDA_EQUAL)
+DEFINE_BINARY(less_equal, RT_CUDA_LESS_EQUAL)
+DEFINE_BINARY(minimum, RT_CUDA_MIN)
+DEFINE_BINARY(maximum, RT_CUDA_MAX)
+DEFINE_BINARY(pow, RT_CUDA_POW)
+DEFINE_BINARY(prelu, RT_CUDA_PRELU)
+DEFINE_BINARY(logical_and, RT_CUDA_AND)
+DEFINE_BINARY(logical_or, RT_CUDA_OR)
+DEFINE_BINARY(logical_xor, RT_CUDA_XOR)
+DEFINE_BINARY(logical_not, RT_CUDA_NOT)
+
+static rt_status check_pow(rt_op_ctx *ctx) {
+    RT_RETURN_IF_ERROR(check_div(ctx));
+    if (ARG_T(ctx, 1)->type != ARG_T(ctx, 0)->type)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "b has dtype %s; on CUDA the exponent has the "
+                          "base's dtype", rt_tensor__type_name(ARG_T(ctx, 1)->type));
+    return RT_OK;
+}
+
+/* ---- shape, size: host-known values written to the device -------------------------- */
+
+static rt_status write_ints(rt_op_ctx *ctx, rt_cuda_method *cm, void *dst, const int64_t *v,
+                            size_t count) {
+    if (count == 0)
+        return RT_OK;
+    /* From pageable memory the driver takes the bytes before it returns. */
+    rt_status status = rt_cuda__check(cm->device->cu->memcpy_htod_async(
+                                          (CUdeviceptr)(uintptr_t)dst, v, count * sizeof *v,
+                                          cm->stream),
+                                      "writing to the device");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "could not write the result");
+}
+
+static rt_status run_shape(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__shape_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t start;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "start", &start));
+    /* prepare gave out the clamped count; the first item clamps the same way */
+    start = start < 0 ? start + x->rank : start;
+    start = start < 0 ? 0 : start > x->rank ? x->rank : start;
+    return write_ints(ctx, cm, out->data, x->sizes + start, (size_t)out->sizes[0]);
+}
+
+static rt_status run_size(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__size_prepare(ctx));
+    int64_t numel = rt_tensor__numel(ARG_T(ctx, 0));
+    return write_ints(ctx, cm, ARG_T(ctx, 1)->data, &numel, 1);
+}
+
+/* ---- mod: floats only (an integer divisor of 0 is an error the host would have to see) */
+
+static rt_status run_mod(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__mod_prepare(ctx));
+    bool fmod_form;
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "fmod", &fmod_form));
+    return binary(ctx, cm, fmod_form ? RT_CUDA_MOD_TRUNC : RT_CUDA_MOD_FLOOR);
+}
+
+/* ---- where -------------------------------------------------------------------------- */
+
+static rt_status run_where(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__where_prepare(ctx));
+    const rt_tensor_value *out = ARG_T(ctx, 3);
+    rt_cuda_where_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    int64_t strides[3][RT_MAX_RANK];
+    for (int k = 0; k < 3; k++)
+        rt_cuda__aligned_strides(strides[k], ARG_T(ctx, k), out->rank);
+    for (int32_t d = 0; d < out->rank; d++) {
+        if (out->sizes[d] == 1)
+            continue;
+        p.sizes[p.rank] = out->sizes[d];
+        for (int k = 0; k < 3; k++)
+            p.strides[k][p.rank] = strides[k][d];
+        p.rank++;
+    }
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.sizes[0] = 1;
+    }
+    p.cond = ARG_T(ctx, 0)->data;
+    p.a = ARG_T(ctx, 1)->data;
+    p.b = ARG_T(ctx, 2)->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_where_1; break;
+    case 2: k = RT_CUDA_K_where_2; break;
+    case 4: k = RT_CUDA_K_where_4; break;
+    case 8: k = RT_CUDA_K_where_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA where kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- unary -------------------------------------------------------------------------- */
+
+/* A clip bound: none (no bound), an int or a double; tensors are refused at load. */
+static double clip_bound(const rt_op_ctx *ctx, size_t i, double none) {
+    const rt_value *v = i < ctx->nargs ? ctx->args[i] : NULL;
+    if (v != NULL && v->kind == RT_VALUE_INT)
+        return (double)v->u.i;
+    if (v != NULL && v->kind == RT_VALUE_DOUBLE)
+        return v->u.d;
+    return none;
+}
+
+static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, ctx->nargs - 1);
+    rt_cuda_unary_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.kind = kind;
+    bool flag = false;
+    switch (kind) {
+    case RT_CUDA_HARD_SIGMOID:
+    case RT_CUDA_SELU:
+        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p.alpha));
+        RT_RETURN_IF_ERROR(rt_op_double(ctx, 2, "beta", &p.beta));
+        break;
+    case RT_CUDA_LEAKY_RELU:
+    case RT_CUDA_ELU:
+        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p.alpha));
+        break;
+    case RT_CUDA_GELU:
+        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "approximate", &flag));
+        p.kind = flag ? RT_CUDA_GELU_TANH : RT_CUDA_GELU;
+        break;
+    case RT_CUDA_ISINF:
+        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "detect_positive", &flag));
+        p.detect_positive = flag;
+        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "detect_negative", &flag));
+        p.detect_negative = flag;
+        break;
+    case RT_CUDA_CLIP:
+        p.lo = clip_bound(ctx, 1, -INFINITY);
+        p.hi = clip_bound(ctx, 2, INFINITY);
+        break;
+    default: break;
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_unary_f32 : RT_CUDA_K_unary_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+static rt_status check_clip(rt_op_ctx *ctx) {
+    RT_RETURN_IF_ERROR(check_float_x(ctx));
+    for (size_t i = 1; i <= 2; i++)
+        if (ctx->args[i]->kind == RT_VALUE_TENSOR)
+            return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu (%s) is a tensor; on CUDA, "
+                              "clip takes its bounds as ints or doubles", i,
+                              i == 1 ? "min" : "max");
+    return RT_OK;
+}
+
+#define DEFINE_UNARY(symbol, kind)                                            \
+    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+        RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
+        return unary(ctx, cm, kind);                                          \
+    }
+#define UNARY_OPS(X)                                                                          \
+    X(abs, RT_CUDA_ABS) X(neg, RT_CUDA_NEG) X(exp, RT_CUDA_EXP) X(log, RT_CUDA_LOG)            \
+    X(sqrt, RT_CUDA_SQRT) X(reciprocal, RT_CUDA_RECIPROCAL) X(floor, RT_CUDA_FLOOR)            \
+    X(ceil, RT_CUDA_CEIL) X(round, RT_CUDA_ROUND) X(sign, RT_CUDA_SIGN) X(sin, RT_CUDA_SIN)    \
+    X(cos, RT_CUDA_COS) X(tan, RT_CUDA_TAN) X(tanh, RT_CUDA_TANH) X(erf, RT_CUDA_ERF)          \
+    X(sigmoid, RT_CUDA_SIGMOID) X(hard_sigmoid, RT_CUDA_HARD_SIGMOID)                          \
+    X(leaky_relu, RT_CUDA_LEAKY_RELU) X(elu, RT_CUDA_ELU) X(selu, RT_CUDA_SELU)                \
+    X(gelu, RT_CUDA_GELU) X(softplus, RT_CUDA_SOFTPLUS) X(softsign, RT_CUDA_SOFTSIGN)          \
+    X(hard_swish, RT_CUDA_HARD_SWISH) X(mish, RT_CUDA_MISH) X(isnan, RT_CUDA_ISNAN)            \
+    X(isinf, RT_CUDA_ISINF) X(relu, RT_CUDA_RELU)
+UNARY_OPS(DEFINE_UNARY)
+DEFINE_UNARY(clip, RT_CUDA_CLIP)
+
+/* ---- softmax, log_softmax ----------------------------------------------------------- */
+
+static rt_status softmax(rt_op_ctx *ctx, rt_cuda_method *cm, bool log) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
+    if (rt_tensor__numel(x) == 0)
+        return RT_OK;
+    rt_cuda_softmax_params p;
+    memset(&p, 0, sizeof p);
+    p.outer = p.n = p.inner = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p.outer *= x->sizes[d];
+        else if (d == axis)
+            p.n = x->sizes[d];
+        else
+            p.inner *= x->sizes[d];
+    }
+    p.log = log;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_softmax_f32 : RT_CUDA_K_softmax_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
+}
+
+static rt_status run_softmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__softmax_prepare(ctx));
+    return softmax(ctx, cm, false);
+}
+
+static rt_status run_log_softmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__log_softmax_prepare(ctx));
+    return softmax(ctx, cm, true);
+}
+
+/* ---- layer_norm --------------------------------------------------------------------- */
+
+static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__layer_norm_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 5);
+    rt_tensor_value *scale, *bias;
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &scale));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    rt_cuda_layer_norm_params p;
+    memset(&p, 0, sizeof p);
+    p.rows = p.len = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p.rows *= x->sizes[d];
+        else
+            p.len *= x->sizes[d];
+    }
+    if (p.rows == 0)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(rt_op_double(ctx, 4, "epsilon", &p.eps));
+    p.x = x->data;
+    p.out = out->data;
+    p.scale = scale ? scale->data : NULL;
+    p.bias = bias ? bias->data : NULL;
+    p.scale_period = scale ? rt_tensor__numel(scale) : 1;
+    p.bias_period = bias ? rt_tensor__numel(bias) : 1;
+    /* A zero-length row has an empty parameter; no element of it is ever read. */
+    if (p.scale_period == 0)
+        p.scale_period = 1;
+    if (p.bias_period == 0)
+        p.bias_period = 1;
+    if (ctx->nargs == 8) {
+        p.mean = ARG_T(ctx, 6)->data;
+        p.inv_std = ARG_T(ctx, 7)->data;
+    }
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_layer_norm_f32 : RT_CUDA_K_layer_norm_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
+}
+
+/* ---- instance_norm, group_norm ------------------------------------------------------ */
+
+static rt_status channel_norm(rt_op_ctx *ctx, rt_cuda_method *cm, bool grouped) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, grouped ? 5 : 4);
+    rt_tensor_value *scale, *bias;
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &scale));
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    rt_cuda_channel_norm_params p;
+    memset(&p, 0, sizeof p);
+    int64_t channels = x->sizes[1];
+    p.groups = channels > 0 ? channels : 1;
+    if (grouped)
+        RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "num_groups", &p.groups));
+    RT_RETURN_IF_ERROR(rt_op_double(ctx, grouped ? 4 : 3, "epsilon", &p.eps));
+    p.spatial = 1;
+    for (int32_t d = 2; d < x->rank; d++)
+        p.spatial *= x->sizes[d];
+    p.group_channels = channels / p.groups;
+    p.rows = channels > 0 ? x->sizes[0] * p.groups : 0;
+    if (p.rows == 0)
+        return RT_OK;
+    /* prepare checked the counts: per channel, or (group_norm) both per group */
+    const rt_tensor_value *param = scale ? scale : bias;
+    p.per_group = param != NULL && param->sizes[0] != channels;
+    p.x = x->data;
+    p.out = out->data;
+    p.scale = scale ? scale->data : NULL;
+    p.bias = bias ? bias->data : NULL;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_channel_norm_f32
+                                         : RT_CUDA_K_channel_norm_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
+}
+
+static rt_status run_instance_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__instance_norm_prepare(ctx));
+    return channel_norm(ctx, cm, false);
+}
+
+static rt_status run_group_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__group_norm_prepare(ctx));
+    return channel_norm(ctx, cm, true);
+}
+
+/* ---- reductions --------------------------------------------------------------------- */
+
+static rt_status check_reduce(rt_op_ctx *ctx) {
+    RT_RETURN_IF_ERROR(check_float_x(ctx));
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "axes is a tensor (read at each execute); on "
+                          "CUDA, give the axes as an int list");
+    return RT_OK;
+}
+
+static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    const int64_t *axes;
+    size_t count;
+    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "axes", &axes, &count));
+    bool reduced[RT_MAX_RANK] = {false};
+    for (size_t k = 0; k < count; k++) { /* checked by prepare: in range, no repeats */
+        int32_t d;
+        RT_RETURN_IF_ERROR(rt_op_axis(ctx, axes[k], x->rank, "axes item", &d));
+        reduced[d] = true;
+    }
+    rt_cuda_reduce_params p;
+    memset(&p, 0, sizeof p);
+    p.n_out = rt_tensor__numel(out);
+    if (p.n_out == 0)
+        return RT_OK;
+    p.op = op;
+    p.n_red = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (reduced[d]) {
+            p.red_sizes[p.red_rank] = x->sizes[d];
+            p.red_strides[p.red_rank++] = x->strides[d];
+            p.n_red *= x->sizes[d];
+        } else {
+            p.kept_sizes[p.kept_rank] = x->sizes[d];
+            p.kept_strides[p.kept_rank++] = x->strides[d];
+        }
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_reduce_f32 : RT_CUDA_K_reduce_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n_out, 1), 1, 1, &p);
+}
+
+#define DEFINE_REDUCE(symbol, op)                                             \
+    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+        RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
+        return reduce(ctx, cm, op);                                           \
+    }
+#define REDUCE_OPS(X)                                                                         \
+    X(reduce_sum, RT_CUDA_RSUM) X(reduce_mean, RT_CUDA_RMEAN) X(reduce_prod, RT_CUDA_RPROD)    \
+    X(reduce_max, RT_CUDA_RMAX) X(reduce_min, RT_CUDA_RMIN) X(reduce_l1, RT_CUDA_RL1)          \
+    X(reduce_l2, RT_CUDA_RL2) X(reduce_log_sum, RT_CUDA_RLOG_SUM)                              \
+    X(reduce_log_sum_exp, RT_CUDA_RLOG_SUM_EXP) X(reduce_sum_square, RT_CUDA_RSUM_SQUARE)
+REDUCE_OPS(DEFINE_REDUCE)
+
+/* ---- argmax, argmin ----------------------------------------------------------------- */
+
+/* Values travel as doubles, exact for these types (int64 is not). */
+static rt_status check_arg(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x",
+                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32),
+                                "float32, float64 and int32");
+}
+
+static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
+    int64_t axis_arg;
+    int32_t axis;
+    bool last;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "select_last_index", &last));
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    rt_cuda_arg_params p;
+    memset(&p, 0, sizeof p);
+    p.outer = p.inner = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p.outer *= x->sizes[d];
+        else if (d > axis)
+            p.inner *= x->sizes[d];
+    }
+    p.n = x->sizes[axis];
+    p.last = last;
+    p.smallest = smallest;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_arg_f32
+                       : x->type == RT_F64 ? RT_CUDA_K_arg_f64 : RT_CUDA_K_arg_i32;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
+}
+
+static rt_status run_argmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__argmax_prepare(ctx));
+    return arg_reduce(ctx, cm, false);
+}
+
+static rt_status run_argmin(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__argmin_prepare(ctx));
+    return arg_reduce(ctx, cm, true);
+}
+
+/* ---- cast ------------------------------------------------------------------------- */
+
+static rt_status run_cast(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__cast_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 1);
+    rt_cuda_cast_params p = {rt_tensor__numel(out), (int32_t)x->type, (int32_t)out->type,
+                             x->data, out->data};
+    if (p.n == 0)
+        return RT_OK;
+    return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_cast, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+#define UNARY_ENTRY(symbol, kind) {#symbol, check_float_x, run_##symbol},
+#define REDUCE_ENTRY(symbol, op) {#symbol, check_reduce, run_##symbol},
+
+static const rt_cuda_op cuda_ops[] = {
+    {"add", check_binary, run_add},
+    {"sub", check_binary, run_sub},
+    {"mul", check_binary, run_mul},
+    {"div", check_div, run_div},
+    {"less", check_binary, run_less},
+    {"equal", check_binary, run_equal},
+    {"less_equal", check_binary, run_less_equal},
+    {"min", check_binary, run_minimum},
+    {"max", check_binary, run_maximum},
+    {"pow", check_pow, run_pow},
+    {"where", NULL, run_where},
+    {"prelu", check_float_x, run_prelu},
+    {"mod", check_div, run_mod},
+    {"and", NULL, run_logical_and},
+    {"or", NULL, run_logical_or},
+    {"xor", NULL, run_logical_xor},
+    {"shape", NULL, run_shape},
+    {"size", NULL, run_size},
+    UNARY_OPS(UNARY_ENTRY)
+    {"clip", check_clip, run_clip},
+    {"softmax", check_float_x, run_softmax},
+    {"log_softmax", check_float_x, run_log_softmax},
+    {"layer_norm", check_float_x, run_layer_norm},
+    {"instance_norm", check_float_x, run_instance_norm},
+    {"group_norm", check_float_x, run_group_norm},
+    REDUCE_OPS(REDUCE_ENTRY)
+    {"argmax", check_arg, run_argmax},
+    {"argmin", check_arg, run_argmin},
+    {"cast", NULL, run_cast},
+    {"copy", NULL, rt_cuda__run_copy},
+    {"reshape", NULL, rt_cuda__run_reshape},
+    {"transpose", NULL, rt_cuda__run_transpose},
+    {"concat", NULL, rt_cuda__run_concat},
+    {"gather", NULL, rt_cuda__run_gather},
+    {"expand", rt_cuda__check_expand, rt_cuda__run_expand},
+    {"slice", rt_cuda__check_slice, rt_cuda__run_slice},
+    {"split", rt_cuda__check_split, rt_cuda__run_split},
+    {"tile", rt_cuda__check_tile, rt_cuda__run_tile},
+    {"not", NULL, run_logical_not},
+    {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
+    {"linear", check_float_x, rt_cuda__run_linear},
+    {"linear_act", check_float_x, rt_cuda__run_linear_act},
+    {"conv2d", check_float_x, rt_cuda__run_conv2d},
+    {"conv2d_act", check_float_x, rt_cuda__run_conv2d_act},
+    {"max_pool2d", check_float_x, rt_cuda__run_max_pool2d},
+    {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
+};
+
+const rt_cuda_op *rt_cuda__find_op(const char *name) {
+    for (size_t i = 0; i < sizeof cuda_ops / sizeof cuda_ops[0]; i++)
+        if (strcmp(cuda_ops[i].name, name) == 0)
+            return &cuda_ops[i];
+    return NULL;
+}

@@ -1,0 +1,40 @@
+/* cuda_ops.h: shared by the CUDA op launchers (cuda_ops.c, cuda_ops_nn.c). */
+#ifndef RT_CUDA_OPS_H
+#define RT_CUDA_OPS_H
+
+#include "backends/cuda/cuda_method.h"
+
+/* Fails with RT_UNSUPPORTED naming the dtype unless t's type is in `types` (RT_TYPE_BIT). */
+rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
+                               uint32_t types, const char *expected);
+
+/* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank`, 0
+ * where t is broadcast (numpy broadcasting). */
+void rt_cuda__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank);
+
+/* cuda_ops_movement.c */
+rt_status rt_cuda__run_copy(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_reshape(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_transpose(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_concat(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_expand(rt_op_ctx *ctx);
+rt_status rt_cuda__run_expand(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_slice(rt_op_ctx *ctx);
+rt_status rt_cuda__run_slice(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_split(rt_op_ctx *ctx);
+rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_tile(rt_op_ctx *ctx);
+rt_status rt_cuda__run_tile(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm);
+
+/* cuda_ops_nn.c */
+rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);
+rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_linear(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_linear_act(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_conv2d(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_conv2d_act(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm);
+
+#endif

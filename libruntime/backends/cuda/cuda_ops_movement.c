@@ -1,0 +1,274 @@
+/* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
+ * (copy, reshape, transpose, concat, expand, slice, split, tile, gather): strided copies and
+ * index kernels by element size, so any dtype. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_ops.h"
+#include "ops/movement.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
+
+/* out = x byte for byte; nothing to do when the planner gave both one storage. */
+static rt_status device_move(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor_value *x,
+                             const rt_tensor_value *out) {
+    size_t nbytes = rt_tensor__nbytes(x);
+    if (nbytes == 0 || out->data == x->data)
+        return RT_OK;
+    uintptr_t xs = (uintptr_t)x->data, os = (uintptr_t)out->data;
+    if (xs < os + nbytes && os < xs + nbytes)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "x and out overlap without coinciding; the CUDA "
+                          "backend copies only between disjoint or identical storage");
+    rt_status status = rt_cuda__check(
+        cm->device->cu->memcpy_dtod_async((CUdeviceptr)os, (CUdeviceptr)xs, nbytes, cm->stream),
+        "copying on the device");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "device copy failed");
+}
+
+rt_status rt_cuda__run_copy(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__copy_prepare(ctx));
+    return device_move(ctx, cm, ARG_T(ctx, 0), ARG_T(ctx, 1));
+}
+
+rt_status rt_cuda__run_reshape(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__reshape_prepare(ctx));
+    return device_move(ctx, cm, ARG_T(ctx, 0), ARG_T(ctx, 2));
+}
+
+/* ---- transpose, concat -------------------------------------------------------------- */
+
+static rt_status strided(rt_op_ctx *ctx, rt_cuda_method *cm, void *dst,
+                         const int64_t *dst_strides, const void *src,
+                         const int64_t *src_strides, const rt_tensor_value *shape_of) {
+    rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, dst, dst_strides, src,
+                                             src_strides, shape_of->rank, shape_of->sizes,
+                                             shape_of->elem_size, "strided copy");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+}
+
+rt_status rt_cuda__run_transpose(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__transpose_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    const int64_t *perm = ctx->args[1]->u.ints.items;
+    int64_t x_strides[RT_MAX_RANK], src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+    rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
+    for (int32_t i = 0; i < x->rank; i++) {
+        int64_t axis = perm[i] < 0 ? perm[i] + x->rank : perm[i]; /* checked by prepare */
+        src_strides[i] = x_strides[axis];
+    }
+    return strided(ctx, cm, out->data, dst_strides, x->data, src_strides, out);
+}
+
+rt_status rt_cuda__run_concat(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__concat_prepare(ctx));
+    rt_tensor_value **xs = ctx->args[0]->u.tensors.items;
+    size_t count = ctx->args[0]->u.tensors.count;
+    const rt_tensor_value *out = ARG_T(ctx, 2);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    int64_t out_strides[RT_MAX_RANK], x_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(out_strides, out->rank, out->sizes, NULL);
+    int64_t offset = 0;
+    for (size_t i = 0; i < count; i++) {
+        const rt_tensor_value *x = xs[i];
+        rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+        char *dst = (char *)out->data + offset * out_strides[axis] * (int64_t)out->elem_size;
+        RT_RETURN_IF_ERROR(strided(ctx, cm, dst, out_strides, x->data, x_strides, x));
+        offset += x->sizes[axis];
+    }
+    return RT_OK;
+}
+
+/* ---- expand ------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_expand(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "shape is a tensor (read at each execute); on "
+                          "CUDA, give the shape as an int list");
+    return RT_OK;
+}
+
+/* out = x broadcast: a strided copy reading x with stride 0 along broadcast dimensions. */
+rt_status rt_cuda__run_expand(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__expand_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    int64_t src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
+    rt_cuda__aligned_strides(src_strides, x, out->rank);
+    rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
+    return strided(ctx, cm, out->data, dst_strides, x->data, src_strides, out);
+}
+
+/* ---- slice -------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_slice(rt_op_ctx *ctx) {
+    for (size_t i = 1; i <= 4; i++)
+        if (ctx->args[i]->kind == RT_VALUE_TENSOR)
+            return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is a tensor (read at each "
+                              "execute); on CUDA, slice takes its parameters as int lists", i);
+    return RT_OK;
+}
+
+/* out = x[start :: step] per dimension: a strided copy starting inside x. */
+rt_status rt_cuda__run_slice(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    int64_t start[RT_MAX_RANK], step[RT_MAX_RANK];
+    RT_RETURN_IF_ERROR(rt_mv__slice_plan(ctx, start, step));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 5);
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    int64_t x_strides[RT_MAX_RANK], src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+    rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
+    int64_t offset = 0; /* every start lies inside x when out is not empty */
+    for (int32_t d = 0; d < x->rank; d++) {
+        offset += start[d] * x_strides[d];
+        src_strides[d] = step[d] * x_strides[d];
+    }
+    const char *src = (const char *)x->data + offset * (int64_t)x->elem_size;
+    return strided(ctx, cm, out->data, dst_strides, src, src_strides, out);
+}
+
+/* ---- tile --------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_tile(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "repeats is a tensor (read at each execute); on "
+                          "CUDA, give the repeats as an int list");
+    return RT_OK;
+}
+
+rt_status rt_cuda__run_tile(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__tile_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    rt_cuda_tile_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0) /* then no x size is 0 below */
+        return RT_OK;
+    p.rank = out->rank;
+    memcpy(p.out_sizes, out->sizes, (size_t)out->rank * sizeof *out->sizes);
+    memcpy(p.x_sizes, x->sizes, (size_t)x->rank * sizeof *x->sizes);
+    rt_tensor__dense_strides(p.x_strides, x->rank, x->sizes, NULL);
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.out_sizes[0] = p.x_sizes[0] = 1;
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_tile_1; break;
+    case 2: k = RT_CUDA_K_tile_2; break;
+    case 4: k = RT_CUDA_K_tile_4; break;
+    case 8: k = RT_CUDA_K_tile_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA tile kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- split -------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_split(rt_op_ctx *ctx) {
+    if (ctx->args[2]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "sizes is a tensor (read at each execute); on "
+                          "CUDA, give the sizes as an int list");
+    return RT_OK;
+}
+
+/* Each part a strided copy of its stretch of x; prepare gave every part its size. */
+rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__split_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    int64_t x_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK], offset = 0;
+    rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
+    for (size_t i = 3; i < ctx->nargs; i++) {
+        const rt_tensor_value *part = ARG_T(ctx, i);
+        rt_tensor__dense_strides(dst_strides, part->rank, part->sizes, NULL);
+        const char *src = (const char *)x->data + offset * x_strides[axis] * (int64_t)x->elem_size;
+        RT_RETURN_IF_ERROR(strided(ctx, cm, part->data, dst_strides, src, x_strides, part));
+        offset += part->sizes[axis];
+    }
+    return RT_OK;
+}
+
+/* ---- gather ------------------------------------------------------------------------- */
+
+/* The indices come back to the host (after the work queued before them) and are checked as on
+ * the CPU, so a bad index fails the run naming it instead of reading out of bounds. */
+static rt_status check_gather_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
+                                      const rt_tensor_value *indices, int64_t dim,
+                                      int32_t axis) {
+    int64_t n = rt_tensor__numel(indices);
+    size_t bytes = (size_t)n * indices->elem_size;
+    if (n == 0)
+        return RT_OK;
+    void *host = malloc(bytes);
+    if (host == NULL)
+        return rt_error__oom("gather index check");
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = rt_cuda__check(
+        cu->memcpy_dtoh_async(host, (CUdeviceptr)(uintptr_t)indices->data, bytes, cm->stream),
+        "reading the gather indices");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the indices");
+    if (status != RT_OK) {
+        free(host);
+        return rt_op_fail(ctx, status, "could not read the indices");
+    }
+    for (int64_t i = 0; i < n && status == RT_OK; i++) {
+        int64_t v = indices->type == RT_I32 ? ((const int32_t *)host)[i]
+                                            : ((const int64_t *)host)[i];
+        if (v < -dim || v >= dim) {
+            char pos[RT_OP_SHAPE_TEXT];
+            status = rt_op_fail(ctx, RT_INVALID_ARGUMENT, "indices%s is %lld, out of range for "
+                                "axis %d of data of size %lld (valid: %lld to %lld)",
+                                rt_mv__position_text(i, indices->rank, indices->sizes, pos),
+                                (long long)v, axis, (long long)dim, (long long)-dim,
+                                (long long)(dim - 1));
+        }
+    }
+    free(host);
+    return status;
+}
+
+rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__gather_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(check_gather_indices(ctx, cm, indices, data->sizes[axis], axis));
+    rt_cuda_gather_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.count = rt_tensor__numel(indices);
+    p.dim = data->sizes[axis];
+    p.inner = 1;
+    for (int32_t d = axis + 1; d < data->rank; d++)
+        p.inner *= data->sizes[d];
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.data = data->data;
+    p.indices = indices->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_gather_1; break;
+    case 2: k = RT_CUDA_K_gather_2; break;
+    case 4: k = RT_CUDA_K_gather_4; break;
+    case 8: k = RT_CUDA_K_gather_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}

@@ -1,0 +1,96 @@
+// conv_pool.cu: direct 2-D convolution (any groups, so depthwise too) and max / average
+// pooling over [N, C, H, W], one thread per output element. Window rules follow ops/conv.c and
+// ops/pool.c (PyTorch's).
+#include "common.cuh"
+
+template <typename T>
+__device__ inline void conv2d(const rt_cuda_conv_params &p) {
+    const T *x = (const T *)p.x, *w = (const T *)p.w, *bias = (const T *)p.bias;
+    const int64_t group_in = p.channels / p.groups, group_out = p.out_channels / p.groups;
+    const int64_t total = p.batch * p.out_channels * p.out_h * p.out_w;
+    RT_GRID_LOOP(i, total) {
+        int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h;
+        int64_t oc = i / (p.out_w * p.out_h) % p.out_channels;
+        int64_t n = i / (p.out_w * p.out_h * p.out_channels);
+        int64_t g = oc / group_out;
+        T acc = (T)0;
+        for (int64_t c = 0; c < group_in; c++) {
+            const T *xp = x + (n * p.channels + g * group_in + c) * p.height * p.width;
+            const T *wp = w + (oc * group_in + c) * p.kernel_h * p.kernel_w;
+            for (int64_t kh = 0; kh < p.kernel_h; kh++) {
+                int64_t ih = oh * p.stride[0] - p.pad[0] + kh * p.dilation[0];
+                if (ih < 0 || ih >= p.height)
+                    continue;
+                for (int64_t kw = 0; kw < p.kernel_w; kw++) {
+                    int64_t iw = ow * p.stride[1] - p.pad[1] + kw * p.dilation[1];
+                    if (iw < 0 || iw >= p.width)
+                        continue;
+                    acc += xp[ih * p.width + iw] * wp[kh * p.kernel_w + kw];
+                }
+            }
+        }
+        if (bias)
+            acc += bias[oc];
+        ((T *)p.out)[i] = rt_activate_t<T>(p.act, p.lo, p.hi, acc);
+    }
+}
+
+extern "C" __global__ void rt_k_conv2d_f32(rt_cuda_conv_params p) { conv2d<float>(p); }
+extern "C" __global__ void rt_k_conv2d_f64(rt_cuda_conv_params p) { conv2d<double>(p); }
+
+// Padding never wins; a window with no input element gives -inf; NaN propagates.
+template <typename T>
+__device__ inline void max_pool2d(const rt_cuda_pool_params &p) {
+    const int64_t total = p.planes * p.out_h * p.out_w;
+    RT_GRID_LOOP(i, total) {
+        int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h, plane = i / (p.out_w * p.out_h);
+        const T *x = (const T *)p.x + plane * p.height * p.width;
+        int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
+        T best = -(T)INFINITY;
+        for (int64_t kh = 0; kh < p.kernel[0]; kh++) {
+            int64_t ih = h0 + kh * p.dilation[0];
+            if (ih < 0 || ih >= p.height)
+                continue;
+            for (int64_t kw = 0; kw < p.kernel[1]; kw++) {
+                int64_t iw = w0 + kw * p.dilation[1];
+                if (iw < 0 || iw >= p.width)
+                    continue;
+                T v = x[ih * p.width + iw];
+                if (v > best || v != v)
+                    best = v;
+            }
+        }
+        ((T *)p.out)[i] = best;
+    }
+}
+
+// The divisor is the window clipped to the padded input (count_include_pad) or the number of
+// input elements in it; a window with nothing to count gives 0.
+template <typename T>
+__device__ inline void avg_pool2d(const rt_cuda_pool_params &p) {
+    const int64_t total = p.planes * p.out_h * p.out_w;
+    RT_GRID_LOOP(i, total) {
+        int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h, plane = i / (p.out_w * p.out_h);
+        const T *x = (const T *)p.x + plane * p.height * p.width;
+        int64_t h0 = oh * p.stride[0] - p.pad[0], h1 = h0 + p.kernel[0];
+        if (h1 > p.height + p.pad[2])
+            h1 = p.height + p.pad[2];
+        int64_t w0 = ow * p.stride[1] - p.pad[1], w1 = w0 + p.kernel[1];
+        if (w1 > p.width + p.pad[3])
+            w1 = p.width + p.pad[3];
+        int64_t ih0 = h0 > 0 ? h0 : 0, ih1 = h1 < p.height ? h1 : p.height;
+        int64_t iw0 = w0 > 0 ? w0 : 0, iw1 = w1 < p.width ? w1 : p.width;
+        double sum = 0.0;
+        for (int64_t ih = ih0; ih < ih1; ih++)
+            for (int64_t iw = iw0; iw < iw1; iw++)
+                sum += (double)x[ih * p.width + iw];
+        int64_t real_h = ih1 > ih0 ? ih1 - ih0 : 0, real_w = iw1 > iw0 ? iw1 - iw0 : 0;
+        int64_t count = p.count_include_pad ? (h1 - h0) * (w1 - w0) : real_h * real_w;
+        ((T *)p.out)[i] = count > 0 ? (T)(sum / (double)count) : (T)0;
+    }
+}
+
+extern "C" __global__ void rt_k_max_pool2d_f32(rt_cuda_pool_params p) { max_pool2d<float>(p); }
+extern "C" __global__ void rt_k_max_pool2d_f64(rt_cuda_pool_params p) { max_pool2d<double>(p); }
+extern "C" __global__ void rt_k_avg_pool2d_f32(rt_cuda_pool_params p) { avg_pool2d<float>(p); }
+extern "C" __global__ void rt_k_avg_pool2d_f64(rt_cuda_pool_params p) { avg_pool2d<double>(p); }

@@ -1,0 +1,311 @@
+// elementwise.cu: unary math and activations, broadcasting binary ops, the bias + activation
+// epilogue of the GEMM paths, and casts between every pair of dtypes.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+
+// ---- unary: the formulas of ops/unary_kernels.c, in T's own precision ----
+
+template <typename T>
+__device__ inline T clamp01(T t) { return t < (T)0 ? (T)0 : t > (T)1 ? (T)1 : t; }
+
+template <typename T>
+__device__ inline T stable_sigmoid(T v) {
+    T e = exp(-fabs(v));
+    return v >= (T)0 ? (T)1 / ((T)1 + e) : e / ((T)1 + e);
+}
+
+template <typename T>
+__device__ inline T softplus(T v) { return (v > (T)0 ? v : (T)0) + log1p(exp(-fabs(v))); }
+
+template <typename T>
+__device__ inline void unary(const rt_cuda_unary_params &p) {
+    const T *x = (const T *)p.x;
+    const T alpha = (T)p.alpha, beta = (T)p.beta, lo = (T)p.lo, hi = (T)p.hi;
+    RT_GRID_LOOP(i, p.n) {
+        T v = x[i], r;
+        switch (p.kind) {
+        case RT_CUDA_ABS: r = fabs(v); break;
+        case RT_CUDA_NEG: r = -v; break;
+        case RT_CUDA_EXP: r = exp(v); break;
+        case RT_CUDA_LOG: r = log(v); break;
+        case RT_CUDA_SQRT: r = sqrt(v); break;
+        case RT_CUDA_RECIPROCAL: r = (T)1 / v; break;
+        case RT_CUDA_FLOOR: r = floor(v); break;
+        case RT_CUDA_CEIL: r = ceil(v); break;
+        case RT_CUDA_ROUND: r = rint(v); break; // halves to even
+        case RT_CUDA_SIGN: r = v > (T)0 ? (T)1 : v < (T)0 ? (T)-1 : v; break;
+        case RT_CUDA_SIN: r = sin(v); break;
+        case RT_CUDA_COS: r = cos(v); break;
+        case RT_CUDA_TAN: r = tan(v); break;
+        case RT_CUDA_TANH: r = tanh(v); break;
+        case RT_CUDA_ERF: r = erf(v); break;
+        case RT_CUDA_SIGMOID: r = stable_sigmoid(v); break;
+        case RT_CUDA_HARD_SIGMOID: r = clamp01(alpha * v + beta); break;
+        case RT_CUDA_LEAKY_RELU: r = v < (T)0 ? alpha * v : v; break;
+        case RT_CUDA_ELU: r = v < (T)0 ? alpha * expm1(v) : v; break;
+        case RT_CUDA_SELU: r = beta * (v <= (T)0 ? alpha * expm1(v) : v); break;
+        case RT_CUDA_GELU: r = (T)0.5 * v * ((T)1 + erf(v * (T)0.70710678118654752440)); break;
+        case RT_CUDA_GELU_TANH:
+            r = (T)0.5 * v *
+                ((T)1 + tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v)));
+            break;
+        case RT_CUDA_SOFTPLUS: r = softplus(v); break;
+        case RT_CUDA_SOFTSIGN: r = v / ((T)1 + fabs(v)); break;
+        case RT_CUDA_HARD_SWISH: r = v * clamp01(v / (T)6 + (T)0.5); break;
+        case RT_CUDA_MISH: r = v * tanh(softplus(v)); break;
+        case RT_CUDA_CLIP: {
+            T c = v < lo ? lo : v; // NaN stays NaN
+            r = c > hi ? hi : c;
+            break;
+        }
+        case RT_CUDA_RELU: r = v < (T)0 ? (T)0 : v; break;
+        case RT_CUDA_ISNAN:
+            ((uint8_t *)p.out)[i] = v != v;
+            continue;
+        case RT_CUDA_ISINF:
+            ((uint8_t *)p.out)[i] = (p.detect_positive && v == (T)INFINITY) ||
+                                    (p.detect_negative && v == -(T)INFINITY);
+            continue;
+        default: r = v; break;
+        }
+        ((T *)p.out)[i] = r;
+    }
+}
+
+extern "C" __global__ void rt_k_unary_f32(rt_cuda_unary_params p) { unary<float>(p); }
+extern "C" __global__ void rt_k_unary_f64(rt_cuda_unary_params p) { unary<double>(p); }
+
+// ---- binary with broadcasting ----
+
+template <typename T>
+__device__ inline void binary(const rt_cuda_binary_params &p) {
+    const T *a = (const T *)p.a, *b = (const T *)p.b;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, ao = 0, bo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t index = rest % p.sizes[d];
+            rest /= p.sizes[d];
+            ao += index * p.a_strides[d];
+            bo += index * p.b_strides[d];
+        }
+        T x = a[ao], y = b[bo];
+        switch (p.kind) {
+        case RT_CUDA_ADD: ((T *)p.out)[i] = x + y; break;
+        case RT_CUDA_SUB: ((T *)p.out)[i] = x - y; break;
+        case RT_CUDA_MUL: ((T *)p.out)[i] = x * y; break;
+        case RT_CUDA_DIV: ((T *)p.out)[i] = x / y; break; // float only (host refuses ints)
+        case RT_CUDA_LESS: ((uint8_t *)p.out)[i] = x < y; break;
+        case RT_CUDA_EQUAL: ((uint8_t *)p.out)[i] = x == y; break;
+        case RT_CUDA_LESS_EQUAL: ((uint8_t *)p.out)[i] = x <= y; break;
+        // NaN propagates (numpy.minimum); for integers x != x is false.
+        case RT_CUDA_MIN: ((T *)p.out)[i] = x != x ? x : y != y ? y : x < y ? x : y; break;
+        case RT_CUDA_MAX: ((T *)p.out)[i] = x != x ? x : y != y ? y : x > y ? x : y; break;
+        // In double, rounded to T, as ops/binary_more_kernels.c (float bases only).
+        case RT_CUDA_POW: ((T *)p.out)[i] = (T)pow((double)x, (double)y); break;
+        case RT_CUDA_PRELU: ((T *)p.out)[i] = (double)x < 0.0 ? (T)(x * y) : x; break;
+        case RT_CUDA_MOD_TRUNC: ((T *)p.out)[i] = (T)fmod((double)x, (double)y); break;
+        case RT_CUDA_MOD_FLOOR: {
+            // The sign of the divisor, as Python's %; x mod 0 is NaN (from fmod).
+            double q = (double)y, r = fmod((double)x, q);
+            if (q != 0.0)
+                r = r != 0.0 ? ((q < 0) != (r < 0) ? r + q : r) : copysign(0.0, q);
+            ((T *)p.out)[i] = (T)r;
+            break;
+        }
+        case RT_CUDA_NOT: ((uint8_t *)p.out)[i] = !x; break;
+        case RT_CUDA_AND: ((uint8_t *)p.out)[i] = x && y; break;
+        case RT_CUDA_OR: ((uint8_t *)p.out)[i] = x || y; break;
+        case RT_CUDA_XOR: ((uint8_t *)p.out)[i] = (x != 0) != (y != 0); break;
+        default: break;
+        }
+    }
+}
+
+// ---- where: one kernel per element size ----
+
+template <typename E>
+__device__ inline void where(const rt_cuda_where_params &p) {
+    const uint8_t *cond = (const uint8_t *)p.cond;
+    const E *a = (const E *)p.a, *b = (const E *)p.b;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, co = 0, ao = 0, bo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t index = rest % p.sizes[d];
+            rest /= p.sizes[d];
+            co += index * p.strides[0][d];
+            ao += index * p.strides[1][d];
+            bo += index * p.strides[2][d];
+        }
+        ((E *)p.out)[i] = cond[co] ? a[ao] : b[bo];
+    }
+}
+
+extern "C" __global__ void rt_k_where_1(rt_cuda_where_params p) { where<uint8_t>(p); }
+extern "C" __global__ void rt_k_where_2(rt_cuda_where_params p) { where<uint16_t>(p); }
+extern "C" __global__ void rt_k_where_4(rt_cuda_where_params p) { where<uint32_t>(p); }
+extern "C" __global__ void rt_k_where_8(rt_cuda_where_params p) { where<uint64_t>(p); }
+
+extern "C" __global__ void rt_k_binary_f32(rt_cuda_binary_params p) { binary<float>(p); }
+extern "C" __global__ void rt_k_binary_f64(rt_cuda_binary_params p) { binary<double>(p); }
+extern "C" __global__ void rt_k_binary_i32(rt_cuda_binary_params p) { binary<int32_t>(p); }
+extern "C" __global__ void rt_k_binary_i64(rt_cuda_binary_params p) { binary<int64_t>(p); }
+extern "C" __global__ void rt_k_binary_bool(rt_cuda_binary_params p) { binary<uint8_t>(p); }
+
+// ---- bias + activation epilogue (after a cuBLAS GEMM) ----
+
+template <typename T>
+__device__ inline void bias_act(const rt_cuda_bias_act_params &p) {
+    const T *rb = (const T *)p.row_bias, *cb = (const T *)p.col_bias;
+    T *out = (T *)p.out;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t col = i % p.cols, row = i / p.cols % p.rows;
+        T v = out[i];
+        if (rb)
+            v += rb[row];
+        if (cb)
+            v += cb[col];
+        out[i] = rt_activate_t<T>(p.act, p.lo, p.hi, v);
+    }
+}
+
+extern "C" __global__ void rt_k_bias_act_f32(rt_cuda_bias_act_params p) { bias_act<float>(p); }
+extern "C" __global__ void rt_k_bias_act_f64(rt_cuda_bias_act_params p) { bias_act<double>(p); }
+
+// ---- cast: the rules of ops/cast.c ----
+// Each element is read into one lossless carrier (double for floats, int64 for signed, uint64
+// for unsigned and bool) and converted once to the destination.
+
+struct carrier {
+    int kind; // 0 double, 1 int64, 2 uint64
+    double d;
+    int64_t i;
+    uint64_t u;
+};
+
+// A 16-bit float's NaN keeps its sign (conversions may drop it); `exponent` is the mask of
+// the format's exponent field.
+__device__ inline bool half_nan(uint16_t bits, uint16_t exponent) {
+    return (bits & exponent) == exponent && (bits & (uint16_t)~(exponent | 0x8000)) != 0;
+}
+
+__device__ inline double nan_with_sign(int negative) { return negative ? -(double)NAN : (double)NAN; }
+
+__device__ inline carrier load(const void *base, int64_t i, int type) {
+    carrier c = {0, 0.0, 0, 0};
+    switch (type) {
+    case RT_CUDA_F32: c.d = ((const float *)base)[i]; break;
+    case RT_CUDA_F64: c.d = ((const double *)base)[i]; break;
+    case RT_CUDA_F16:
+        c.d = half_nan(((const uint16_t *)base)[i], 0x7C00)
+                  ? nan_with_sign(((const uint16_t *)base)[i] >> 15)
+                  : (double)__half2float(((const __half *)base)[i]);
+        break;
+    case RT_CUDA_BF16:
+        c.d = half_nan(((const uint16_t *)base)[i], 0x7F80)
+                  ? nan_with_sign(((const uint16_t *)base)[i] >> 15)
+                  : (double)__bfloat162float(((const __nv_bfloat16 *)base)[i]);
+        break;
+    case RT_CUDA_I8: c.kind = 1; c.i = ((const int8_t *)base)[i]; break;
+    case RT_CUDA_I16: c.kind = 1; c.i = ((const int16_t *)base)[i]; break;
+    case RT_CUDA_I32: c.kind = 1; c.i = ((const int32_t *)base)[i]; break;
+    case RT_CUDA_I64: c.kind = 1; c.i = ((const int64_t *)base)[i]; break;
+    case RT_CUDA_U8: c.kind = 2; c.u = ((const uint8_t *)base)[i]; break;
+    case RT_CUDA_U16: c.kind = 2; c.u = ((const uint16_t *)base)[i]; break;
+    case RT_CUDA_U32: c.kind = 2; c.u = ((const uint32_t *)base)[i]; break;
+    case RT_CUDA_U64: c.kind = 2; c.u = ((const uint64_t *)base)[i]; break;
+    case RT_CUDA_BOOL: c.kind = 2; c.u = ((const uint8_t *)base)[i] != 0; break;
+    default: break;
+    }
+    return c;
+}
+
+// Truncation toward zero, saturating at [lo, hi]; NaN gives 0.
+__device__ inline int64_t float_to_signed(double d, int64_t lo, int64_t hi) {
+    if (d != d)
+        return 0;
+    if (d >= 9223372036854775808.0)
+        return hi;
+    if (d < -9223372036854775808.0)
+        return lo;
+    int64_t t = (int64_t)d; // in range here: truncates
+    return t < lo ? lo : t > hi ? hi : t;
+}
+
+__device__ inline uint64_t float_to_unsigned(double d, uint64_t hi) {
+    if (d != d || d <= -1.0)
+        return 0;
+    if (d >= 18446744073709551616.0)
+        return hi;
+    double t = trunc(d);
+    if (t <= 0.0)
+        return 0;
+    uint64_t v = (uint64_t)t;
+    return v > hi ? hi : v;
+}
+
+// The value as an int64 bit pattern: floats saturate, integers wrap modulo 2^64.
+__device__ inline int64_t to_signed(const carrier &c, int64_t lo, int64_t hi) {
+    if (c.kind == 0)
+        return float_to_signed(c.d, lo, hi);
+    return c.kind == 1 ? c.i : (int64_t)c.u;
+}
+
+__device__ inline uint64_t to_unsigned(const carrier &c, uint64_t hi) {
+    if (c.kind == 0)
+        return float_to_unsigned(c.d, hi);
+    return c.kind == 1 ? (uint64_t)c.i : c.u;
+}
+
+__device__ inline void store(void *base, int64_t i, int type, const carrier &c) {
+    if (c.kind == 0 && c.d != c.d) {
+        // NaN: the quiet NaN of the format with the sign, whatever the payload (GPUs and CPUs
+        // disagree on payloads; ops/cast.c writes these).
+        uint16_t sign16 = signbit(c.d) ? 0x8000 : 0;
+        switch (type) {
+        case RT_CUDA_F16: ((uint16_t *)base)[i] = sign16 | 0x7E00; return;
+        case RT_CUDA_BF16: ((uint16_t *)base)[i] = sign16 | 0x7FC0; return;
+        case RT_CUDA_F32: ((uint32_t *)base)[i] = ((uint32_t)sign16 << 16) | 0x7FC00000u; return;
+        case RT_CUDA_F64:
+            ((uint64_t *)base)[i] = ((uint64_t)sign16 << 48) | 0x7FF8000000000000ull;
+            return;
+        default: break;
+        }
+    }
+    switch (type) {
+    case RT_CUDA_F32:
+        ((float *)base)[i] = c.kind == 0 ? (float)c.d : c.kind == 1 ? (float)c.i : (float)c.u;
+        break;
+    case RT_CUDA_F64:
+        ((double *)base)[i] = c.kind == 0 ? c.d : c.kind == 1 ? (double)c.i : (double)c.u;
+        break;
+    case RT_CUDA_F16:
+        ((__half *)base)[i] = c.kind == 0 ? __double2half(c.d)
+                              : c.kind == 1 ? __ll2half_rn((long long)c.i)
+                                            : __ull2half_rn((unsigned long long)c.u);
+        break;
+    case RT_CUDA_BF16:
+        ((__nv_bfloat16 *)base)[i] = c.kind == 0 ? __double2bfloat16(c.d)
+                                     : c.kind == 1 ? __ll2bfloat16_rn((long long)c.i)
+                                                   : __ull2bfloat16_rn((unsigned long long)c.u);
+        break;
+    case RT_CUDA_I8: ((int8_t *)base)[i] = (int8_t)to_signed(c, INT8_MIN, INT8_MAX); break;
+    case RT_CUDA_I16: ((int16_t *)base)[i] = (int16_t)to_signed(c, INT16_MIN, INT16_MAX); break;
+    case RT_CUDA_I32: ((int32_t *)base)[i] = (int32_t)to_signed(c, INT32_MIN, INT32_MAX); break;
+    case RT_CUDA_I64: ((int64_t *)base)[i] = to_signed(c, INT64_MIN, INT64_MAX); break;
+    case RT_CUDA_U8: ((uint8_t *)base)[i] = (uint8_t)to_unsigned(c, UINT8_MAX); break;
+    case RT_CUDA_U16: ((uint16_t *)base)[i] = (uint16_t)to_unsigned(c, UINT16_MAX); break;
+    case RT_CUDA_U32: ((uint32_t *)base)[i] = (uint32_t)to_unsigned(c, UINT32_MAX); break;
+    case RT_CUDA_U64: ((uint64_t *)base)[i] = to_unsigned(c, UINT64_MAX); break;
+    case RT_CUDA_BOOL:
+        // Non-zero is true, NaN included.
+        ((uint8_t *)base)[i] = c.kind == 0 ? (c.d != 0.0) : c.kind == 1 ? c.i != 0 : c.u != 0;
+        break;
+    default: break;
+    }
+}
+
+extern "C" __global__ void rt_k_cast(rt_cuda_cast_params p) {
+    RT_GRID_LOOP(i, p.n) { store(p.out, i, p.to, load(p.x, i, p.from)); }
+}

@@ -1,0 +1,62 @@
+// movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
+// non-dense device tensors; tile and gather. They move whole elements, so they go by element
+// size.
+#include "common.cuh"
+
+template <typename E>
+__device__ inline void copy_strided(const rt_cuda_copy_params &p) {
+    const E *src = (const E *)p.src;
+    E *dst = (E *)p.dst;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, so = 0, dof = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t index = rest % p.sizes[d];
+            rest /= p.sizes[d];
+            so += index * p.src_strides[d];
+            dof += index * p.dst_strides[d];
+        }
+        dst[dof] = src[so];
+    }
+}
+
+extern "C" __global__ void rt_k_copy_strided_1(rt_cuda_copy_params p) { copy_strided<uint8_t>(p); }
+extern "C" __global__ void rt_k_copy_strided_2(rt_cuda_copy_params p) { copy_strided<uint16_t>(p); }
+extern "C" __global__ void rt_k_copy_strided_4(rt_cuda_copy_params p) { copy_strided<uint32_t>(p); }
+extern "C" __global__ void rt_k_copy_strided_8(rt_cuda_copy_params p) { copy_strided<uint64_t>(p); }
+
+// The host checked every index against dim before the launch.
+template <typename E>
+__device__ inline void gather(const rt_cuda_gather_params &p) {
+    const E *data = (const E *)p.data;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t j = i % p.inner, k = i / p.inner % p.count, outer = i / (p.inner * p.count);
+        int64_t at = p.index_bits == 32 ? (int64_t)((const int32_t *)p.indices)[k]
+                                         : ((const int64_t *)p.indices)[k];
+        if (at < 0)
+            at += p.dim;
+        ((E *)p.out)[i] = data[(outer * p.dim + at) * p.inner + j];
+    }
+}
+
+extern "C" __global__ void rt_k_gather_1(rt_cuda_gather_params p) { gather<uint8_t>(p); }
+extern "C" __global__ void rt_k_gather_2(rt_cuda_gather_params p) { gather<uint16_t>(p); }
+extern "C" __global__ void rt_k_gather_4(rt_cuda_gather_params p) { gather<uint32_t>(p); }
+extern "C" __global__ void rt_k_gather_8(rt_cuda_gather_params p) { gather<uint64_t>(p); }
+
+template <typename E>
+__device__ inline void tile(const rt_cuda_tile_params &p) {
+    const E *x = (const E *)p.x;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, xo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            xo += rest % p.out_sizes[d] % p.x_sizes[d] * p.x_strides[d];
+            rest /= p.out_sizes[d];
+        }
+        ((E *)p.out)[i] = x[xo];
+    }
+}
+
+extern "C" __global__ void rt_k_tile_1(rt_cuda_tile_params p) { tile<uint8_t>(p); }
+extern "C" __global__ void rt_k_tile_2(rt_cuda_tile_params p) { tile<uint16_t>(p); }
+extern "C" __global__ void rt_k_tile_4(rt_cuda_tile_params p) { tile<uint32_t>(p); }
+extern "C" __global__ void rt_k_tile_8(rt_cuda_tile_params p) { tile<uint64_t>(p); }

@@ -1,0 +1,224 @@
+/* params.h: the parameter blocks passed by value to the CUDA kernels. Included by the C host
+ * code and by the .cu files, so both sides agree on every field's offset; only fixed-width
+ * integers, doubles, floats and pointers appear. */
+#ifndef RT_CUDA_PARAMS_H
+#define RT_CUDA_PARAMS_H
+
+#include <stdint.h>
+
+#define RT_CUDA_RANK 16 /* RT_MAX_RANK */
+
+/* Element types, numbered as rt_type in tensor.h. */
+enum {
+    RT_CUDA_F32 = 0, RT_CUDA_F64, RT_CUDA_F16, RT_CUDA_BF16, RT_CUDA_I8, RT_CUDA_I16,
+    RT_CUDA_I32, RT_CUDA_I64, RT_CUDA_U8, RT_CUDA_U16, RT_CUDA_U32, RT_CUDA_U64, RT_CUDA_BOOL
+};
+
+/* Unary kinds; the formulas are those of ops/unary_kernels.c. */
+enum {
+    RT_CUDA_ABS = 0, RT_CUDA_NEG, RT_CUDA_EXP, RT_CUDA_LOG, RT_CUDA_SQRT, RT_CUDA_RECIPROCAL,
+    RT_CUDA_FLOOR, RT_CUDA_CEIL, RT_CUDA_ROUND, RT_CUDA_SIGN, RT_CUDA_SIN, RT_CUDA_COS,
+    RT_CUDA_TAN, RT_CUDA_TANH, RT_CUDA_ERF, RT_CUDA_SIGMOID, RT_CUDA_HARD_SIGMOID,
+    RT_CUDA_LEAKY_RELU, RT_CUDA_ELU, RT_CUDA_SELU, RT_CUDA_GELU, RT_CUDA_GELU_TANH,
+    RT_CUDA_SOFTPLUS, RT_CUDA_SOFTSIGN, RT_CUDA_HARD_SWISH, RT_CUDA_MISH, RT_CUDA_CLIP,
+    RT_CUDA_ISNAN, RT_CUDA_ISINF, RT_CUDA_RELU
+};
+
+/* Binary kinds. LESS, LESS_EQUAL and EQUAL write bool (one byte); POW, PRELU (a < 0 ?
+ * a * b : a) and the MODs (floored, or truncated as fmod) are for floats, AND, OR, XOR and
+ * NOT (of a; b unused) for bool. */
+enum {
+    RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL,
+    RT_CUDA_LESS_EQUAL, RT_CUDA_MIN, RT_CUDA_MAX, RT_CUDA_POW, RT_CUDA_PRELU, RT_CUDA_AND,
+    RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT
+};
+
+/* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
+enum {
+    RT_CUDA_ACT_NONE = 0, RT_CUDA_ACT_RELU, RT_CUDA_ACT_CLIP, RT_CUDA_ACT_SIGMOID,
+    RT_CUDA_ACT_GELU, RT_CUDA_ACT_HARDSWISH
+};
+
+/* Reductions, with the rules of ops/reduce_kernels.c. */
+enum {
+    RT_CUDA_RSUM = 0, RT_CUDA_RMEAN, RT_CUDA_RPROD, RT_CUDA_RMAX, RT_CUDA_RMIN, RT_CUDA_RL1,
+    RT_CUDA_RL2, RT_CUDA_RLOG_SUM, RT_CUDA_RLOG_SUM_EXP, RT_CUDA_RSUM_SQUARE
+};
+
+typedef struct rt_cuda_unary_params {
+    int64_t n;
+    int32_t kind;
+    int32_t detect_positive, detect_negative; /* isinf */
+    int32_t reserved;
+    double alpha, beta; /* hard_sigmoid, leaky_relu, elu, selu (beta = gamma) */
+    double lo, hi;      /* clip */
+    const void *x;
+    void *out;
+} rt_cuda_unary_params;
+
+/* out (dense, row-major over sizes) = a op b, each read through its strides (0: broadcast). */
+typedef struct rt_cuda_binary_params {
+    int64_t n;
+    int32_t kind;
+    int32_t rank;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t a_strides[RT_CUDA_RANK];
+    int64_t b_strides[RT_CUDA_RANK];
+    const void *a, *b;
+    void *out;
+} rt_cuda_binary_params;
+
+/* tile: out (dense, row-major over out_sizes) element at index (i_0, ...) reads x at
+ * (i_0 mod x_sizes[0], ...) through x_strides. */
+typedef struct rt_cuda_tile_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t x_sizes[RT_CUDA_RANK];
+    int64_t x_strides[RT_CUDA_RANK];
+    const void *x;
+    void *out;
+} rt_cuda_tile_params;
+
+/* gather: out element i is (outer, k, j) over [outer, count, inner]; it reads data at
+ * (outer, indices[k] (negative: from the end), j) of data viewed as [outer, dim, inner]. */
+typedef struct rt_cuda_gather_params {
+    int64_t n, count, dim, inner;
+    int32_t index_bits; /* 32 or 64 */
+    int32_t reserved;
+    const void *data, *indices;
+    void *out;
+} rt_cuda_gather_params;
+
+/* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
+typedef struct rt_cuda_where_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t strides[3][RT_CUDA_RANK]; /* cond, a, b */
+    const void *cond, *a, *b;
+    void *out;
+} rt_cuda_where_params;
+
+/* out[r, c] = act(out[r, c] + row_bias[r] + col_bias[c]) over a [rows, cols] matrix repeated
+ * `n / (rows * cols)` times; either bias may be NULL. */
+typedef struct rt_cuda_bias_act_params {
+    int64_t n, rows, cols;
+    int32_t act;
+    float lo, hi;
+    int32_t reserved;
+    const void *row_bias, *col_bias;
+    void *out;
+} rt_cuda_bias_act_params;
+
+typedef struct rt_cuda_cast_params {
+    int64_t n;
+    int32_t from, to; /* RT_CUDA_F32 ... */
+    const void *x;
+    void *out;
+} rt_cuda_cast_params;
+
+/* dst (strided) = src (strided), both walked in row-major order of sizes. */
+typedef struct rt_cuda_copy_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t dst_strides[RT_CUDA_RANK];
+    int64_t src_strides[RT_CUDA_RANK];
+    const void *src;
+    void *dst;
+} rt_cuda_copy_params;
+
+/* Softmax over x viewed as [outer, n, inner], one block per (outer, inner) column. */
+typedef struct rt_cuda_softmax_params {
+    int64_t outer, n, inner;
+    int32_t log; /* log_softmax */
+    int32_t reserved;
+    const void *x;
+    void *out;
+} rt_cuda_softmax_params;
+
+/* Layer norm of `rows` contiguous rows of `len`; scale and bias repeat with their periods. */
+typedef struct rt_cuda_layer_norm_params {
+    int64_t rows, len, scale_period, bias_period;
+    double eps;
+    const void *x, *scale, *bias;
+    void *out, *mean, *inv_std;
+} rt_cuda_layer_norm_params;
+
+/* instance_norm / group_norm: row r is group r % groups of its image, group_channels channels
+ * of `spatial` elements; scale and bias hold one value per channel, or per group. */
+typedef struct rt_cuda_channel_norm_params {
+    int64_t rows, groups, group_channels, spatial;
+    double eps;
+    int32_t per_group;
+    int32_t reserved;
+    const void *x, *scale, *bias;
+    void *out;
+} rt_cuda_channel_norm_params;
+
+/* C[batch] (m x n) = A[batch] (m x k) @ B[batch] (k x n) with any element strides, then the
+ * epilogue: + row_bias[i] + col_bias[j], activation. Batch entry b (b = blockIdx.z +
+ * batch_offset) is decomposed over batch_sizes to find the A and B offsets. */
+typedef struct rt_cuda_gemm_params {
+    int64_t m, n, k;
+    int64_t a_row_stride, a_col_stride, b_row_stride, b_col_stride, c_row_stride;
+    int64_t c_batch_stride;
+    int64_t batch_offset;
+    int32_t batch_rank;
+    int32_t act;
+    float lo, hi;
+    int64_t batch_sizes[RT_CUDA_RANK];
+    int64_t a_batch_strides[RT_CUDA_RANK];
+    int64_t b_batch_strides[RT_CUDA_RANK];
+    const void *a, *b, *row_bias, *col_bias;
+    void *c;
+} rt_cuda_gemm_params;
+
+/* Output element o (row-major over the kept dimensions) reduces the n_red elements of x at
+ * offset(o over kept_sizes / kept_strides) + offset(r over red_sizes / red_strides). */
+typedef struct rt_cuda_reduce_params {
+    int64_t n_out, n_red;
+    int32_t op, kept_rank, red_rank, reserved;
+    int64_t kept_sizes[RT_CUDA_RANK];
+    int64_t kept_strides[RT_CUDA_RANK];
+    int64_t red_sizes[RT_CUDA_RANK];
+    int64_t red_strides[RT_CUDA_RANK];
+    const void *x;
+    void *out;
+} rt_cuda_reduce_params;
+
+/* argmax / argmin over x viewed as [outer, n, inner]: out[o * inner + i] (int64) is the
+ * position along n of the largest (smallest) element; NaN counts as the extreme; ties go to
+ * the first position, or the last with `last`. */
+typedef struct rt_cuda_arg_params {
+    int64_t outer, n, inner;
+    int32_t last, smallest;
+    const void *x;
+    void *out;
+} rt_cuda_arg_params;
+
+typedef struct rt_cuda_conv_params {
+    int64_t batch, channels, height, width;
+    int64_t out_channels, kernel_h, kernel_w, out_h, out_w, groups;
+    int64_t stride[2], dilation[2], pad[4]; /* pad: top, left, bottom, right */
+    int32_t act;
+    float lo, hi;
+    int32_t reserved;
+    const void *x, *w, *bias;
+    void *out;
+} rt_cuda_conv_params;
+
+typedef struct rt_cuda_pool_params {
+    int64_t planes, height, width, out_h, out_w;
+    int64_t kernel[2], stride[2], dilation[2], pad[4];
+    int32_t count_include_pad;
+    int32_t reserved;
+    const void *x;
+    void *out;
+} rt_cuda_pool_params;
+
+#endif

@@ -1,0 +1,154 @@
+// reduce.cu: reduce_sum, _mean, _prod, _max, _min, _l1, _l2, _log_sum, _log_sum_exp and
+// _sum_square over any set of axes, and argmax / argmin over one axis; one block of RT_BLOCK
+// threads per output element.
+// As ops/reduce_kernels.c: sums and products in double, max and min propagate NaN, log_sum_exp
+// subtracts the maximum (exp in the element type) and returns an infinite or NaN maximum as is.
+#include "common.cuh"
+
+// Folds `other` into `acc` for the kind of accumulation op needs.
+__device__ inline double reduce_combine(int op, double acc, double other) {
+    switch (op) {
+    case RT_CUDA_RPROD: return acc * other;
+    case RT_CUDA_RMAX: return (other > acc || other != other) ? other : acc;
+    case RT_CUDA_RMIN: return (other < acc || other != other) ? other : acc;
+    default: return acc + other;
+    }
+}
+
+__device__ inline double reduce_identity(int op) {
+    switch (op) {
+    case RT_CUDA_RPROD: return 1.0;
+    case RT_CUDA_RMAX: return -INFINITY;
+    case RT_CUDA_RMIN: return INFINITY;
+    default: return 0.0;
+    }
+}
+
+__device__ inline double block_reduce(int op, double v, double *shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (int step = RT_BLOCK / 2; step > 0; step /= 2) {
+        if ((int)threadIdx.x < step)
+            shared[threadIdx.x] = reduce_combine(op, shared[threadIdx.x],
+                                                 shared[threadIdx.x + step]);
+        __syncthreads();
+    }
+    double result = shared[0];
+    __syncthreads();
+    return result;
+}
+
+__device__ inline int64_t offset_of(int64_t index, int rank, const int64_t *sizes,
+                                    const int64_t *strides) {
+    int64_t off = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        off += index % sizes[d] * strides[d];
+        index /= sizes[d];
+    }
+    return off;
+}
+
+template <typename T>
+__device__ inline void reduce(const rt_cuda_reduce_params &p) {
+    __shared__ double shared[RT_BLOCK];
+    const int op = p.op;
+    for (int64_t o = blockIdx.x; o < p.n_out; o += gridDim.x) {
+        const T *x = (const T *)p.x + offset_of(o, p.kept_rank, p.kept_sizes, p.kept_strides);
+        double result;
+        if (op == RT_CUDA_RLOG_SUM_EXP) {
+            double m = -INFINITY;
+            for (int64_t r = threadIdx.x; r < p.n_red; r += RT_BLOCK)
+                m = reduce_combine(RT_CUDA_RMAX, m,
+                                   (double)x[offset_of(r, p.red_rank, p.red_sizes,
+                                                       p.red_strides)]);
+            m = block_reduce(RT_CUDA_RMAX, m, shared);
+            const T mt = (T)m;
+            double sum = 0.0;
+            for (int64_t r = threadIdx.x; r < p.n_red; r += RT_BLOCK)
+                sum += (double)exp(x[offset_of(r, p.red_rank, p.red_sizes, p.red_strides)] - mt);
+            sum = block_reduce(RT_CUDA_RSUM, sum, shared);
+            result = isfinite(m) ? m + log(sum) : m;
+        } else {
+            double acc = reduce_identity(op);
+            for (int64_t r = threadIdx.x; r < p.n_red; r += RT_BLOCK) {
+                double v = (double)x[offset_of(r, p.red_rank, p.red_sizes, p.red_strides)];
+                if (op == RT_CUDA_RL1)
+                    v = fabs(v);
+                else if (op == RT_CUDA_RL2 || op == RT_CUDA_RSUM_SQUARE)
+                    v = v * v;
+                acc = reduce_combine(op, acc, v);
+            }
+            acc = block_reduce(op, acc, shared);
+            switch (op) {
+            case RT_CUDA_RMEAN: result = acc / (double)p.n_red; break;
+            case RT_CUDA_RL2: result = sqrt(acc); break;
+            case RT_CUDA_RLOG_SUM: result = log(acc); break;
+            default: result = acc; break;
+            }
+        }
+        if (threadIdx.x == 0)
+            ((T *)p.out)[o] = (T)result;
+    }
+}
+
+extern "C" __global__ void rt_k_reduce_f32(rt_cuda_reduce_params p) { reduce<float>(p); }
+extern "C" __global__ void rt_k_reduce_f64(rt_cuda_reduce_params p) { reduce<double>(p); }
+
+// ---- argmax, argmin ----
+
+// Whether candidate (v, i) beats (w, j): NaN is the extreme; equal values go to the first
+// position (or the last), as ops/reduce_kernels.c's sequential rule gives.
+__device__ inline bool arg_better(double v, int64_t i, double w, int64_t j, bool last,
+                                  bool smallest) {
+    if (j < 0)
+        return i >= 0;
+    if (i < 0)
+        return false;
+    bool vn = v != v, wn = w != w;
+    if (vn || wn) {
+        if (vn && wn)
+            return last ? i > j : i < j;
+        return vn;
+    }
+    if (v == w)
+        return last ? i > j : i < j;
+    return smallest ? v < w : v > w;
+}
+
+template <typename T>
+__device__ inline void arg_reduce(const rt_cuda_arg_params &p) {
+    __shared__ double values[RT_BLOCK];
+    __shared__ int64_t positions[RT_BLOCK];
+    const bool last = p.last != 0, smallest = p.smallest != 0;
+    for (int64_t o = blockIdx.x; o < p.outer * p.inner; o += gridDim.x) {
+        const T *x = (const T *)p.x + (o / p.inner) * p.n * p.inner + o % p.inner;
+        double best = 0.0;
+        int64_t at = -1;
+        for (int64_t k = threadIdx.x; k < p.n; k += RT_BLOCK) {
+            double v = (double)x[k * p.inner];
+            if (arg_better(v, k, best, at, last, smallest)) {
+                best = v;
+                at = k;
+            }
+        }
+        values[threadIdx.x] = best;
+        positions[threadIdx.x] = at;
+        __syncthreads();
+        for (int step = RT_BLOCK / 2; step > 0; step /= 2) {
+            if ((int)threadIdx.x < step &&
+                arg_better(values[threadIdx.x + step], positions[threadIdx.x + step],
+                           values[threadIdx.x], positions[threadIdx.x], last, smallest)) {
+                values[threadIdx.x] = values[threadIdx.x + step];
+                positions[threadIdx.x] = positions[threadIdx.x + step];
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0)
+            ((int64_t *)p.out)[o] = positions[0] < 0 ? 0 : positions[0];
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void rt_k_arg_f32(rt_cuda_arg_params p) { arg_reduce<float>(p); }
+extern "C" __global__ void rt_k_arg_f64(rt_cuda_arg_params p) { arg_reduce<double>(p); }
+extern "C" __global__ void rt_k_arg_i32(rt_cuda_arg_params p) { arg_reduce<int32_t>(p); }

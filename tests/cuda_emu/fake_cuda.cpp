@@ -1,0 +1,294 @@
+// fake_cuda.cpp: a stand-in for libcuda.so.1 that runs the backend's real kernels on the CPU,
+// so the CUDA backend's host code and kernels are tested on machines without a GPU.
+//
+// Device memory is host memory; streams run work at once; a launch runs every block in turn,
+// each block as blockDim.x threads: in turn for kernels without __syncthreads, as coroutines
+// (ucontext) that switch at every __syncthreads for the others. The kernel sources are compiled here for the host by turning the CUDA keywords
+// into C++. Load it with RT_CUDA_DRIVER=/path/libfakecuda.so. One device, compute capability 9.0.
+#include <pthread.h>
+#include <ucontext.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <math.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+struct emu_dim3 {
+    unsigned x, y, z;
+};
+static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+// The coroutines of one block: __syncthreads returns to the scheduler, which resumes the
+// threads in turn; every kernel here reaches its barriers uniformly.
+static ucontext_t scheduler;
+static ucontext_t thread_context[1024];
+static bool thread_done[1024];
+static unsigned current_thread;
+
+#undef __global__
+#undef __shared__
+#define __global__
+#define __shared__ static
+#define __launch_bounds__(n)
+static inline void __syncthreads() {
+    swapcontext(&thread_context[current_thread], &scheduler);
+}
+
+#include "../../libruntime/backends/cuda/kernels/conv_pool.cu"
+#include "../../libruntime/backends/cuda/kernels/elementwise.cu"
+#include "../../libruntime/backends/cuda/kernels/gemm.cu"
+#include "../../libruntime/backends/cuda/kernels/movement.cu"
+#include "../../libruntime/backends/cuda/kernels/norm.cu"
+#include "../../libruntime/backends/cuda/kernels/reduce.cu"
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+namespace {
+
+struct kernel_entry {
+    void (*call)(void *fn, void *params);
+    void *fn;
+    bool needs_sync;
+};
+
+template <typename P>
+void call_with(void *fn, void *params) {
+    reinterpret_cast<void (*)(P)>(fn)(*static_cast<P *>(params));
+}
+
+template <typename P>
+kernel_entry entry(void (*fn)(P), bool needs_sync) {
+    return kernel_entry{call_with<P>, reinterpret_cast<void *>(fn), needs_sync};
+}
+
+std::map<std::string, kernel_entry> &kernels() {
+    static std::map<std::string, kernel_entry> table = [] {
+        std::map<std::string, kernel_entry> t;
+#define RT_CUDA_KERNEL(name)                                                                  \
+    t["rt_k_" #name] = entry(rt_k_##name, std::string(#name).find("softmax") == 0 ||         \
+                                              std::string(#name).find("layer_norm") == 0 ||  \
+                                              std::string(#name).find("channel_norm") == 0 ||\
+                                              std::string(#name).find("gemm") == 0 ||        \
+                                              std::string(#name).find("reduce") == 0 ||      \
+                                              std::string(#name).find("arg_") == 0);
+#include "../../libruntime/backends/cuda/kernels/kernels.inc"
+#undef RT_CUDA_KERNEL
+        return t;
+    }();
+    return table;
+}
+
+std::mutex lock;
+std::map<uintptr_t, size_t> allocations; // start -> size
+int context_depth = 0;           // a handle to hand out as the context
+thread_local int pushed = 0;     // contexts this thread pushed and has not popped
+const CUresult INVALID_VALUE = 1, NOT_FOUND = 500, OUT_OF_MEMORY = 2;
+
+bool is_device(uintptr_t p) {
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = allocations.upper_bound(p);
+    if (it == allocations.begin())
+        return false;
+    --it;
+    return p >= it->first && p < it->first + (it->second ? it->second : 1);
+}
+
+} // namespace
+
+static const kernel_entry *coroutine_kernel;
+static void *coroutine_params;
+
+static void coroutine_main() {
+    coroutine_kernel->call(coroutine_kernel->fn, coroutine_params);
+    thread_done[current_thread] = true; // uc_link returns to the scheduler
+}
+
+static void run_block_as_coroutines(const kernel_entry *k, void *params, unsigned threads) {
+    const size_t stack_size = 64 * 1024;
+    static std::vector<char> stacks(1024 * stack_size);
+    coroutine_kernel = k;
+    coroutine_params = params;
+    for (unsigned t = 0; t < threads; t++) {
+        getcontext(&thread_context[t]);
+        thread_context[t].uc_stack.ss_sp = &stacks[t * stack_size];
+        thread_context[t].uc_stack.ss_size = stack_size;
+        thread_context[t].uc_link = &scheduler;
+        makecontext(&thread_context[t], coroutine_main, 0);
+        thread_done[t] = false;
+    }
+    for (unsigned left = threads; left > 0;) {
+        for (unsigned t = 0; t < threads; t++) {
+            if (thread_done[t])
+                continue;
+            current_thread = t;
+            threadIdx = {t, 0, 0};
+            swapcontext(&scheduler, &thread_context[t]);
+            left -= thread_done[t];
+        }
+    }
+}
+
+extern "C" {
+
+CUresult cuInit(unsigned) { return 0; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+CUresult cuGetErrorString(CUresult e, const char **s) {
+    *s = e == OUT_OF_MEMORY ? "out of memory" : "fake driver error";
+    return 0;
+}
+CUresult cuGetErrorName(CUresult e, const char **s) {
+    *s = e == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_FAKE";
+    return 0;
+}
+CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
+CUresult cuDeviceGet(int *d, int ordinal) {
+    if (ordinal != 0)
+        return INVALID_VALUE;
+    *d = 0;
+    return 0;
+}
+CUresult cuDeviceGetAttribute(int *v, int attr, int) { *v = attr == 75 ? 9 : 0; return 0; }
+CUresult cuDeviceGetName(char *name, int len, int) {
+    snprintf(name, (size_t)len, "fake CUDA device");
+    return 0;
+}
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int) { *ctx = (void *)&context_depth; return 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
+CUresult cuCtxPushCurrent_v2(void *) {
+    pushed++;
+    return 0;
+}
+CUresult cuCtxPopCurrent_v2(void **ctx) {
+    if (pushed == 0)
+        return 201; // CUDA_ERROR_INVALID_CONTEXT: nothing to pop
+    pushed--;
+    if (ctx)
+        *ctx = (void *)&context_depth;
+    return 0;
+}
+
+// For the tests: contexts left pushed on the calling thread (0 after every balanced call),
+// and device allocations alive.
+int fake_cuda_pushed_contexts(void) { return pushed; }
+int fake_cuda_live_allocations(void) {
+    std::lock_guard<std::mutex> guard(lock);
+    return (int)allocations.size();
+}
+CUresult cuCtxSynchronize(void) { return 0; }
+
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
+    if (bytes == 0)
+        return INVALID_VALUE;
+    if (bytes > ((size_t)1 << 40))
+        return OUT_OF_MEMORY;
+    void *m = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (m == NULL)
+        return OUT_OF_MEMORY;
+    memset(m, 0xA5, bytes); // like real device memory, not zero
+    std::lock_guard<std::mutex> guard(lock);
+    allocations[(uintptr_t)m] = bytes;
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return 0;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = allocations.find((uintptr_t)p);
+    if (it == allocations.end())
+        return INVALID_VALUE;
+    allocations.erase(it);
+    free((void *)(uintptr_t)p);
+    return 0;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *) {
+    if (!is_device((uintptr_t)d))
+        return INVALID_VALUE;
+    memcpy((void *)(uintptr_t)d, s, n);
+    return 0;
+}
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *) {
+    if (!is_device((uintptr_t)s))
+        return INVALID_VALUE;
+    memcpy(d, (const void *)(uintptr_t)s, n);
+    return 0;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *) {
+    if (!is_device((uintptr_t)d) || !is_device((uintptr_t)s))
+        return INVALID_VALUE;
+    memmove((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
+    return 0;
+}
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *) {
+    if (!is_device((uintptr_t)d))
+        return INVALID_VALUE;
+    memset((void *)(uintptr_t)d, v, n);
+    return 0;
+}
+CUresult cuStreamCreate(void **s, unsigned) { *s = malloc(1); return 0; }
+CUresult cuStreamSynchronize(void *) { return 0; }
+CUresult cuStreamDestroy_v2(void *s) { free(s); return 0; }
+CUresult cuModuleLoadData(void **m, const void *image) {
+    if (image == NULL)
+        return INVALID_VALUE;
+    *m = (void *)&kernels();
+    return 0;
+}
+CUresult cuModuleGetFunction(void **f, void *, const char *name) {
+    auto it = kernels().find(name);
+    if (it == kernels().end())
+        return NOT_FOUND;
+    *f = &it->second;
+    return 0;
+}
+
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned, void *, void **params, void **) {
+    const kernel_entry *k = static_cast<const kernel_entry *>(f);
+    if (by != 1 || bz != 1 || bx == 0 || bx > 1024 || params == NULL)
+        return INVALID_VALUE;
+    std::lock_guard<std::mutex> guard(lock); // one launch at a time: the dims are global
+    blockDim = {bx, by, bz};
+    gridDim = {gx, gy, gz};
+    for (unsigned z = 0; z < gz; z++)
+        for (unsigned y = 0; y < gy; y++)
+            for (unsigned x = 0; x < gx; x++) {
+                emu_dim3 block = {x, y, z};
+                if (!k->needs_sync) {
+                    blockIdx = block;
+                    for (unsigned t = 0; t < bx; t++) {
+                        threadIdx = {t, 0, 0};
+                        k->call(k->fn, params[0]);
+                    }
+                    continue;
+                }
+                blockIdx = block;
+                run_block_as_coroutines(k, params[0], bx);
+            }
+    return 0;
+}
+
+CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
+    if (!is_device((uintptr_t)p))
+        return INVALID_VALUE;
+    if (attr == 9)
+        *(int *)data = 0;
+    else if (attr == 2)
+        *(unsigned *)data = 2;
+    else
+        return INVALID_VALUE;
+    return 0;
+}
+
+} // extern "C"

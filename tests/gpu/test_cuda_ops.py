@@ -1,0 +1,676 @@
+"""Every op the CUDA backend covers, run on the GPU and compared with the same program on the
+CPU (the reference the CPU tests check against numpy), plus the device-specific behaviour:
+zero-copy device inputs, strided host inputs, dynamic shapes, jumps on device conditions,
+attributes, output clones, and the ops and dtypes a CUDA method refuses by name."""
+from __future__ import annotations
+
+import pytest
+
+import runtime_py as rt
+from runtime_py import cuda
+from runtime_py.builder import ProgramBuilder
+
+np = pytest.importorskip("numpy")
+from tests.programs import counted_loop, rich_program  # noqa: E402 (needs numpy)
+
+pytestmark = pytest.mark.gpu
+RNG = np.random.default_rng(7)
+
+
+def _run_both(program: bytes, *inputs, method: str = "forward"):
+    """Outputs of the program on the CPU and on cuda:0, as numpy arrays."""
+    with rt.Program.load(program) as p:
+        with p.load_method(method) as cpu, p.load_method(method, device="cuda") as gpu:
+            want = cpu(*inputs)
+            got = gpu(*inputs)
+            assert all(t.device == "cuda:0" for t in got if isinstance(t, rt.Tensor))
+            return ([np.asarray(t) for t in want],
+                    [np.asarray(t.to_host()) for t in got])
+
+
+def _assert_same(program: bytes, *inputs, rtol=1e-5, atol=1e-6):
+    want, got = _run_both(program, *inputs)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        if w.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def _unary_program(op, dtype, shape, *params, out_dtype=None) -> bytes:
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", dtype, shape)
+    m.output(m.call(op, x, *params, outputs=[(out_dtype or dtype, shape, False)])[0])
+    return b.to_bytes()
+
+
+# ---- elementwise ---------------------------------------------------------------------------
+
+UNARY = [
+    ("abs", ()), ("neg", ()), ("exp", ()), ("log", ()), ("sqrt", ()), ("reciprocal", ()),
+    ("floor", ()), ("ceil", ()), ("round", ()), ("sign", ()), ("sin", ()), ("cos", ()),
+    ("tan", ()), ("tanh", ()), ("erf", ()), ("sigmoid", ()), ("hard_sigmoid", (0.2, 0.5)),
+    ("leaky_relu", (0.1,)), ("elu", (1.0,)), ("selu", (1.6733, 1.0507)), ("gelu", (False,)),
+    ("gelu", (True,)), ("softplus", ()), ("softsign", ()), ("hard_swish", ()), ("mish", ()),
+    ("relu", ()), ("clip", (-0.5, 0.75)), ("clip", (None, 0.25)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op,params", UNARY, ids=[f"{o}{i}" for i, (o, _) in enumerate(UNARY)])
+def test_unary(op, params, dtype):
+    x = (RNG.standard_normal((3, 37)) * 3).astype(dtype)
+    if op in ("log", "sqrt"):
+        x = np.abs(x) + 0.1
+    x[0, :4] = [0.0, -0.0, 2.5, -2.5]  # rounding halves and signed zeros
+    _assert_same(_unary_program(op, dtype, x.shape, *params), x, rtol=2e-6 if dtype ==
+                 "float32" else 1e-12, atol=1e-6 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("op,params", [("isnan", ()), ("isinf", (True, False)),
+                                       ("isinf", (False, True)), ("isinf", (True, True))])
+def test_float_tests_write_bool(op, params):
+    x = np.array([1.0, np.nan, np.inf, -np.inf, -0.0, 3e38], np.float32)
+    _assert_same(_unary_program(op, "float32", x.shape, *params, out_dtype="bool"), x)
+
+
+BINARY = ["add", "sub", "mul", "div", "less", "equal", "less_equal", "min", "max", "pow"]
+BOOL_RESULT = ("less", "equal", "less_equal")
+SHAPES = [((4, 5), (4, 5)), ((2, 3, 4), (3, 1)), ((1,), (6, 1, 2)), ((), (3,))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_binary_broadcasting(op, dtype, shapes):
+    if op in ("div", "pow") and dtype.startswith("int"):
+        pytest.skip("integer div and pow are refused on CUDA (test_refused_dtype_is_named)")
+    # Small integers make the comparisons meet every case; div gets no zero divisor.
+    a = RNG.integers(-3, 4, shapes[0]).astype(dtype)
+    c = RNG.integers(-3, 4, shapes[1]).astype(dtype)
+    if op == "div":
+        c[c == 0] = 2
+    if op in ("min", "max") and dtype.startswith("float") and a.size > 1:
+        a.flat[1] = np.nan  # propagates
+    if op == "pow":
+        a = np.abs(a) + 0.5
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x, y = m.input("a", dtype, shapes[0]), m.input("b", dtype, shapes[1])
+    shape = np.broadcast_shapes(shapes[0], shapes[1])
+    m.output(m.call(op, x, y, outputs=[("bool" if op in BOOL_RESULT else dtype, shape,
+                                        False)])[0])
+    _assert_same(b.to_bytes(), a, c, rtol=1e-6 if dtype == "float32" else 1e-14)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("slope_shape", [(3, 1, 1), (1,), (2, 3, 4, 5)], ids=str)
+def test_prelu(slope_shape, dtype):
+    x = RNG.standard_normal((2, 3, 4, 5)).astype(dtype)
+    slope = RNG.standard_normal(slope_shape).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("prelu", m.input("x", dtype, x.shape), m.input("s", dtype, slope.shape),
+                    outputs=[(dtype, x.shape, False)])[0])
+    _assert_same(b.to_bytes(), x, slope)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fmod", [False, True])
+def test_mod(fmod, dtype):
+    a = (RNG.standard_normal((3, 40)) * 10).astype(dtype)
+    c = (RNG.standard_normal((40,)) * 3).astype(dtype)
+    c[:3] = [0.0, -2.0, 2.0]
+    a[0, :4] = [4.0, -4.0, -0.0, 7.0]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("mod", m.input("a", dtype, a.shape), m.input("b", dtype, c.shape), fmod,
+                    outputs=[(dtype, a.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), a, c)
+    np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(want[0]))
+    np.testing.assert_array_equal(got[0], want[0])  # exact, NaN where both are
+
+
+def test_not():
+    x = RNG.integers(0, 2, (3, 70)).astype(bool)
+    _assert_same(_unary_program("not", "bool", x.shape), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int64"])
+@pytest.mark.parametrize("shape,repeats", [((2, 3), [3, 2]), ((4,), [1]), ((2, 1, 3), [1, 4, 2]),
+                                           ((3, 2), [0, 2])], ids=str)
+def test_tile(shape, repeats, dtype):
+    x = (RNG.standard_normal(shape) * 9).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("tile", m.input("x", dtype, shape), list(repeats),
+                    outputs=[(dtype, tuple(s * r for s, r in zip(shape, repeats)), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor"])
+def test_logic(op):
+    a = RNG.integers(0, 2, (4, 1, 5)).astype(bool)
+    c = RNG.integers(0, 2, (3, 1)).astype(bool)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("a", "bool", a.shape), m.input("b", "bool", c.shape),
+                    outputs=[("bool", (4, 3, 5), False)])[0])
+    _assert_same(b.to_bytes(), a, c)
+
+
+def test_shape_and_size_of_dynamic_inputs():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (1, 1, 1), max_shape=(4, 5, 6))
+    for start, end in [(0, 3), (1, 100), (-2, -1), (2, 1)]:
+        count = max(0, min(end if end >= 0 else end + 3, 3) - (start if start >= 0 else
+                                                                start + 3))
+        m.output(m.call("shape", x, start, end, outputs=[("int64", (count,), False)])[0])
+    m.output(m.call("size", x, outputs=[("int64", (), False)])[0])
+    for shape in [(4, 5, 6), (2, 1, 3), (1, 0, 2)]:
+        _assert_same(b.to_bytes(), np.zeros(shape, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "int64", "bool"])
+def test_where(dtype):
+    cond = RNG.integers(0, 2, (4, 1, 5)).astype(bool)
+    a = RNG.integers(-9, 9, (3, 5)).astype(dtype)
+    c = RNG.integers(-9, 9, (4, 3, 1)).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    ins = [m.input("cond", "bool", cond.shape), m.input("a", dtype, a.shape),
+           m.input("b", dtype, c.shape)]
+    m.output(m.call("where", *ins, outputs=[(dtype, (4, 3, 5), False)])[0])
+    _assert_same(b.to_bytes(), cond, a, c)
+
+
+CAST_TYPES = ["float32", "float64", "float16", "int8", "int32", "int64", "uint8", "bool"]
+
+
+@pytest.mark.parametrize("to", CAST_TYPES + ["bfloat16"])
+@pytest.mark.parametrize("frm", CAST_TYPES)
+def test_cast_matches_the_cpu_bit_for_bit(frm, to):
+    if frm.startswith("float"):
+        values = [0.0, -0.0, 1.5, -2.5, 2.5, 1e10, -1e10, np.inf, -np.inf, np.nan, -np.nan,
+                  300.7, -129.9, 65519.0, 1e-8]
+        with np.errstate(over="ignore"):
+            x = np.array(values, dtype=frm)
+    elif frm == "bool":
+        x = np.array([True, False, True], dtype=bool)
+    else:
+        info = np.iinfo(frm)
+        x = np.array([0, 1, -1 if info.min < 0 else 2, info.min, info.max, 100], dtype=frm)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.cast(m.input("x", frm, x.shape), to))
+    with rt.Program.load(b.to_bytes()) as p:
+        with p.load_method("forward") as cpu, p.load_method("forward", device="cuda") as gpu:
+            (want,) = cpu(x)
+            (got,) = gpu(x)
+            assert got.to_host().tobytes() == want.tobytes()
+
+
+# ---- axis ops, normalisation ---------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_softmax(op, axis, dtype):
+    # A last axis longer than one block of threads; few columns for the other axes.
+    shape = (3, 2, 300) if axis == -1 else (3, 7, 5)
+    x = (RNG.standard_normal(shape) * 4).astype(dtype)
+    x[0, 0, 0] = -np.inf
+    _assert_same(_unary_program(op, dtype, x.shape, axis), x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [-1, 1])
+@pytest.mark.parametrize("params", ["both", "none", "scale"])
+def test_layer_norm(axis, params, dtype):
+    x = (RNG.standard_normal((4, 6, 70)) + 100).astype(dtype)  # a large common offset
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    tail = x.shape[axis:] if axis > 0 else x.shape[axis:]
+    scale = m.constant(RNG.standard_normal(tail).astype(dtype)) if params != "none" else None
+    bias = m.constant(RNG.standard_normal(tail).astype(dtype)) if params == "both" else None
+    y, mean, inv = m.layer_norm(xv, scale, bias, axis=axis, stats=True)
+    for v in (y, mean, inv):
+        m.output(v)
+    _assert_same(b.to_bytes(), x, rtol=1e-4, atol=1e-5)
+
+
+REDUCTIONS = ["reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min",
+              "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
+              "reduce_sum_square"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axes,keepdims", [([1], False), ([0, 2], True), ([-1], True), ([], False),
+                                           ([0, 1, 2], False)], ids=str)
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_reductions(op, axes, keepdims, dtype):
+    # Reductions longer than a block of threads, with few outputs (one block each).
+    shape_of_x = {"[1]": (3, 300, 2), "[0, 2]": (300, 3, 2)}.get(str(axes), (2, 5, 3))
+    x = RNG.uniform(0.5, 1.5, shape_of_x).astype(dtype)
+    if op in ("reduce_max", "reduce_min"):
+        x[1, 2, 1] = np.nan  # propagates
+    reduced = [a % 3 for a in axes]
+    if keepdims:
+        shape = [1 if d in reduced else n for d, n in enumerate(x.shape)]
+    else:
+        shape = [n for d, n in enumerate(x.shape) if d not in reduced]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    y = m.call(op, m.input("x", dtype, x.shape), list(axes), keepdims,
+               outputs=[(dtype, tuple(shape), False)])[0]
+    m.output(y)
+    _assert_same(b.to_bytes(), x, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("axis,keepdims", [(1, False), (0, True), (-1, False)])
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_argmax_argmin(op, axis, keepdims, last, dtype):
+    # Few distinct values: ties everywhere; a long axis 1 spans several threads' stretches.
+    x = RNG.integers(-2, 3, (3, 600, 2) if axis == 1 else (3, 5, 4)).astype(dtype)
+    if dtype != "int32":
+        x[1, 1, 1] = x[1, 4, 1] = x[2, 3, 0] = np.nan
+        if axis == 1:
+            x[0, 300, 0] = x[0, 555, 0] = np.nan
+    shape = list(x.shape)
+    if keepdims:
+        shape[axis] = 1
+    else:
+        del shape[axis]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("x", dtype, x.shape), axis, keepdims, last,
+                    outputs=[("int64", tuple(shape), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
+def test_empty_reductions_give_the_identities():
+    x = np.zeros((2, 0, 3), np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x.shape)
+    for op in REDUCTIONS:
+        m.output(m.call(op, xv, [1], False, outputs=[("float32", (2, 3), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("groups,params", [(None, "channel"), (None, "none"), (2, "channel"),
+                                           (2, "group"), (6, "none")])
+def test_instance_and_group_norm(groups, params, dtype):
+    x = (RNG.standard_normal((2, 6, 9, 40)) * 3 + 50).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    n = {"channel": 6, "group": groups, "none": None}[params]
+    scale = m.constant(RNG.standard_normal(n).astype(dtype)) if n else None
+    bias = m.constant(RNG.standard_normal(n).astype(dtype)) if n else None
+    if groups is None:
+        m.output(m.instance_norm(xv, scale, bias, epsilon=1e-5))
+    else:
+        m.output(m.group_norm(xv, scale, bias, groups, epsilon=1e-5))
+    _assert_same(b.to_bytes(), x, rtol=1e-4, atol=1e-5)
+
+
+# ---- products, convolutions, pooling -------------------------------------------------------
+
+MATMUL_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 5)),
+                 ((4,), (4, 5)), ((3, 4), (4,)), ((5, 70, 33), (5, 33, 65)), ((2, 3), (3, 0))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul(shapes, dtype):
+    a = RNG.standard_normal(shapes[0]).astype(dtype)
+    c = RNG.standard_normal(shapes[1]).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.matmul(m.input("a", dtype, a.shape), m.input("b", dtype, c.shape)))
+    _assert_same(b.to_bytes(), a, c, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", [None, (1, 0, 0), (2, -0.5, 0.5), (3, 0, 0), (4, 0, 0),
+                                 (5, 0, 0)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear(act, with_bias):
+    x = RNG.standard_normal((3, 7, 40)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal((66, 40)).astype(np.float32))
+    bias = m.constant(RNG.standard_normal(66).astype(np.float32)) if with_bias else None
+    y = m.linear(m.input("x", "float32", x.shape), w, bias)
+    if act is not None:
+        assert m.fuse_activation(y, *act)
+    m.output(y)
+    _assert_same(b.to_bytes(), x, rtol=1e-5, atol=1e-5)
+
+
+CONVS = [  # (x shape, w shape, stride, padding, dilation, groups)
+    ((2, 3, 9, 11), (4, 3, 3, 3), 1, 1, 1, 1),
+    ((1, 4, 10, 10), (6, 2, 3, 2), 2, (1, 0, 2, 1), 1, 2),
+    ((2, 8, 7, 7), (8, 1, 3, 3), 1, 1, 2, 8),   # depthwise, dilated
+    ((2, 16, 5, 6), (12, 16, 1, 1), 1, 0, 1, 1),  # pointwise: the GEMM path
+]
+
+
+@pytest.mark.parametrize("act", [None, (1, 0, 0), (2, 0.0, 6.0)])
+@pytest.mark.parametrize("conv", CONVS, ids=str)
+def test_conv2d(conv, act):
+    xs, ws, stride, padding, dilation, groups = conv
+    x = RNG.standard_normal(xs).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal(ws).astype(np.float32))
+    bias = m.constant(RNG.standard_normal(ws[0]).astype(np.float32))
+    y = m.conv2d(m.input("x", "float32", xs), w, bias, stride, padding, dilation, groups)
+    if act is not None:
+        assert m.fuse_activation(y, *act)
+    m.output(y)
+    _assert_same(b.to_bytes(), x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("padding", [0, 1])
+def test_pooling(padding, ceil_mode, dtype):
+    x = RNG.standard_normal((2, 3, 9, 10)).astype(dtype)
+    x[0, 0, 0, 0] = np.nan
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    m.output(m.max_pool2d(xv, 3, 2, padding, dilation=1, ceil_mode=ceil_mode))
+    m.output(m.max_pool2d(xv, 2, 1, padding, dilation=2, ceil_mode=ceil_mode))
+    m.output(m.avg_pool2d(xv, 3, 2, padding, ceil_mode=ceil_mode, count_include_pad=True))
+    m.output(m.avg_pool2d(xv, 3, 2, padding, ceil_mode=ceil_mode, count_include_pad=False))
+    _assert_same(b.to_bytes(), x, rtol=1e-6, atol=1e-6)
+
+
+# ---- movement ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])
+def test_movement(dtype):
+    x = (RNG.standard_normal((2, 3, 4, 5)) * 50).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    t = m.transpose(xv, [0, 3, 1, 2])
+    m.output(t)
+    m.output(m.reshape(t, [2, -1]))
+    m.output(m.concat([xv, m.copy(xv), xv], axis=1))
+    m.output(m.concat([m.reshape(xv, [6, 20]), m.reshape(t, [6, 20])], axis=0))
+    _assert_same(b.to_bytes(), x)
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather(axis, dtype, index_dtype):
+    data = (RNG.standard_normal((5, 6, 7)) * 20).astype(dtype)
+    dim = data.shape[axis]
+    idx = np.array([[0, dim - 1, -1], [-dim, 2, 1]], dtype=index_dtype)
+    out_shape = list(data.shape)
+    out_shape[axis:axis + 1 if axis != -1 else None] = idx.shape
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather", m.input("data", dtype, data.shape),
+                    m.input("indices", index_dtype, idx.shape), axis,
+                    outputs=[(dtype, tuple(out_shape), False)])[0])
+    _assert_same(b.to_bytes(), data, idx)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bool", "int16"])
+@pytest.mark.parametrize("shapes", [((3, 1), (2, 3, 4)), ((1,), (5,)), ((2, 1, 3), (2, 4, 3)),
+                                    ((4,), (1, 4))], ids=str)
+def test_expand(shapes, dtype):
+    x = (RNG.standard_normal(shapes[0]) * 9).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("expand", m.input("x", dtype, x.shape), list(shapes[1]),
+                    outputs=[(dtype, np.broadcast_shapes(*shapes), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
+SLICES = [  # starts, ends, axes, steps
+    ([1, 0], [3, 100], None, None),
+    ([-1], [-100], [1], [-2]),
+    ([5, 2], [0, 6], [2, 0], [-1, 3]),
+    ([0, 0, 0], [1, 1, 1], [0, 1, 2], [1, 1, 1]),
+    ([4], [2], [-1], [1]),  # empty
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int64"])
+@pytest.mark.parametrize("params", SLICES, ids=str)
+def test_slice(params, dtype):
+    starts, ends, axes, steps = params
+    x = (RNG.standard_normal((4, 7, 6)) * 9).astype(dtype)
+    index = [slice(None)] * 3
+    for k, axis in enumerate(axes if axes is not None else range(len(starts))):
+        index[axis] = slice(starts[k], ends[k], steps[k] if steps is not None else 1)
+    shape = x[tuple(index)].shape
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("slice", m.input("x", dtype, x.shape), starts, ends, axes, steps,
+                    outputs=[(dtype, shape, False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+@pytest.mark.parametrize("axis,sizes,parts", [(1, [2, 0, 5], 3), (-1, [], 2), (0, [], 3)],
+                         ids=str)
+def test_split(axis, sizes, parts, dtype):
+    x = (RNG.standard_normal((4, 7, 6)) * 9).astype(dtype)
+    dim = x.shape[axis]
+    if sizes:
+        lengths = sizes
+    else:  # ONNX num_outputs: ceil(dim / parts) each, the last takes the rest
+        each = -(-dim // parts)
+        lengths = [max(0, min(each, dim - each * i)) for i in range(parts)]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    shapes = []
+    for n in lengths:
+        shape = list(x.shape)
+        shape[axis] = n
+        shapes.append(("int8" if dtype == "int8" else dtype, tuple(shape), False))
+    outs = m.call("split", m.input("x", dtype, x.shape), axis, list(sizes), outputs=shapes)
+    for o in outs:
+        m.output(o)
+    _assert_same(b.to_bytes(), x)
+
+
+def test_gather_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather", m.input("data", "float32", (4, 2)),
+                    m.input("indices", "int64", (3,)), 0,
+                    outputs=[("float32", (3, 2), False)])[0])
+    data = np.arange(8, dtype=np.float32).reshape(4, 2)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[2\] is 4, out of range"):
+            f(data, np.array([0, 1, 4], np.int64))
+        (y,) = f(data, np.array([3, -4, 1], np.int64))  # still usable
+        np.testing.assert_array_equal(np.asarray(y.to_host()), data[[3, 0, 1]])
+
+
+# ---- binding, state, control flow ----------------------------------------------------------
+
+def test_device_inputs_are_bound_without_copies_and_host_inputs_may_be_strided():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.add(m.input("a", "float32", (4, 3)), m.input("b", "float32", (4, 3))))
+    big = RNG.standard_normal((8, 6)).astype(np.float32)
+    strided = big[::2, ::2]  # a host view with element strides (12, 2)
+    dev = rt.Tensor.from_host(np.ones((4, 3), np.float32))
+    assert dev.device == "cuda:0"
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        (y,) = f(strided, dev)
+        np.testing.assert_array_equal(np.asarray(y.to_host()), strided + 1)
+        (again,) = f(dev, dev)
+        np.testing.assert_array_equal(np.asarray(again.to_host()), np.full((4, 3), 2.0))
+        # clone_outputs: the first result is a copy, unchanged by the second execute
+        np.testing.assert_array_equal(np.asarray(y.to_host()), strided + 1)
+
+
+def test_dynamic_shapes_on_the_device():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (1, 8), max_shape=(16, 8))
+    w = m.constant(RNG.standard_normal((5, 8)).astype(np.float32))
+    m.output(m.softmax(m.linear(x, w)))
+    for rows in (1, 16, 7):
+        _assert_same(b.to_bytes(), RNG.standard_normal((rows, 8)).astype(np.float32))
+
+
+def test_jumps_read_conditions_from_the_device():
+    program = counted_loop(size=3).to_bytes()
+    want, got = _run_both(program, np.array([1, 2, 3], np.float32), np.array([4], np.int64))
+    np.testing.assert_array_equal(got[0], np.array([16, 32, 48], np.float32))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_attributes_live_on_the_device_and_persist():
+    data, (w, bias) = rich_program()
+    x = RNG.standard_normal((8, 3)).astype(np.float32)
+    with rt.Program.load(data) as p, p.load_method("forward", device="cuda") as f:
+        for _ in range(3):
+            (y,) = f(x)
+        np.testing.assert_allclose(np.asarray(y.to_host()), np.maximum(x @ w.T + bias, 0),
+                                   rtol=1e-5, atol=1e-6)
+        calls = f.get_attribute("calls")
+        assert calls.device == "cuda:0"
+        assert calls.to_host().tolist() == [3]
+
+
+def test_profiling_records_every_instruction():
+    data, _ = rich_program()
+    with rt.Program.load(data) as p:
+        with p.load_method("forward", device="cuda", profile=True) as f:
+            f(np.zeros((8, 3), np.float32))
+            ops = [e.op_name for e in f.profile_events()]
+            assert ops == [o for o in p.instruction_ops("forward") if o]
+
+
+def test_methods_run_concurrently_from_threads():
+    import threading
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal((16, 32)).astype(np.float32))
+    m.output(m.softmax(m.linear(m.input("x", "float32", (8, 32)), w)))
+    xs = [RNG.standard_normal((8, 32)).astype(np.float32) for _ in range(4)]
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward") as cpu:
+        want = [np.asarray(cpu(x)[0]) for x in xs]
+        results = {}
+
+        def work(k):
+            with p.load_method("forward", device="cuda") as f:
+                results[k] = [np.asarray(f(xs[(k + i) % 4])[0].to_host()) for i in range(12)]
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for k in range(4):
+        for i, got in enumerate(results[k]):
+            np.testing.assert_allclose(got, want[(k + i) % 4], rtol=1e-5, atol=1e-6)
+
+
+def test_no_context_or_memory_is_left_behind():
+    """Under the fake driver (which counts them): every call pops the contexts it pushed, and
+    closing methods and dropping tensors frees their device memory."""
+    import ctypes
+    import gc
+    import os
+
+    path = os.environ.get("RT_CUDA_DRIVER", "")
+    if "fake" not in os.path.basename(path):
+        pytest.skip("needs the fake driver's counters (tests/cuda_emu)")
+    fake = ctypes.CDLL(path)
+    gc.collect()
+    live = fake.fake_cuda_live_allocations()
+    data, _ = rich_program()
+    with rt.Program.load(data) as p:
+        with p.load_method("forward", device="cuda") as f:
+            (y,) = f(rt.Tensor.from_host(np.ones((8, 3), np.float32)))
+            y.to_host()
+            assert fake.fake_cuda_pushed_contexts() == 0
+            del y
+        with pytest.raises(rt.Unsupported):
+            p.load_method("forward", device="cuda:5")
+        assert fake.fake_cuda_pushed_contexts() == 0
+    gc.collect()
+    assert fake.fake_cuda_live_allocations() == live
+
+
+# ---- what a CUDA method refuses --------------------------------------------------------------
+
+def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.lp_norm(m.input("x", "float32", (2, 3))))
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="lp_norm.*no CUDA kernel"):
+            p.load_method("forward", device="cuda")
+        p.load_method("forward").close()  # the CPU still runs it
+
+
+@pytest.mark.parametrize("op", ["div", "pow"])
+def test_refused_dtype_is_named(op):
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("a", "int32", (3,)), m.input("b", "int32", (3,)),
+                    outputs=[("int32", (3,), False)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match=f"{op}.*int32"):
+            p.load_method("forward", device="cuda")
+        p.load_method("forward").close()
+
+
+def test_inputs_on_another_device_are_refused():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.relu(m.input("x", "float32", (2,))))
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        dev = rt.Tensor.from_host(np.ones(2, np.float32))
+        with pytest.raises(rt.InvalidArgument, match="cuda:1"):
+            f((dev._address(), "float32", (2,), None, "cuda:1"))
+        with pytest.raises(rt.InvalidArgument, match="not CUDA memory"):
+            f((np.ones(2, np.float32).ctypes.data, "float32", (2,), None, "cuda:0"))
+        (y,) = f(np.array([-1.0, 2.0], np.float32))  # still usable
+        assert y.to_host().tolist() == [0.0, 2.0]
+
+
+def test_device_allocation_failure_is_out_of_memory():
+    from runtime_py._ffi import ffi, get_lib, to_str
+
+    lib = get_lib()
+    out = ffi.new("void **")
+    assert lib.rt_device_alloc(out, {"type": 2, "index": 0}, 1 << 44) == 6  # RT_OUT_OF_MEMORY
+    assert out[0] == ffi.NULL
+    assert "rt_device_alloc" in to_str(lib.rt_last_error())
+    with pytest.raises(MemoryError):
+        rt.Tensor.from_host(np.zeros(1, np.float32)).to_host()  # fine
+        cuda._DeviceMemory((2, 0), 1 << 44)
+
+
+def test_device_count_and_missing_devices():
+    assert cuda.device_count() >= 1
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.relu(m.input("x", "float32", (2,))))
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match=f"no CUDA device {cuda.device_count()}"):
+            p.load_method("forward", device=f"cuda:{cuda.device_count()}")
