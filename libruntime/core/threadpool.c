@@ -5,10 +5,11 @@
  * is done. Workers start lazily on the first loop that wants them.
  *
  * A method runs its ops back to back, each a short loop, so waking a sleeping worker (a futex
- * round trip of several microseconds, more in a VM) for each would cost more than small ops
- * take. Workers therefore spin for a while after each job, watching a generation counter,
- * before they sleep; the caller likewise spins briefly before it sleeps waiting for them, and
- * claims every piece no worker has started, so a late worker never delays it. */
+ * round trip of several microseconds; in a VM, where an idle vCPU halts, measured here as up
+ * to hundreds) for each would cost more than small ops take. Workers therefore spin for up to
+ * a millisecond after each job, watching a generation counter, before they sleep; the caller
+ * likewise spins before it sleeps waiting for them, and claims every piece no worker has
+ * started, so a late worker never delays it. */
 #include "core/threadpool.h"
 
 #include "core/clock.h"
@@ -20,7 +21,7 @@
 #include <unistd.h>
 
 #define RT_MAX_WORKERS 64
-#define SPIN_NS 100000     /* how long an idle worker, or a waiting caller, spins first */
+#define SPIN_NS 1000000    /* how long an idle worker, or a waiting caller, spins first */
 #define CHUNKS_PER_THREAD 4 /* pieces per thread, so threads that start late still balance */
 
 static inline void cpu_relax(void) {
