@@ -74,24 +74,26 @@ def _erf_gelu_model(style: str):
     for name, value in (("half", 0.5), ("one", 1.0), ("sqrt2", np.sqrt(2)),
                         ("inv_sqrt2", 1 / np.sqrt(2))):
         inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["f"])]
-    if style == "half_first":    # (0.5 * f) * (1 + erf(f / sqrt 2))
-        nodes += [helper.make_node("Div", ["f", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-                  helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["half", "f"], ["h"]),
-                  helper.make_node("Mul", ["h", "a"], ["y"])]
-    elif style == "half_last":   # (f * (1 + erf(f * (1 / sqrt 2)))) * 0.5, as torch exports it
-        nodes += [helper.make_node("Mul", ["inv_sqrt2", "f"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-                  helper.make_node("Add", ["one", "e"], ["a"]), helper.make_node("Mul", ["f", "a"], ["h"]),
-                  helper.make_node("Mul", ["h", "half"], ["y"])]
-    else:                        # "shared": the Erf output is also a graph output
-        nodes += [helper.make_node("Div", ["f", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-                  helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["f", "half"], ["h"]),
-                  helper.make_node("Mul", ["h", "a"], ["y"])]
+    chains = {  # (op, inputs, output) after f = x @ w + b
+        "half_first": [("Div", ["f", "sqrt2"], "d"), ("Erf", ["d"], "e"),
+                       ("Add", ["e", "one"], "a"), ("Mul", ["half", "f"], "h"),
+                       ("Mul", ["h", "a"], "y")],
+        "half_last": [("Mul", ["inv_sqrt2", "f"], "d"), ("Erf", ["d"], "e"),
+                      ("Add", ["one", "e"], "a"), ("Mul", ["f", "a"], "h"),
+                      ("Mul", ["h", "half"], "y")],
+        "shared": [("Div", ["f", "sqrt2"], "d"), ("Erf", ["d"], "e"), ("Add", ["e", "one"], "a"),
+                   ("Mul", ["f", "half"], "h"), ("Mul", ["h", "a"], "y")],
+    }
+    # half_first: (0.5 * f) * (1 + erf(f / sqrt 2)); half_last, as torch exports it:
+    # (f * (1 + erf(f * (1 / sqrt 2)))) * 0.5; shared: the Erf output is also a graph output.
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["f"])]
+    nodes += [helper.make_node(op, inputs, [out]) for op, inputs, out in chains[style]]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])]
     if style == "shared":
         outputs.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 5]))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
-                              outputs, inits)
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])], outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model

@@ -152,7 +152,7 @@ static inline double row_sum_f64(const double *x, int64_t n) {
 
 /* The divisor is the window clipped to the padded input (count_include_pad) or the number of
  * input elements in it; a window with nothing to count gives 0. */
-#define DEFINE_AVG_POOL(sfx, T, ACC, ROW_SUM)                                                          \
+#define DEFINE_AVG_POOL(sfx, T, ACC, ROW_SUM)                                                 \
     RT_MULTIVERSION static void avg_pool_rows__##sfx(void *arg, size_t begin, size_t end)     \
     {                                                                                         \
         const pool_job *job = arg;                                                            \
