@@ -489,6 +489,43 @@ def test_split(axis, sizes, parts, dtype):
     _assert_same(b.to_bytes(), x)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_depth_to_space_and_space_to_depth(mode, dtype):
+    x = (RNG.standard_normal((2, 8, 3, 5)) * 20).astype(dtype)
+    y = (RNG.standard_normal((2, 3, 4, 6)) * 20).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, yv = m.input("x", dtype, x.shape), m.input("y", dtype, y.shape)
+    m.output(m.call("depth_to_space", xv, 2, mode, outputs=[(dtype, (2, 2, 6, 10), False)])[0])
+    m.output(m.call("space_to_depth", yv, 2, mode, outputs=[(dtype, (2, 12, 2, 3), False)])[0])
+    _assert_same(b.to_bytes(), x, y)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bool", "int16"])
+@pytest.mark.parametrize("k", [0, 2, -1, -9, 40])
+@pytest.mark.parametrize("upper", [True, False])
+def test_trilu(upper, k, dtype):
+    x = (RNG.standard_normal((2, 4, 6)) * 20 + 1).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("trilu", m.input("x", dtype, x.shape), k, upper,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(want[0], np.triu(x, k) if upper else np.tril(x, k))
+
+
+def test_trilu_with_a_tensor_k_is_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("trilu", m.input("x", "float32", (3, 3)), m.input("k", "int64", (1,)), True,
+                    outputs=[("float32", (3, 3), False)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="k is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -1,6 +1,6 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
- * (copy, reshape, transpose, concat, expand, slice, split, tile, gather): strided copies and
- * index kernels by element size, so any dtype. */
+ * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, depth_to_space,
+ * space_to_depth, trilu): strided copies and index kernels by element size, so any dtype. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +269,101 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     case 4: k = RT_CUDA_K_gather_4; break;
     case 8: k = RT_CUDA_K_gather_8; break;
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- depth_to_space, space_to_depth ------------------------------------------------- */
+
+/* Both are a 6-D transpose, as on the CPU (ops/layout.c): out viewed in 6-D reads x's 6-D view
+ * through permuted strides (perm: out dimension -> x6 dimension). */
+static rt_status block_transpose(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor_value *x,
+                                 const rt_tensor_value *out, const int64_t *x6,
+                                 const int *perm) {
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    int64_t x_strides[6], src_strides[6], out6[6], dst_strides[6];
+    rt_tensor__dense_strides(x_strides, 6, x6, NULL);
+    for (int i = 0; i < 6; i++) {
+        src_strides[i] = x_strides[perm[i]];
+        out6[i] = x6[perm[i]];
+    }
+    rt_tensor__dense_strides(dst_strides, 6, out6, NULL);
+    rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, out->data, dst_strides,
+                                             x->data, src_strides, 6, out6, out->elem_size,
+                                             "block transpose");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+}
+
+/* blocksize and mode as the CPU prepare checked them. */
+static rt_status block_args(rt_op_ctx *ctx, int64_t *block, int64_t *mode) {
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "blocksize", block));
+    return rt_op_int(ctx, 2, "mode", mode);
+}
+
+rt_status rt_cuda__run_depth_to_space(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__depth_to_space_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t b, mode;
+    RT_RETURN_IF_ERROR(block_args(ctx, &b, &mode));
+    const int64_t *s = x->sizes;
+    int64_t c = s[1] / (b * b);
+    static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crd[6] = {0, 1, 4, 2, 5, 3};
+    if (mode == 0) { /* DCR */
+        int64_t x6[6] = {s[0], b, b, c, s[2], s[3]};
+        return block_transpose(ctx, cm, x, out, x6, dcr);
+    }
+    int64_t x6[6] = {s[0], c, b, b, s[2], s[3]};
+    return block_transpose(ctx, cm, x, out, x6, crd);
+}
+
+rt_status rt_cuda__run_space_to_depth(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__space_to_depth_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t b, mode;
+    RT_RETURN_IF_ERROR(block_args(ctx, &b, &mode));
+    const int64_t *s = x->sizes;
+    int64_t x6[6] = {s[0], s[1], s[2] / b, b, s[3] / b, b};
+    static const int dcr[6] = {0, 3, 5, 1, 2, 4}, crd[6] = {0, 1, 3, 5, 2, 4};
+    return block_transpose(ctx, cm, x, out, x6, mode == 0 ? dcr : crd);
+}
+
+/* ---- trilu -------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_trilu(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "k is a tensor (read at each execute); on CUDA, "
+                          "give k as an int");
+    return RT_OK;
+}
+
+rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__trilu_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    rt_cuda_trilu_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    bool upper;
+    rt_mv_ints k_arg; /* an int or a one-int list here (check_trilu refused a tensor) */
+    RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "k", false, &k_arg));
+    p.k = rt_mv__ints_at(&k_arg, 0);
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "upper", &upper));
+    p.rows = out->sizes[out->rank - 2];
+    p.cols = out->sizes[out->rank - 1];
+    int64_t limit = p.rows + p.cols; /* as on the CPU: row + k cannot overflow */
+    p.k = p.k < -limit ? -limit : p.k > limit ? limit : p.k;
+    p.upper = upper;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_trilu_1; break;
+    case 2: k = RT_CUDA_K_trilu_2; break;
+    case 4: k = RT_CUDA_K_trilu_4; break;
+    case 8: k = RT_CUDA_K_trilu_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA trilu kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }

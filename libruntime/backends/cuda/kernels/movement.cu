@@ -1,6 +1,6 @@
 // movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
-// non-dense device tensors; tile and gather. They move whole elements, so they go by element
-// size.
+// non-dense device tensors; tile, gather and trilu. They move whole elements, so they go by
+// element size.
 #include "common.cuh"
 
 template <typename E>
@@ -60,3 +60,19 @@ extern "C" __global__ void rt_k_tile_1(rt_cuda_tile_params p) { tile<uint8_t>(p)
 extern "C" __global__ void rt_k_tile_2(rt_cuda_tile_params p) { tile<uint16_t>(p); }
 extern "C" __global__ void rt_k_tile_4(rt_cuda_tile_params p) { tile<uint32_t>(p); }
 extern "C" __global__ void rt_k_tile_8(rt_cuda_tile_params p) { tile<uint64_t>(p); }
+
+// In place (out == x) too: each element is read and written by the same thread.
+template <typename E>
+__device__ inline void trilu(const rt_cuda_trilu_params &p) {
+    const E *x = (const E *)p.x;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t col = i % p.cols, row = i / p.cols % p.rows;
+        bool keep = p.upper ? col >= row + p.k : col <= row + p.k;
+        ((E *)p.out)[i] = keep ? x[i] : (E)0;
+    }
+}
+
+extern "C" __global__ void rt_k_trilu_1(rt_cuda_trilu_params p) { trilu<uint8_t>(p); }
+extern "C" __global__ void rt_k_trilu_2(rt_cuda_trilu_params p) { trilu<uint16_t>(p); }
+extern "C" __global__ void rt_k_trilu_4(rt_cuda_trilu_params p) { trilu<uint32_t>(p); }
+extern "C" __global__ void rt_k_trilu_8(rt_cuda_trilu_params p) { trilu<uint64_t>(p); }

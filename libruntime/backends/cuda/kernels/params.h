@@ -91,6 +91,16 @@ typedef struct rt_cuda_gather_params {
     void *out;
 } rt_cuda_gather_params;
 
+/* trilu: out element i (dense, [.., rows, cols]) is x's, or zero outside the kept triangle
+ * (upper keeps column >= row + k, lower column <= row + k). */
+typedef struct rt_cuda_trilu_params {
+    int64_t n, rows, cols, k;
+    int32_t upper;
+    int32_t reserved;
+    const void *x;
+    void *out;
+} rt_cuda_trilu_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;
