@@ -526,6 +526,42 @@ def test_trilu_with_a_tensor_k_is_refused_on_cuda():
             p.load_method("forward", device="cuda")
 
 
+PADS = [[1, 2, 3, 0], [0, 7, 2, 9], [-1, 2, 1, -3], [0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("pads", PADS, ids=str)
+def test_pad(pads, mode, dtype):
+    x = (RNG.standard_normal((4, 5)) * 20).astype(dtype)
+    kept = [x.shape[d] + min(pads[d], 0) + min(pads[d + 2], 0) for d in range(2)]
+    shape = tuple(kept[d] + max(pads[d], 0) + max(pads[d + 2], 0) for d in range(2))
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, fill = m.input("x", dtype, x.shape), m.input("fill", dtype, ())
+    m.output(m.call("pad", xv, pads, mode, fill, outputs=[(dtype, shape, False)])[0])
+    m.output(m.call("pad", xv, pads, mode, None, outputs=[(dtype, shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x, np.array(3, dtype))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
+    cropped = x[max(-pads[0], 0):x.shape[0] - max(-pads[2], 0),
+                max(-pads[1], 0):x.shape[1] - max(-pads[3], 0)]
+    width = [(max(pads[0], 0), max(pads[2], 0)), (max(pads[1], 0), max(pads[3], 0))]
+    name = ["constant", "reflect", "edge", "wrap"][mode]
+    kw = {"constant_values": 3} if mode == 0 else {}
+    np.testing.assert_array_equal(want[0], np.pad(cropped, width, mode=name, **kw))
+
+
+def test_pad_with_tensor_pads_is_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("pad", m.input("x", "float32", (3,)), m.input("pads", "int64", (2,)), 0,
+                    None, outputs=[("float32", (8,), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="pads is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -572,6 +572,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"depth_to_space", NULL, rt_cuda__run_depth_to_space},
     {"space_to_depth", NULL, rt_cuda__run_space_to_depth},
     {"trilu", rt_cuda__check_trilu, rt_cuda__run_trilu},
+    {"pad", rt_cuda__check_pad, rt_cuda__run_pad},
     {"not", NULL, run_logical_not},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},

@@ -30,6 +30,8 @@ rt_status rt_cuda__run_depth_to_space(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_space_to_depth(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_trilu(rt_op_ctx *ctx);
 rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_pad(rt_op_ctx *ctx);
+rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_nn.c */
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);

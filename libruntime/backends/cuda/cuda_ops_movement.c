@@ -1,6 +1,6 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
  * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, depth_to_space,
- * space_to_depth, trilu): strided copies and index kernels by element size, so any dtype. */
+ * space_to_depth, trilu, pad): strided copies and index kernels by element size, so any dtype. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +364,58 @@ rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
     case 4: k = RT_CUDA_K_trilu_4; break;
     case 8: k = RT_CUDA_K_trilu_8; break;
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA trilu kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- pad ---------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_pad(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "pads is a tensor (read at each execute); on "
+                          "CUDA, give the pads as an int list");
+    return RT_OK;
+}
+
+/* Crop first (negative pads), then pad around what is kept, as the CPU; the pads were checked
+ * by prepare. The fill value stays on the device: the kernel reads it. */
+rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__pad_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
+    rt_cuda_pad_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    rt_mv_ints pads;
+    int64_t mode;
+    RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "pads", false, &pads));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "mode", &mode));
+    p.mode = (int32_t)mode;
+    p.rank = x->rank;
+    rt_tensor__dense_strides(p.x_strides, x->rank, x->sizes, NULL);
+    for (int32_t d = 0; d < x->rank; d++) {
+        int64_t b = rt_mv__ints_at(&pads, (size_t)d);
+        int64_t e = rt_mv__ints_at(&pads, (size_t)(d + x->rank));
+        p.out_sizes[d] = out->sizes[d];
+        p.skip[d] = b < 0 ? -b : 0;
+        p.lead[d] = b > 0 ? b : 0;
+        p.kept[d] = x->sizes[d] - p.skip[d] - (e < 0 ? -e : 0);
+    }
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.out_sizes[0] = p.kept[0] = 1;
+    }
+    p.x = x->data;
+    p.value = ctx->args[3]->kind == RT_VALUE_TENSOR ? ARG_T(ctx, 3)->data : NULL;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_pad_1; break;
+    case 2: k = RT_CUDA_K_pad_2; break;
+    case 4: k = RT_CUDA_K_pad_4; break;
+    case 8: k = RT_CUDA_K_pad_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA pad kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }

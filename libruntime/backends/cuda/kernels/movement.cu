@@ -1,5 +1,5 @@
 // movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
-// non-dense device tensors; tile, gather and trilu. They move whole elements, so they go by
+// non-dense device tensors; tile, gather, trilu and pad. They move whole elements, so they go by
 // element size.
 #include "common.cuh"
 
@@ -76,3 +76,46 @@ extern "C" __global__ void rt_k_trilu_1(rt_cuda_trilu_params p) { trilu<uint8_t>
 extern "C" __global__ void rt_k_trilu_2(rt_cuda_trilu_params p) { trilu<uint16_t>(p); }
 extern "C" __global__ void rt_k_trilu_4(rt_cuda_trilu_params p) { trilu<uint32_t>(p); }
 extern "C" __global__ void rt_k_trilu_8(rt_cuda_trilu_params p) { trilu<uint64_t>(p); }
+
+// Source position in [0, kept) of j, outside the kept part, for reflect / edge / wrap.
+__device__ inline int64_t pad_source(int mode, int64_t j, int64_t kept) {
+    if (mode == 2)
+        return j < 0 ? 0 : kept - 1;
+    if (mode == 3) {
+        int64_t m = j % kept;
+        return m < 0 ? m + kept : m;
+    }
+    if (kept == 1) // reflect, period 2 * (kept - 1) as numpy.pad
+        return 0;
+    int64_t period = 2 * (kept - 1), m = j % period;
+    m = m < 0 ? m + period : m;
+    return m < kept ? m : period - m;
+}
+
+template <typename E>
+__device__ inline void pad(const rt_cuda_pad_params &p) {
+    const E *x = (const E *)p.x;
+    E fill = p.value ? *(const E *)p.value : (E)0;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, xo = 0;
+        bool inside = true;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t j = rest % p.out_sizes[d] - p.lead[d];
+            rest /= p.out_sizes[d];
+            if (j < 0 || j >= p.kept[d]) {
+                if (p.mode == 0) {
+                    inside = false;
+                    break;
+                }
+                j = pad_source(p.mode, j, p.kept[d]);
+            }
+            xo += (p.skip[d] + j) * p.x_strides[d];
+        }
+        ((E *)p.out)[i] = inside ? x[xo] : fill;
+    }
+}
+
+extern "C" __global__ void rt_k_pad_1(rt_cuda_pad_params p) { pad<uint8_t>(p); }
+extern "C" __global__ void rt_k_pad_2(rt_cuda_pad_params p) { pad<uint16_t>(p); }
+extern "C" __global__ void rt_k_pad_4(rt_cuda_pad_params p) { pad<uint32_t>(p); }
+extern "C" __global__ void rt_k_pad_8(rt_cuda_pad_params p) { pad<uint64_t>(p); }

@@ -101,6 +101,19 @@ typedef struct rt_cuda_trilu_params {
     void *out;
 } rt_cuda_trilu_params;
 
+/* pad: along dimension d, out index i reads x at skip[d] + j, j = i - lead[d]; j outside
+ * [0, kept[d]) reads *value (zero when NULL) in mode 0 (constant), else the source of modes 1
+ * (reflect), 2 (edge) and 3 (wrap), as ops/pad.c maps it. */
+typedef struct rt_cuda_pad_params {
+    int64_t n;
+    int32_t rank, mode;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t x_strides[RT_CUDA_RANK];
+    int64_t skip[RT_CUDA_RANK], lead[RT_CUDA_RANK], kept[RT_CUDA_RANK];
+    const void *x, *value;
+    void *out;
+} rt_cuda_pad_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;
