@@ -47,6 +47,7 @@ static inline void __syncthreads() {
 #include "../../libruntime/backends/cuda/kernels/conv_pool.cu"
 #include "../../libruntime/backends/cuda/kernels/elementwise.cu"
 #include "../../libruntime/backends/cuda/kernels/gemm.cu"
+#include "../../libruntime/backends/cuda/kernels/generate.cu"
 #include "../../libruntime/backends/cuda/kernels/movement.cu"
 #include "../../libruntime/backends/cuda/kernels/norm.cu"
 #include "../../libruntime/backends/cuda/kernels/reduce.cu"

@@ -562,6 +562,66 @@ def test_pad_with_tensor_pads_is_refused_on_cuda():
             p.load_method("forward", device="cuda")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bool", "float16", "uint8"])
+def test_eye_like_and_constant_of_shape(dtype):
+    x = np.zeros((3, 5), np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, v = m.input("x", "float32", x.shape), m.input("v", dtype, (1,))
+    for k in (0, 2, -1, 5, -3, -100):
+        m.output(m.call("eye_like", xv, k, outputs=[(dtype, (3, 5), False)])[0])
+    for shape in ([2, 3, 4], [], [0, 3]):
+        m.output(m.call("constant_of_shape", shape, v, outputs=[(dtype, tuple(shape), False)])[0])
+    value = np.array([7], dtype) if dtype != "bool" else np.array([True])
+    want, got = _run_both(b.to_bytes(), x, value)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(g, w)
+    for i, k in enumerate((0, 2, -1, 5, -3, -100)):
+        np.testing.assert_array_equal(want[i], np.eye(3, 5, k, dtype=dtype))
+    np.testing.assert_array_equal(want[6], np.full((2, 3, 4), value[0]))
+
+
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "uint8", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot(axis, dtype, index_dtype):
+    raw = [[0, 3, -1, 5], [-4, 2, -5, 1]] if index_dtype[0] != "u" else [[0, 3, 9, 5],
+                                                                         [4, 2, 1, 1]]
+    idx = np.array(raw, index_dtype)
+    if index_dtype.startswith("float"):
+        idx[1, 3] = 1.5  # fractional: matches nothing
+        idx[1, 2] = np.nan
+    shape = [2, 4]
+    shape.insert(axis if axis >= 0 else 2, 4)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("one_hot", m.input("i", index_dtype, idx.shape), 4, axis,
+                    m.input("v", dtype, (2,)), outputs=[(dtype, tuple(shape), False)])[0])
+    want, got = _run_both(b.to_bytes(), idx, np.array([2, 9], dtype))
+    assert want[0].shape == got[0].shape
+    np.testing.assert_array_equal(got[0], want[0])
+    hits = [-4 <= float(v) < 4 and float(v) == np.floor(float(v)) for v in idx.ravel()]
+    assert (want[0] == 9).sum() == sum(hits)  # whole numbers in [-depth, depth) match once
+
+
+def test_one_hot_and_constant_of_shape_with_tensor_shapes_are_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("one_hot", m.input("i", "int64", (3,)), m.input("d", "int64", (1,)), -1,
+                    m.input("v", "float32", (2,)), outputs=[("float32", (3, 8), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="depth is a tensor"):
+            p.load_method("forward", device="cuda")
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("constant_of_shape", m.input("s", "int64", (2,)),
+                    m.input("v", "float32", (1,)), outputs=[("float32", (4, 4), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="shape is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -33,6 +33,13 @@ rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_pad(rt_op_ctx *ctx);
 rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm);
 
+/* cuda_ops_generate.c */
+rt_status rt_cuda__check_constant_of_shape(rt_op_ctx *ctx);
+rt_status rt_cuda__run_constant_of_shape(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_one_hot(rt_op_ctx *ctx);
+rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm);
+
 /* cuda_ops_nn.c */
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);
 rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm);

@@ -114,6 +114,26 @@ typedef struct rt_cuda_pad_params {
     void *out;
 } rt_cuda_pad_params;
 
+/* constant_of_shape: out[i] = *value (device) for i < n. eye_like: out[i] = `one` (its bytes)
+ * where column == row + k of a [rows, cols] out, else zero. */
+typedef struct rt_cuda_fill_params {
+    int64_t n, cols, k;
+    uint64_t one;
+    const void *value; /* NULL: the eye_like pattern */
+    void *out;
+} rt_cuda_fill_params;
+
+/* one_hot: out viewed as [outer, depth, inner] is values[1] where the position along depth is
+ * indices[outer, inner] (negative from depth; out of range or fractional: nowhere), else
+ * values[0]. */
+typedef struct rt_cuda_one_hot_params {
+    int64_t n, depth, inner;
+    int32_t index_type; /* RT_CUDA_F32 ... */
+    int32_t reserved;
+    const void *indices, *values;
+    void *out;
+} rt_cuda_one_hot_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;
