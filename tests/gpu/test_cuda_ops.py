@@ -622,6 +622,43 @@ def test_one_hot_and_constant_of_shape_with_tensor_shapes_are_refused_on_cuda():
             p.load_method("forward", device="cuda")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "uint8", "int16"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (False, True),
+                                               (True, True)])
+def test_cumsum(exclusive, reverse, axis, dtype):
+    x = (RNG.standard_normal((3, 70, 4)) * 60).astype(dtype)  # uint8 / int16 sums wrap
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("cumsum", m.input("x", dtype, x.shape), axis, exclusive, reverse,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    if dtype.startswith("float"):
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-4)
+    else:
+        np.testing.assert_array_equal(got[0], want[0])
+    if not exclusive and not reverse:
+        np.testing.assert_allclose(want[0], np.cumsum(x, axis=axis, dtype=x.dtype), rtol=1e-5,
+                                   atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_hardmax(axis, dtype):
+    x = RNG.integers(-3, 4, (4, 6, 5)).astype(dtype)  # ties: the first maximum wins
+    x[0, 0, 0] = np.nan
+    x[1, 2, 3] = np.nan
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("hardmax", m.input("x", dtype, x.shape), axis,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    np.testing.assert_array_equal(got[0], want[0])
+    first = np.argmax(x, axis=axis)  # numpy: the first maximum, NaN counted as the maximum
+    np.testing.assert_array_equal(np.argmax(want[0], axis=axis), first)
+    assert (want[0].sum(axis=axis) == 1).all()
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -576,6 +576,8 @@ static const rt_cuda_op cuda_ops[] = {
     {"constant_of_shape", rt_cuda__check_constant_of_shape, rt_cuda__run_constant_of_shape},
     {"eye_like", NULL, rt_cuda__run_eye_like},
     {"one_hot", rt_cuda__check_one_hot, rt_cuda__run_one_hot},
+    {"cumsum", rt_cuda__check_cumsum, rt_cuda__run_cumsum},
+    {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
     {"not", NULL, run_logical_not},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},

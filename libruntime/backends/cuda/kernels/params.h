@@ -134,6 +134,16 @@ typedef struct rt_cuda_one_hot_params {
     void *out;
 } rt_cuda_one_hot_params;
 
+/* cumsum and hardmax over x viewed as [outer, n, inner], one thread per (outer, inner) line;
+ * out may be x. cumsum: float32 sums in double, integers wrap (summed in uint64). hardmax: 1
+ * at the first maximum (NaN counts as the maximum), 0 elsewhere. */
+typedef struct rt_cuda_scan_params {
+    int64_t outer, n, inner;
+    int32_t exclusive, reverse;
+    const void *x;
+    void *out;
+} rt_cuda_scan_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;

@@ -1,0 +1,86 @@
+/* cuda_ops_scan.c: the CUDA side of cumsum (float32, float64 and the integer types) and
+ * hardmax (float32, float64), along one axis. */
+#include <string.h>
+
+#include "backends/cuda/cuda_ops.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
+
+/* x as [outer, n, inner] around axis; a 0-d x is one line of one. */
+static void split_axis(rt_cuda_scan_params *p, const rt_tensor_value *x, int32_t axis) {
+    p->outer = p->n = p->inner = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p->outer *= x->sizes[d];
+        else if (d == axis)
+            p->n = x->sizes[d];
+        else
+            p->inner *= x->sizes[d];
+    }
+}
+
+rt_status rt_cuda__check_cumsum(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "axis is a tensor (read at each execute); on "
+                          "CUDA, give the axis as an int");
+    return RT_OK;
+}
+
+rt_status rt_cuda__run_cumsum(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__cumsum_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
+    if (rt_tensor__numel(x) == 0)
+        return RT_OK;
+    int64_t axis_arg;
+    int32_t axis;
+    bool exclusive, reverse;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "exclusive", &exclusive));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "reverse", &reverse));
+    rt_cuda_scan_params p;
+    memset(&p, 0, sizeof p);
+    split_axis(&p, x, axis);
+    p.exclusive = exclusive;
+    p.reverse = reverse;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    if (x->type == RT_F32)
+        k = RT_CUDA_K_cumsum_f32;
+    else if (x->type == RT_F64)
+        k = RT_CUDA_K_cumsum_f64;
+    else if (x->elem_size == 1)
+        k = RT_CUDA_K_cumsum_int1;
+    else if (x->elem_size == 2)
+        k = RT_CUDA_K_cumsum_int2;
+    else if (x->elem_size == 4)
+        k = RT_CUDA_K_cumsum_int4;
+    else
+        k = RT_CUDA_K_cumsum_int8; /* prepare admitted only numeric dtypes */
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 256), 1, 1, &p);
+}
+
+rt_status rt_cuda__check_hardmax(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_FLOAT, "float32 and float64");
+}
+
+rt_status rt_cuda__run_hardmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__hardmax_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
+    if (rt_tensor__numel(x) == 0)
+        return RT_OK;
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
+    rt_cuda_scan_params p;
+    memset(&p, 0, sizeof p);
+    split_axis(&p, x, axis);
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_hardmax_f32 : RT_CUDA_K_hardmax_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 256), 1, 1, &p);
+}
