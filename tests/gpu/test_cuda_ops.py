@@ -161,6 +161,31 @@ def test_logic(op):
     _assert_same(b.to_bytes(), a, c)
 
 
+INT_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+@pytest.mark.parametrize("dtype", INT_TYPES)
+@pytest.mark.parametrize("op", ["bit_shift_left", "bit_shift_right"])
+def test_bit_shifts(op, dtype):
+    info = np.iinfo(dtype)
+    a = np.array([[0, 1, 5, info.max, info.min, info.max // 3]], dtype).T  # (6, 1)
+    if info.min < 0:
+        a[1, 0] = -7
+    amounts = [0, 1, 3, info.bits - 1, info.bits, info.bits + 5]
+    if info.min < 0:
+        amounts.append(-2)  # refused nowhere: a negative amount shifts everything out
+    c = np.array(amounts, dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("a", dtype, a.shape), m.input("b", dtype, c.shape),
+                    outputs=[(dtype, (a.shape[0], c.size), False)])[0])
+    want, got = _run_both(b.to_bytes(), a, c)
+    np.testing.assert_array_equal(got[0], want[0])
+    in_range = c[(c >= 0) & (c < info.bits)]
+    shifted = (np.left_shift if op == "bit_shift_left" else np.right_shift)(a, in_range)
+    np.testing.assert_array_equal(want[0][:, :in_range.size], shifted)
+
+
 def test_shape_and_size_of_dynamic_inputs():
     b = ProgramBuilder()
     m = b.method("forward")

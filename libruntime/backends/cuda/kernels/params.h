@@ -26,11 +26,12 @@ enum {
 
 /* Binary kinds. LESS, LESS_EQUAL and EQUAL write bool (one byte); POW, PRELU (a < 0 ?
  * a * b : a) and the MODs (floored, or truncated as fmod) are for floats, AND, OR, XOR and
- * NOT (of a; b unused) for bool. */
+ * NOT (of a; b unused) for bool, the SHIFTs for the integer types (kernels shift_*). */
 enum {
     RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL,
     RT_CUDA_LESS_EQUAL, RT_CUDA_MIN, RT_CUDA_MAX, RT_CUDA_POW, RT_CUDA_PRELU, RT_CUDA_AND,
-    RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT
+    RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT,
+    RT_CUDA_SHIFT_LEFT, RT_CUDA_SHIFT_RIGHT
 };
 
 /* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
