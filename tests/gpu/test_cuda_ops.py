@@ -684,6 +684,39 @@ def test_hardmax(axis, dtype):
     assert (want[0].sum(axis=axis) == 1).all()
 
 
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements(axis, dtype, index_dtype):
+    data = (RNG.standard_normal((4, 5, 6)) * 20).astype(dtype)
+    shape = [3, 4, 5]
+    shape[axis] = 7  # only the axis may exceed data's size
+    dim = data.shape[axis]
+    idx = RNG.integers(-dim, dim, shape).astype(index_dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_elements", m.input("data", dtype, data.shape),
+                    m.input("indices", index_dtype, idx.shape), axis,
+                    outputs=[(dtype, tuple(shape), False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx)
+    np.testing.assert_array_equal(got[0], want[0])
+    sub = data[tuple(slice(0, s) if d != axis % 3 else slice(None) for d, s in enumerate(shape))]
+    np.testing.assert_array_equal(want[0], np.take_along_axis(sub, idx.astype(np.int64) % dim,
+                                                              axis=axis))
+
+
+def test_gather_elements_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_elements", m.input("data", "float32", (2, 3)),
+                    m.input("indices", "int32", (2, 2)), 1,
+                    outputs=[("float32", (2, 2), False)])[0])
+    data = np.zeros((2, 3), np.float32)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[1, 0\] is -4, out of range"):
+            f(data, np.array([[0, 2], [-4, 1]], np.int32))
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -1,5 +1,6 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
- * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, depth_to_space,
+ * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
+ * depth_to_space,
  * space_to_depth, trilu, pad): strided copies and index kernels by element size, so any dtype. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +270,41 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     case 4: k = RT_CUDA_K_gather_4; break;
     case 8: k = RT_CUDA_K_gather_8; break;
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- gather_elements ---------------------------------------------------------------- */
+
+rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__gather_elements_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(check_gather_indices(ctx, cm, indices, data->sizes[axis], axis));
+    rt_cuda_gather_elements_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.dim = data->sizes[axis];
+    p.rank = out->rank;
+    p.axis = axis;
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    memcpy(p.out_sizes, out->sizes, (size_t)out->rank * sizeof *out->sizes);
+    rt_tensor__dense_strides(p.data_strides, data->rank, data->sizes, NULL);
+    p.data = data->data;
+    p.indices = indices->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_gather_elements_1; break;
+    case 2: k = RT_CUDA_K_gather_elements_2; break;
+    case 4: k = RT_CUDA_K_gather_elements_4; break;
+    case 8: k = RT_CUDA_K_gather_elements_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather_elements kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }

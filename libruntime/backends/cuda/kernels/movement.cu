@@ -1,5 +1,5 @@
 // movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
-// non-dense device tensors; tile, gather, trilu and pad. They move whole elements, so they go by
+// non-dense device tensors; tile, gather, gather_elements, trilu and pad. They move whole elements, so they go by
 // element size.
 #include "common.cuh"
 
@@ -119,3 +119,35 @@ extern "C" __global__ void rt_k_pad_1(rt_cuda_pad_params p) { pad<uint8_t>(p); }
 extern "C" __global__ void rt_k_pad_2(rt_cuda_pad_params p) { pad<uint16_t>(p); }
 extern "C" __global__ void rt_k_pad_4(rt_cuda_pad_params p) { pad<uint32_t>(p); }
 extern "C" __global__ void rt_k_pad_8(rt_cuda_pad_params p) { pad<uint64_t>(p); }
+
+// The host checked every index against dim before the launch.
+template <typename E>
+__device__ inline void gather_elements(const rt_cuda_gather_elements_params &p) {
+    const E *data = (const E *)p.data;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t at = p.index_bits == 32 ? (int64_t)((const int32_t *)p.indices)[i]
+                                         : ((const int64_t *)p.indices)[i];
+        if (at < 0)
+            at += p.dim;
+        int64_t rest = i, offset = at * p.data_strides[p.axis];
+        for (int d = p.rank - 1; d >= 0; d--) {
+            if (d != p.axis)
+                offset += rest % p.out_sizes[d] * p.data_strides[d];
+            rest /= p.out_sizes[d];
+        }
+        ((E *)p.out)[i] = data[offset];
+    }
+}
+
+extern "C" __global__ void rt_k_gather_elements_1(rt_cuda_gather_elements_params p) {
+    gather_elements<uint8_t>(p);
+}
+extern "C" __global__ void rt_k_gather_elements_2(rt_cuda_gather_elements_params p) {
+    gather_elements<uint16_t>(p);
+}
+extern "C" __global__ void rt_k_gather_elements_4(rt_cuda_gather_elements_params p) {
+    gather_elements<uint32_t>(p);
+}
+extern "C" __global__ void rt_k_gather_elements_8(rt_cuda_gather_elements_params p) {
+    gather_elements<uint64_t>(p);
+}

@@ -145,6 +145,19 @@ typedef struct rt_cuda_scan_params {
     void *out;
 } rt_cuda_scan_params;
 
+/* gather_elements: out (dense over out_sizes, indices' sizes) element i reads data at i's
+ * position with the axis coordinate replaced by indices[i] (negative: from the end). */
+typedef struct rt_cuda_gather_elements_params {
+    int64_t n, dim;
+    int32_t rank, axis;
+    int32_t index_bits; /* 32 or 64 */
+    int32_t reserved;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t data_strides[RT_CUDA_RANK];
+    const void *data, *indices;
+    void *out;
+} rt_cuda_gather_elements_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;
