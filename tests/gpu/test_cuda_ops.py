@@ -717,6 +717,54 @@ def test_gather_elements_refuses_an_index_out_of_range_by_position():
             f(data, np.array([[0, 2], [-4, 1]], np.int32))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int64", "float16"])
+@pytest.mark.parametrize("reduction", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_elements(axis, reduction, dtype):
+    if reduction and dtype == "float16":
+        pytest.skip("the CPU reduces float32, float64 and the integer types only")
+    data = (RNG.standard_normal((4, 5, 6)) * 9).astype(dtype)
+    shape = [3, 4, 5]
+    shape[axis] = 9  # many updates per line: duplicates combine in index order
+    dim = data.shape[axis]
+    idx = RNG.integers(-dim, dim, shape).astype("int64")
+    updates = (RNG.standard_normal(shape) * 9).astype(dtype)
+    if dtype.startswith("float"):
+        updates.flat[5] = np.nan  # wins max and min
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("scatter_elements", m.input("data", dtype, data.shape),
+                    m.input("indices", "int64", idx.shape), m.input("u", dtype, updates.shape),
+                    axis, reduction, outputs=[(dtype, data.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx, updates)
+    np.testing.assert_array_equal(got[0], want[0])  # same order: bit for bit, NaN where both
+    if reduction == 0:  # numpy: the last duplicate wins
+        ref = data.copy()
+        for pos in np.ndindex(*shape):
+            target = list(pos)
+            target[axis] = idx[pos] % dim
+            ref[tuple(target)] = updates[pos]
+        np.testing.assert_array_equal(want[0], ref)
+
+
+def test_scatter_elements_in_place_and_index_errors():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    data = m.input("data", "float32", (2, 3))
+    m.output(m.call("scatter_elements", data, m.input("indices", "int32", (2, 1)),
+                    m.input("u", "float32", (2, 1)), 1, 1,
+                    outputs=[("float32", (2, 3), False)])[0])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    good = np.array([[2], [-3]], np.int32)
+    u = np.array([[10], [20]], np.float32)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        np.testing.assert_array_equal(np.asarray(f(x, good, u)[0].to_host()),
+                                      [[0, 1, 12], [23, 4, 5]])
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[1, 0\] is 3, out of range "
+                           r"for dimension 1 of data, of size 3"):
+            f(x, np.array([[0], [3]], np.int32), u)
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -1,7 +1,7 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
  * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
- * depth_to_space,
- * space_to_depth, trilu, pad): strided copies and index kernels by element size, so any dtype. */
+ * scatter_elements, depth_to_space, space_to_depth, trilu, pad): strided copies and index
+ * kernels by element size, so any dtype (scatter_elements' reductions go by numeric type). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,10 +204,10 @@ rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
 /* ---- gather ------------------------------------------------------------------------- */
 
 /* The indices come back to the host (after the work queued before them) and are checked as on
- * the CPU, so a bad index fails the run naming it instead of reading out of bounds. */
-static rt_status check_gather_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
-                                      const rt_tensor_value *indices, int64_t dim,
-                                      int32_t axis) {
+ * the CPU (in the wording of gather or of scatter), so a bad index fails the run naming it instead of reading out of bounds. */
+static rt_status check_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
+                               const rt_tensor_value *indices, int64_t dim, int32_t axis,
+                               bool scatter) {
     int64_t n = rt_tensor__numel(indices);
     size_t bytes = (size_t)n * indices->elem_size;
     if (n == 0)
@@ -231,9 +231,10 @@ static rt_status check_gather_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
         if (v < -dim || v >= dim) {
             char pos[RT_OP_SHAPE_TEXT];
             status = rt_op_fail(ctx, RT_INVALID_ARGUMENT, "indices%s is %lld, out of range for "
-                                "axis %d of data of size %lld (valid: %lld to %lld)",
+                                "%s %d of data%s of size %lld (valid: %lld to %lld)",
                                 rt_mv__position_text(i, indices->rank, indices->sizes, pos),
-                                (long long)v, axis, (long long)dim, (long long)-dim,
+                                (long long)v, scatter ? "dimension" : "axis", axis,
+                                scatter ? "," : "", (long long)dim, (long long)-dim,
                                 (long long)(dim - 1));
         }
     }
@@ -248,7 +249,7 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(check_gather_indices(ctx, cm, indices, data->sizes[axis], axis));
+    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, data->sizes[axis], axis, false));
     rt_cuda_gather_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -283,7 +284,7 @@ rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(check_gather_indices(ctx, cm, indices, data->sizes[axis], axis));
+    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, data->sizes[axis], axis, false));
     rt_cuda_gather_elements_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -307,6 +308,59 @@ rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather_elements kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- scatter_elements --------------------------------------------------------------- */
+
+/* out = data (a device copy unless out is data), then one thread per line of indices along the
+ * axis applies that line's updates in order, so duplicates combine as on the CPU. */
+rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__scatter_elements_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1);
+    const rt_tensor_value *updates = ARG_T(ctx, 2), *out = ARG_T(ctx, 5);
+    int64_t axis_arg, reduction;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "reduction", &reduction));
+    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, out->sizes[axis], axis, true));
+    RT_RETURN_IF_ERROR(device_move(ctx, cm, data, out));
+    rt_cuda_scatter_params p;
+    memset(&p, 0, sizeof p);
+    int64_t count = rt_tensor__numel(indices);
+    if (count == 0)
+        return RT_OK;
+    p.lines = count / indices->sizes[axis];
+    p.dim = out->sizes[axis];
+    p.rank = out->rank;
+    p.axis = axis;
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.reduction = (int32_t)reduction;
+    memcpy(p.idx_sizes, indices->sizes, (size_t)indices->rank * sizeof *indices->sizes);
+    rt_tensor__dense_strides(p.out_strides, out->rank, out->sizes, NULL);
+    p.indices = indices->data;
+    p.updates = updates->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    /* Replacing moves bytes, so any dtype goes by its size; the reductions by their type. */
+    switch (reduction == 0 ? (int)out->elem_size + 100 : (int)out->type) {
+    case 1 + 100: k = RT_CUDA_K_scatter_u8; break;
+    case 2 + 100: k = RT_CUDA_K_scatter_u16; break;
+    case 4 + 100: k = RT_CUDA_K_scatter_u32; break;
+    case 8 + 100: k = RT_CUDA_K_scatter_u64; break;
+    case RT_F32: k = RT_CUDA_K_scatter_f32; break;
+    case RT_F64: k = RT_CUDA_K_scatter_f64; break;
+    case RT_I8: k = RT_CUDA_K_scatter_i8; break;
+    case RT_I16: k = RT_CUDA_K_scatter_i16; break;
+    case RT_I32: k = RT_CUDA_K_scatter_i32; break;
+    case RT_I64: k = RT_CUDA_K_scatter_i64; break;
+    case RT_U8: k = RT_CUDA_K_scatter_u8; break;
+    case RT_U16: k = RT_CUDA_K_scatter_u16; break;
+    case RT_U32: k = RT_CUDA_K_scatter_u32; break;
+    case RT_U64: k = RT_CUDA_K_scatter_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA scatter kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.lines, 256), 1, 1, &p);
 }
 
 /* ---- depth_to_space, space_to_depth ------------------------------------------------- */

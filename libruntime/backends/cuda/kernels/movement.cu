@@ -1,5 +1,5 @@
 // movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
-// non-dense device tensors; tile, gather, gather_elements, trilu and pad. They move whole elements, so they go by
+// non-dense device tensors; tile, gather, gather_elements, scatter_elements, trilu and pad. They move whole elements, so they go by
 // element size.
 #include "common.cuh"
 
@@ -151,3 +151,58 @@ extern "C" __global__ void rt_k_gather_elements_4(rt_cuda_gather_elements_params
 extern "C" __global__ void rt_k_gather_elements_8(rt_cuda_gather_elements_params p) {
     gather_elements<uint64_t>(p);
 }
+
+// W: the type add and mul run in (uint64_t for integers: they wrap). NaN wins max and min, as
+// numpy and ops/scatter.c. The host checked every index before the launch.
+template <typename T, typename W>
+__device__ inline void scatter(const rt_cuda_scatter_params &p) {
+    const T *updates = (const T *)p.updates;
+    T *out = (T *)p.out;
+    int64_t along = p.idx_sizes[p.axis], idx_stride = 1;
+    for (int d = p.axis + 1; d < p.rank; d++)
+        idx_stride *= p.idx_sizes[d];
+    RT_GRID_LOOP(line, p.lines) {
+        // line runs over the indices' coordinates without the axis, row-major.
+        int64_t rest = line, base = 0, first = 0, step = 1;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            if (d != p.axis) {
+                int64_t c = rest % p.idx_sizes[d];
+                rest /= p.idx_sizes[d];
+                base += c * p.out_strides[d];
+                first += c * step;
+            }
+            step *= p.idx_sizes[d];
+        }
+        for (int64_t k = 0; k < along; k++) {
+            int64_t i = first + k * idx_stride;
+            int64_t at = p.index_bits == 32 ? (int64_t)((const int32_t *)p.indices)[i]
+                                             : ((const int64_t *)p.indices)[i];
+            if (at < 0)
+                at += p.dim;
+            T *d = out + base + at * p.out_strides[p.axis];
+            T s = updates[i];
+            switch (p.reduction) {
+            case 1: *d = (T)((W)*d + (W)s); break;
+            case 2: *d = (T)((W)*d * (W)s); break;
+            case 3: *d = (s > *d || s != s) ? s : *d; break;
+            case 4: *d = (s < *d || s != s) ? s : *d; break;
+            default: *d = s; break;
+            }
+        }
+    }
+}
+
+#define RT_SCATTER_KERNEL(sfx, T, W)                                              \
+    extern "C" __global__ void rt_k_scatter_##sfx(rt_cuda_scatter_params p) {     \
+        scatter<T, W>(p);                                                         \
+    }
+RT_SCATTER_KERNEL(f32, float, float)
+RT_SCATTER_KERNEL(f64, double, double)
+RT_SCATTER_KERNEL(i8, int8_t, uint64_t)
+RT_SCATTER_KERNEL(i16, int16_t, uint64_t)
+RT_SCATTER_KERNEL(i32, int32_t, uint64_t)
+RT_SCATTER_KERNEL(i64, int64_t, uint64_t)
+RT_SCATTER_KERNEL(u8, uint8_t, uint64_t)
+RT_SCATTER_KERNEL(u16, uint16_t, uint64_t)
+RT_SCATTER_KERNEL(u32, uint32_t, uint64_t)
+RT_SCATTER_KERNEL(u64, uint64_t, uint64_t)

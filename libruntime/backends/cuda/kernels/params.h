@@ -158,6 +158,20 @@ typedef struct rt_cuda_gather_elements_params {
     void *out;
 } rt_cuda_gather_elements_params;
 
+/* scatter_elements after out = data: one thread per line of indices along the axis (`lines`
+ * of them; the lines' other coordinates are distinct, so no two threads touch one element),
+ * applying its updates in index order as the CPU: replace (reduction 0), add, mul, max, min
+ * (1-4). indices and updates are dense over idx_sizes; out over its own strides. */
+typedef struct rt_cuda_scatter_params {
+    int64_t lines, dim;
+    int32_t rank, axis;
+    int32_t index_bits, reduction;
+    int64_t idx_sizes[RT_CUDA_RANK];
+    int64_t out_strides[RT_CUDA_RANK];
+    const void *indices, *updates;
+    void *out;
+} rt_cuda_scatter_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;
