@@ -765,6 +765,54 @@ def test_scatter_elements_in_place_and_index_errors():
             f(x, np.array([[0], [3]], np.int32), u)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int16", "float64"])
+@pytest.mark.parametrize("axis,index", [(0, 1), (1, -1), (2, 0), (2, 3)])
+@pytest.mark.parametrize("literal", [True, False])
+def test_copy_into(literal, axis, index, dtype):
+    base = np.arange(24).reshape(2, 3, 4).astype(dtype)
+    x = -(np.arange(24 // base.shape[axis]) + 1).reshape(np.delete(base.shape, axis))
+    x = x.astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    b0, x0, i0 = m.input("b", dtype, base.shape), m.input("x", dtype, x.shape), \
+        m.input("i", "int32", ())
+    out = m.tensor(dtype, base.shape)
+    m.copy(b0, out=out)
+    m.call("copy_into", x0, index if literal else i0, axis, out=out)
+    m.output(out)
+    want, got = _run_both(b.to_bytes(), base, x, np.array(index, np.int32))
+    np.testing.assert_array_equal(got[0], want[0])
+    ref = base.copy()
+    np.moveaxis(ref, axis, 0)[index] = x
+    np.testing.assert_array_equal(want[0], ref)
+
+
+def test_copy_into_refuses_an_index_out_of_range():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    b0, x0 = m.input("b", "float32", (2, 3)), m.input("x", "float32", (3,))
+    out = m.tensor("float32", (2, 3))
+    m.copy(b0, out=out)
+    m.call("copy_into", x0, m.input("i", "int64", ()), 0, out=out)
+    m.output(out)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match="index -3 is out of range for axis 0"):
+            f(np.zeros((2, 3), np.float32), np.ones(3, np.float32), np.array(-3))
+
+
+def test_assign_checks_the_shape_at_run():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (2,), max_shape=(4,))
+    out = m.tensor("float32", (2,))
+    m.call("assign", x, out=out)
+    m.output(m.add(out, out))
+    _assert_same(b.to_bytes(), np.array([1.5, -2.0], np.float32))
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.Error, match="out"):
+            f(np.zeros(3, np.float32))
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -578,6 +578,8 @@ static const rt_cuda_op cuda_ops[] = {
     {"gather", NULL, rt_cuda__run_gather},
     {"gather_elements", NULL, rt_cuda__run_gather_elements},
     {"scatter_elements", NULL, rt_cuda__run_scatter_elements},
+    {"copy_into", NULL, rt_cuda__run_copy_into},
+    {"assign", NULL, rt_cuda__run_assign},
     {"expand", rt_cuda__check_expand, rt_cuda__run_expand},
     {"slice", rt_cuda__check_slice, rt_cuda__run_slice},
     {"split", rt_cuda__check_split, rt_cuda__run_split},

@@ -1,7 +1,7 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
  * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
- * scatter_elements, depth_to_space, space_to_depth, trilu, pad): strided copies and index
- * kernels by element size, so any dtype (scatter_elements' reductions go by numeric type). */
+ * scatter_elements, depth_to_space, space_to_depth, trilu, pad, copy_into, assign): strided
+ * copies and index kernels by element size, so any dtype (scatter_elements' reductions go by numeric type). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -508,4 +508,67 @@ rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm) {
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA pad kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- copy_into, assign (lowered loops) ------------------------------------------------ */
+
+/* A tensor index comes back to the host (after the work queued before it), as the CPU reads
+ * it at run: the loops that use copy_into keep their counter in such a tensor. */
+static rt_status read_one_index(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor_value *t,
+                                int64_t *out) {
+    union {
+        int32_t i32;
+        int64_t i64;
+    } v = {.i64 = 0};
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = rt_cuda__check(
+        cu->memcpy_dtoh_async(&v, (CUdeviceptr)(uintptr_t)t->data, t->elem_size, cm->stream),
+        "reading the index");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the index");
+    if (status != RT_OK)
+        return rt_op_fail(ctx, status, "could not read the index");
+    *out = t->type == RT_I32 ? v.i32 : v.i64;
+    return RT_OK;
+}
+
+/* out[..., index, ...] = x along axis: rows (the dimensions before axis) of x's inner block,
+ * one strided copy into out's slice. */
+rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__copy_into_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t axis_arg, index;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    if (ctx->args[1]->kind == RT_VALUE_INT)
+        RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "index", &index));
+    else
+        RT_RETURN_IF_ERROR(read_one_index(ctx, cm, ARG_T(ctx, 1), &index));
+    int64_t size = out->sizes[axis];
+    if (index < -size || index >= size)
+        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "index %lld is out of range for axis %d of "
+                          "out, of size %lld (valid: %lld to %lld)", (long long)index, axis,
+                          (long long)size, (long long)-size, (long long)(size - 1));
+    if (index < 0)
+        index += size;
+    int64_t sizes[2] = {1, 1};
+    for (int32_t d = 0; d < out->rank; d++)
+        sizes[d < axis ? 0 : 1] *= d == axis ? 1 : out->sizes[d];
+    if (sizes[0] == 0 || sizes[1] == 0)
+        return RT_OK;
+    int64_t dst_strides[2] = {size * sizes[1], 1}, src_strides[2] = {sizes[1], 1};
+    char *dst = (char *)out->data + (size_t)(index * sizes[1]) * out->elem_size;
+    rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, dst, dst_strides, x->data,
+                                             src_strides, 2, sizes, out->elem_size,
+                                             "copy_into");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+}
+
+/* out = x, x's current shape checked against out's as on the CPU. */
+rt_status rt_cuda__run_assign(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__assign_prepare(ctx));
+    rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 1);
+    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, out, "out", x->rank, x->sizes));
+    return device_move(ctx, cm, x, out);
 }
