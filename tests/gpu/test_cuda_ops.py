@@ -813,6 +813,34 @@ def test_assign_checks_the_shape_at_run():
             f(np.zeros(3, np.float32))
 
 
+RANGES = [(0, 10, 3), (5, -3, -2), (2, 2, 1), (7, 3, 1), (-4, 9, 4)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "int16", "uint8"])
+def test_range(dtype):
+    b = ProgramBuilder()
+    m = b.method("forward")
+    s, lim, d = (m.input(n, dtype, ()) for n in ("start", "limit", "delta"))
+    m.output(m.call("range", s, lim, d, outputs=[(dtype, (16,), True)])[0])
+    prog = b.to_bytes()
+    for start, limit, delta in RANGES:
+        if dtype == "uint8" and min(start, limit, delta) < 0:
+            continue
+        if dtype.startswith("float"):
+            start, limit, delta = start + 0.25, limit, delta * 0.5
+        args = [np.array(v, dtype) for v in (start, limit, delta)]
+        want, got = _run_both(prog, *args)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(want[0], np.arange(start, limit, delta).astype(dtype))
+    with rt.Program.load(prog) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match="delta is 0"):
+            f(*[np.array(v, dtype) for v in (0, 4, 0)])
+        with pytest.raises(rt.Error, match="out"):  # 20 elements do not fit the bound of 16
+            f(*[np.array(v, dtype) for v in (0, 20, 1)])
+        np.testing.assert_array_equal(np.asarray(f(*[np.array(v, dtype) for v in (1, 4, 1)])[0]
+                                                 .to_host()), np.arange(1, 4, dtype=dtype))
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -591,6 +591,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"constant_of_shape", rt_cuda__check_constant_of_shape, rt_cuda__run_constant_of_shape},
     {"eye_like", NULL, rt_cuda__run_eye_like},
     {"one_hot", rt_cuda__check_one_hot, rt_cuda__run_one_hot},
+    {"range", NULL, rt_cuda__run_range},
     {"cumsum", rt_cuda__check_cumsum, rt_cuda__run_cumsum},
     {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
     {"bit_shift_left", NULL, run_bit_shift_left},

@@ -1,6 +1,7 @@
 /* cuda_ops_generate.c: the CUDA side of the ops that make tensors from parameters
- * (constant_of_shape, eye_like, one_hot), any dtype. Shape-giving parameters (shape, depth)
+ * (constant_of_shape, eye_like, one_hot: any dtype; range: the CPU's numeric dtypes). Shape-giving parameters (shape, depth)
  * must be literal ints on CUDA: a tensor would be read on the host at each execute. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
@@ -119,4 +120,53 @@ rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm) {
     rt_cuda_kernel k = by_size(elem, RT_CUDA_K_one_hot_1, RT_CUDA_K_one_hot_2,
                                RT_CUDA_K_one_hot_4, RT_CUDA_K_one_hot_8);
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- range -------------------------------------------------------------------------- */
+
+/* The length depends on the three values, so they come back to the host and the CPU op itself
+ * runs there (its exact count, values and errors) into a host buffer of out's bounds, which
+ * is then uploaded: ranges are short (loop counters, positions), one small copy each way. */
+rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__range_prepare(ctx));
+    rt_tensor_value *params[3] = {ARG_T(ctx, 0), ARG_T(ctx, 1), ARG_T(ctx, 2)};
+    rt_tensor_value *out = ARG_T(ctx, 3);
+    size_t elem = out->elem_size, capacity = (size_t)out->bounds[0] * elem;
+    char *host = malloc(3 * 8 + (capacity > 0 ? capacity : 1));
+    if (host == NULL)
+        return rt_error__oom("range");
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = RT_OK;
+    for (int i = 0; i < 3 && status == RT_OK; i++)
+        status = rt_cuda__check(cu->memcpy_dtoh_async(host + 8 * i,
+                                                      (CUdeviceptr)(uintptr_t)params[i]->data,
+                                                      elem, cm->stream),
+                                "reading the range parameters");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the parameters");
+    if (status != RT_OK) {
+        free(host);
+        return rt_op_fail(ctx, status, "could not read start, limit and delta");
+    }
+    void *device[4] = {params[0]->data, params[1]->data, params[2]->data, out->data};
+    for (int i = 0; i < 3; i++)
+        params[i]->data = host + 8 * i;
+    out->data = host + 24;
+    status = rt_ops__range_run(ctx); /* sets out's sizes, or fails naming why */
+    for (int i = 0; i < 3; i++)
+        params[i]->data = device[i];
+    out->data = device[3];
+    size_t nbytes = rt_tensor__nbytes(out);
+    if (status == RT_OK && nbytes > 0) {
+        status = rt_cuda__check(cu->memcpy_htod_async((CUdeviceptr)(uintptr_t)out->data,
+                                                      host + 24, nbytes, cm->stream),
+                                "writing the range");
+        /* The host buffer is freed below: the copy must be done with it first. */
+        if (status == RT_OK)
+            status = rt_cuda__check(cu->stream_synchronize(cm->stream), "writing the range");
+        if (status != RT_OK)
+            status = rt_op_fail(ctx, status, "could not write the range");
+    }
+    free(host);
+    return status;
 }
