@@ -717,12 +717,14 @@ def test_gather_elements_refuses_an_index_out_of_range_by_position():
             f(data, np.array([[0, 2], [-4, 1]], np.int32))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int64", "float16"])
-@pytest.mark.parametrize("reduction", [0, 1, 2, 3, 4])
+# The reductions (1-4) take float32, float64 and the integer types; replacing (0) any dtype.
+SCATTER_CASES = [(r, t) for r in range(5) for t in ["float32", "float64", "int32", "uint8",
+                                                    "int64"]] + [(0, "float16"), (0, "bool")]
+
+
+@pytest.mark.parametrize("reduction,dtype", SCATTER_CASES, ids=str)
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_scatter_elements(axis, reduction, dtype):
-    if reduction and dtype == "float16":
-        pytest.skip("the CPU reduces float32, float64 and the integer types only")
     data = (RNG.standard_normal((4, 5, 6)) * 9).astype(dtype)
     shape = [3, 4, 5]
     shape[axis] = 9  # many updates per line: duplicates combine in index order

@@ -1,6 +1,7 @@
 /* cuda_ops_generate.c: the CUDA side of the ops that make tensors from parameters
- * (constant_of_shape, eye_like, one_hot: any dtype; range: the CPU's numeric dtypes). Shape-giving parameters (shape, depth)
- * must be literal ints on CUDA: a tensor would be read on the host at each execute. */
+ * (constant_of_shape, eye_like, one_hot: any dtype; range: the CPU's numeric dtypes).
+ * Shape-giving parameters (shape, depth) must be literal ints on CUDA: a tensor would be read
+ * on the host at each execute. */
 #include <stdlib.h>
 #include <string.h>
 

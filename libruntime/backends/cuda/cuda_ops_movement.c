@@ -1,7 +1,8 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
  * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
  * scatter_elements, depth_to_space, space_to_depth, trilu, pad, copy_into, assign): strided
- * copies and index kernels by element size, so any dtype (scatter_elements' reductions go by numeric type). */
+ * copies and index kernels by element size, so any dtype (scatter_elements' reductions go by
+ * numeric type). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +205,8 @@ rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
 /* ---- gather ------------------------------------------------------------------------- */
 
 /* The indices come back to the host (after the work queued before them) and are checked as on
- * the CPU (in the wording of gather or of scatter), so a bad index fails the run naming it instead of reading out of bounds. */
+ * the CPU (in the wording of gather or of scatter), so a bad index fails the run naming it
+ * instead of reading out of bounds. */
 static rt_status check_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
                                const rt_tensor_value *indices, int64_t dim, int32_t axis,
                                bool scatter) {

@@ -1,6 +1,6 @@
 // movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
-// non-dense device tensors; tile, gather, gather_elements, scatter_elements, trilu and pad. They move whole elements, so they go by
-// element size.
+// non-dense device tensors; tile, gather, gather_elements, scatter_elements, trilu and pad.
+// They move whole elements, so they go by element size (scatter's reductions by type).
 #include "common.cuh"
 
 template <typename E>
