@@ -843,6 +843,47 @@ def test_range(dtype):
                                                  .to_host()), np.arange(1, 4, dtype=dtype))
 
 
+# (data shape, indices shape, batch_dims)
+GATHER_ND = [((4, 5, 6), (3, 2), 0), ((4, 5, 6), (2, 3, 3), 0), ((4, 5), (7, 1), 0),
+             ((3, 5, 6), (3, 4, 1), 1), ((3, 4, 5, 2), (3, 4, 2, 1), 2)]
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "uint8", "float16"])
+@pytest.mark.parametrize("shapes", GATHER_ND, ids=str)
+def test_gather_nd(shapes, dtype, index_dtype):
+    data_shape, idx_shape, batch = shapes
+    data = (RNG.standard_normal(data_shape) * 20).astype(dtype)
+    k = idx_shape[-1]
+    dims = np.array(data_shape[batch:batch + k])
+    idx = (RNG.integers(-1000, 1000, idx_shape) % (2 * dims) - dims).astype(index_dtype)
+    out_shape = idx_shape[:-1] + data_shape[batch + k:]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_nd", m.input("data", dtype, data.shape),
+                    m.input("indices", index_dtype, idx.shape), batch,
+                    outputs=[(dtype, out_shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx)
+    np.testing.assert_array_equal(got[0], want[0])
+    flat_idx = idx.reshape(-1, *idx.shape[batch:])  # one block per batch entry
+    flat_data = data.reshape(-1, *data.shape[batch:])
+    ref = np.stack([np.stack([d[tuple(t)] for t in ix.reshape(-1, k)]).reshape(
+        ix.shape[:-1] + d.shape[k:]) for d, ix in zip(flat_data, flat_idx)])
+    np.testing.assert_array_equal(want[0], ref.reshape(out_shape))
+
+
+def test_gather_nd_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_nd", m.input("data", "float32", (2, 3)),
+                    m.input("indices", "int64", (2, 2)), 0,
+                    outputs=[("float32", (2,), False)])[0])
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[1, 1\] is 3, out of range "
+                           r"for dimension 1 of data of size 3"):
+            f(np.zeros((2, 3), np.float32), np.array([[1, 2], [0, 3]]))
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -577,6 +577,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"concat", NULL, rt_cuda__run_concat},
     {"gather", NULL, rt_cuda__run_gather},
     {"gather_elements", NULL, rt_cuda__run_gather_elements},
+    {"gather_nd", NULL, rt_cuda__run_gather_nd},
     {"scatter_elements", NULL, rt_cuda__run_scatter_elements},
     {"copy_into", NULL, rt_cuda__run_copy_into},
     {"assign", NULL, rt_cuda__run_assign},

@@ -1,6 +1,6 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
  * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
- * scatter_elements, depth_to_space, space_to_depth, trilu, pad, copy_into, assign): strided
+ * gather_nd, scatter_elements, depth_to_space, space_to_depth, trilu, pad, copy_into, assign): strided
  * copies and index kernels by element size, so any dtype (scatter_elements' reductions go by
  * numeric type). */
 #include <stdio.h>
@@ -207,9 +207,14 @@ rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
 /* The indices come back to the host (after the work queued before them) and are checked as on
  * the CPU (in the wording of gather or of scatter), so a bad index fails the run naming it
  * instead of reading out of bounds. */
+/* The wordings of the CPU ops' index errors. */
+enum { WORDING_GATHER, WORDING_SCATTER, WORDING_GATHER_ND };
+
+/* Element i of indices is checked against dims[i % period] (the size of data's dimension
+ * first + i % period): one dimension for gather and the elements ops, k for gather_nd. */
 static rt_status check_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
-                               const rt_tensor_value *indices, int64_t dim, int32_t axis,
-                               bool scatter) {
+                               const rt_tensor_value *indices, const int64_t *dims,
+                               int32_t period, int32_t first, int wording) {
     int64_t n = rt_tensor__numel(indices);
     size_t bytes = (size_t)n * indices->elem_size;
     if (n == 0)
@@ -230,14 +235,15 @@ static rt_status check_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
     for (int64_t i = 0; i < n && status == RT_OK; i++) {
         int64_t v = indices->type == RT_I32 ? ((const int32_t *)host)[i]
                                             : ((const int64_t *)host)[i];
+        int64_t dim = dims[i % period];
         if (v < -dim || v >= dim) {
             char pos[RT_OP_SHAPE_TEXT];
             status = rt_op_fail(ctx, RT_INVALID_ARGUMENT, "indices%s is %lld, out of range for "
                                 "%s %d of data%s of size %lld (valid: %lld to %lld)",
                                 rt_mv__position_text(i, indices->rank, indices->sizes, pos),
-                                (long long)v, scatter ? "dimension" : "axis", axis,
-                                scatter ? "," : "", (long long)dim, (long long)-dim,
-                                (long long)(dim - 1));
+                                (long long)v, wording == WORDING_GATHER ? "axis" : "dimension",
+                                (int)(first + i % period), wording == WORDING_SCATTER ? "," : "",
+                                (long long)dim, (long long)-dim, (long long)(dim - 1));
         }
     }
     free(host);
@@ -251,7 +257,7 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, data->sizes[axis], axis, false));
+    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
     rt_cuda_gather_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -286,7 +292,7 @@ rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, data->sizes[axis], axis, false));
+    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
     rt_cuda_gather_elements_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -312,6 +318,48 @@ rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
+/* ---- gather_nd ---------------------------------------------------------------------- */
+
+rt_status rt_cuda__run_gather_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__gather_nd_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
+    int64_t batch_dims;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "batch_dims", &batch_dims));
+    int32_t b = (int32_t)batch_dims, k = (int32_t)indices->sizes[indices->rank - 1];
+    if (k > 0) /* prepare checked b + k <= data's rank */
+        RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &data->sizes[b], k, b,
+                                         WORDING_GATHER_ND));
+    rt_cuda_gather_nd_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.k = k;
+    p.batch_dims = b;
+    p.per_batch = p.batch_stride = p.slice = 1;
+    for (int32_t d = b; d < indices->rank - 1; d++)
+        p.per_batch *= indices->sizes[d];
+    for (int32_t d = b; d < data->rank; d++)
+        p.batch_stride *= data->sizes[d];
+    for (int32_t d = b + k; d < data->rank; d++)
+        p.slice *= data->sizes[d];
+    memcpy(p.data_sizes, data->sizes, (size_t)data->rank * sizeof *data->sizes);
+    rt_tensor__dense_strides(p.data_strides, data->rank, data->sizes, NULL);
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.data = data->data;
+    p.indices = indices->data;
+    p.out = out->data;
+    rt_cuda_kernel kernel;
+    switch (out->elem_size) {
+    case 1: kernel = RT_CUDA_K_gather_nd_1; break;
+    case 2: kernel = RT_CUDA_K_gather_nd_2; break;
+    case 4: kernel = RT_CUDA_K_gather_nd_4; break;
+    case 8: kernel = RT_CUDA_K_gather_nd_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather_nd kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, kernel, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
 /* ---- scatter_elements --------------------------------------------------------------- */
 
 /* out = data (a device copy unless out is data), then one thread per line of indices along the
@@ -325,7 +373,7 @@ rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "reduction", &reduction));
-    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, out->sizes[axis], axis, true));
+    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &out->sizes[axis], 1, axis, WORDING_SCATTER));
     RT_RETURN_IF_ERROR(device_move(ctx, cm, data, out));
     rt_cuda_scatter_params p;
     memset(&p, 0, sizeof p);

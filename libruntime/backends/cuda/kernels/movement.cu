@@ -1,5 +1,5 @@
 // movement.cu: one strided copy, by element size, behind transpose, concat and set_input of
-// non-dense device tensors; tile, gather, gather_elements, scatter_elements, trilu and pad.
+// non-dense device tensors; tile, the gathers, scatter_elements, trilu and pad.
 // They move whole elements, so they go by element size (scatter's reductions by type).
 #include "common.cuh"
 
@@ -206,3 +206,30 @@ RT_SCATTER_KERNEL(u8, uint8_t, uint64_t)
 RT_SCATTER_KERNEL(u16, uint16_t, uint64_t)
 RT_SCATTER_KERNEL(u32, uint32_t, uint64_t)
 RT_SCATTER_KERNEL(u64, uint64_t, uint64_t)
+
+// The host checked every index against its dimension before the launch.
+template <typename E>
+__device__ inline void gather_nd(const rt_cuda_gather_nd_params &p) {
+    const E *data = (const E *)p.data;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t t = i / p.slice, offset = t / p.per_batch * p.batch_stride + i % p.slice;
+        for (int j = 0; j < p.k; j++) {
+            int64_t at = p.index_bits == 32 ? (int64_t)((const int32_t *)p.indices)[t * p.k + j]
+                                             : ((const int64_t *)p.indices)[t * p.k + j];
+            int d = p.batch_dims + j;
+            offset += (at < 0 ? at + p.data_sizes[d] : at) * p.data_strides[d];
+        }
+        ((E *)p.out)[i] = data[offset];
+    }
+}
+
+extern "C" __global__ void rt_k_gather_nd_1(rt_cuda_gather_nd_params p) { gather_nd<uint8_t>(p); }
+extern "C" __global__ void rt_k_gather_nd_2(rt_cuda_gather_nd_params p) {
+    gather_nd<uint16_t>(p);
+}
+extern "C" __global__ void rt_k_gather_nd_4(rt_cuda_gather_nd_params p) {
+    gather_nd<uint32_t>(p);
+}
+extern "C" __global__ void rt_k_gather_nd_8(rt_cuda_gather_nd_params p) {
+    gather_nd<uint64_t>(p);
+}

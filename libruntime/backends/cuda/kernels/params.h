@@ -172,6 +172,20 @@ typedef struct rt_cuda_scatter_params {
     void *out;
 } rt_cuda_scatter_params;
 
+/* gather_nd: out element i is element i % slice of tuple t = i / slice, which reads data at
+ * batch (t / per_batch) * batch_stride plus the k indices of tuple t (negative: from the end)
+ * in data's dimensions batch_dims, ..., batch_dims + k - 1. */
+typedef struct rt_cuda_gather_nd_params {
+    int64_t n, slice, per_batch, batch_stride;
+    int32_t k, batch_dims;
+    int32_t index_bits; /* 32 or 64 */
+    int32_t reserved;
+    int64_t data_sizes[RT_CUDA_RANK];
+    int64_t data_strides[RT_CUDA_RANK];
+    const void *data, *indices;
+    void *out;
+} rt_cuda_gather_nd_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;
