@@ -1,8 +1,8 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
  * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
- * gather_nd, scatter_elements, depth_to_space, space_to_depth, trilu, pad, copy_into, assign): strided
- * copies and index kernels by element size, so any dtype (scatter_elements' reductions go by
- * numeric type). */
+ * gather_nd, scatter_elements, depth_to_space, space_to_depth, trilu, pad, copy_into,
+ * assign): strided copies and index kernels by element size, so any dtype (scatter_elements'
+ * reductions go by numeric type). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,7 +257,8 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
+    RT_RETURN_IF_ERROR(
+        check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
     rt_cuda_gather_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -292,7 +293,8 @@ rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
+    RT_RETURN_IF_ERROR(
+        check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
     rt_cuda_gather_elements_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -373,7 +375,8 @@ rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "reduction", &reduction));
-    RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &out->sizes[axis], 1, axis, WORDING_SCATTER));
+    RT_RETURN_IF_ERROR(
+        check_indices(ctx, cm, indices, &out->sizes[axis], 1, axis, WORDING_SCATTER));
     RT_RETURN_IF_ERROR(device_move(ctx, cm, data, out));
     rt_cuda_scatter_params p;
     memset(&p, 0, sizeof p);
