@@ -884,6 +884,24 @@ def test_gather_nd_refuses_an_index_out_of_range_by_position():
             f(np.zeros((2, 3), np.float32), np.array([[1, 2], [0, 3]]))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_norm(p, axis, dtype):
+    x = RNG.standard_normal((3, 40, 5)).astype(dtype)
+    x[1, :, 2] = 0 if axis == 1 else x[1, :, 2]  # a zero line gives zeros
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("lp_norm", m.input("x", dtype, x.shape), axis, p,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    # The same sums in the same order; a GPU may fuse v * v into the sum (one rounding less).
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6 if dtype == "float32" else 1e-14)
+    norm = np.linalg.norm(x.astype(np.float64), ord=p, axis=axis, keepdims=True)
+    np.testing.assert_allclose(want[0], x / np.where(norm == 0, 1, norm),
+                               rtol=1e-6 if dtype == "float32" else 1e-13)
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")
@@ -1015,9 +1033,10 @@ def test_no_context_or_memory_is_left_behind():
 def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
     b = ProgramBuilder()
     m = b.method("forward")
-    m.output(m.lp_norm(m.input("x", "float32", (2, 3))))
+    m.output(m.call("topk", m.input("x", "float32", (2, 3)), 2, -1, True, True,
+                    outputs=[("float32", (2, 2), False), ("int64", (2, 2), False)])[0])
     with rt.Program.load(b.to_bytes()) as p:
-        with pytest.raises(rt.Unsupported, match="lp_norm.*no CUDA kernel"):
+        with pytest.raises(rt.Unsupported, match="topk.*no CUDA kernel"):
             p.load_method("forward", device="cuda")
         p.load_method("forward").close()  # the CPU still runs it
 

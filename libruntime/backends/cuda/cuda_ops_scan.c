@@ -1,5 +1,5 @@
-/* cuda_ops_scan.c: the CUDA side of cumsum (float32, float64 and the integer types) and
- * hardmax (float32, float64), along one axis. */
+/* cuda_ops_scan.c: the CUDA side of cumsum (float32, float64 and the integer types), hardmax
+ * and lp_norm (float32, float64), along one axis. */
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
@@ -82,5 +82,25 @@ rt_status rt_cuda__run_hardmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.x = x->data;
     p.out = out->data;
     rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_hardmax_f32 : RT_CUDA_K_hardmax_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 256), 1, 1, &p);
+}
+
+rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__lp_norm_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    if (rt_tensor__numel(x) == 0)
+        return RT_OK;
+    int64_t axis_arg, p_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "p", &p_arg)); /* 1 or 2, checked by prepare */
+    rt_cuda_scan_params p;
+    memset(&p, 0, sizeof p);
+    split_axis(&p, x, axis);
+    p.p = (int32_t)p_arg;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_lp_norm_f32 : RT_CUDA_K_lp_norm_f64;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 256), 1, 1, &p);
 }

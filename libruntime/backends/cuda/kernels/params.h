@@ -135,12 +135,14 @@ typedef struct rt_cuda_one_hot_params {
     void *out;
 } rt_cuda_one_hot_params;
 
-/* cumsum and hardmax over x viewed as [outer, n, inner], one thread per (outer, inner) line;
- * out may be x. cumsum: float32 sums in double, integers wrap (summed in uint64). hardmax: 1
- * at the first maximum (NaN counts as the maximum), 0 elsewhere. */
+/* cumsum, hardmax and lp_norm over x viewed as [outer, n, inner], one thread per (outer,
+ * inner) line; out may be x. cumsum: float32 sums in double, integers wrap (summed in uint64).
+ * hardmax: 1 at the first maximum (NaN counts as the maximum), 0 elsewhere. lp_norm: x divided
+ * by the line's L1 or L2 norm (p), summed in double in the CPU's order; a zero norm gives 0s. */
 typedef struct rt_cuda_scan_params {
     int64_t outer, n, inner;
     int32_t exclusive, reverse;
+    int32_t p, reserved;
     const void *x;
     void *out;
 } rt_cuda_scan_params;

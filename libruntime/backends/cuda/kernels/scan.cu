@@ -1,4 +1,4 @@
-// scan.cu: cumsum and hardmax along one axis, one thread per line (x viewed as
+// scan.cu: cumsum, hardmax and lp_norm along one axis, one thread per line (x viewed as
 // [outer, n, inner]); each line is read before (cumsum: as) it is written, so out may be x.
 #include "common.cuh"
 
@@ -60,3 +60,23 @@ __device__ inline void hardmax(const rt_cuda_scan_params &p) {
 
 extern "C" __global__ void rt_k_hardmax_f32(rt_cuda_scan_params p) { hardmax<float>(p); }
 extern "C" __global__ void rt_k_hardmax_f64(rt_cuda_scan_params p) { hardmax<double>(p); }
+
+template <typename T>
+__device__ inline void lp_norm(const rt_cuda_scan_params &p) {
+    const T *x = (const T *)p.x;
+    T *out = (T *)p.out;
+    RT_GRID_LOOP(line, p.outer * p.inner) {
+        int64_t start = line / p.inner * p.n * p.inner + line % p.inner;
+        double acc = 0;
+        for (int64_t k = 0; k < p.n; k++) {
+            double v = (double)x[start + k * p.inner];
+            acc += p.p == 1 ? fabs(v) : v * v;
+        }
+        acc = acc == 0 ? 1 : p.p == 1 ? acc : sqrt(acc); // a norm of 0 divides 0s: give 0s
+        for (int64_t k = 0; k < p.n; k++)
+            out[start + k * p.inner] = (T)((double)x[start + k * p.inner] / acc);
+    }
+}
+
+extern "C" __global__ void rt_k_lp_norm_f32(rt_cuda_scan_params p) { lp_norm<float>(p); }
+extern "C" __global__ void rt_k_lp_norm_f64(rt_cuda_scan_params p) { lp_norm<double>(p); }
