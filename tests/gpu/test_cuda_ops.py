@@ -902,6 +902,49 @@ def test_lp_norm(p, axis, dtype):
                                rtol=1e-6 if dtype == "float32" else 1e-13)
 
 
+# (data shape, indices shape): k = indices.shape[-1] indexes data's first k dimensions
+SCATTER_ND = [((4, 5, 6), (9, 1)), ((4, 5, 6), (3, 4, 2)), ((4, 5), (12, 2)), ((3, 4), (2, 0))]
+
+
+@pytest.mark.parametrize("reduction,dtype", SCATTER_CASES, ids=str)
+@pytest.mark.parametrize("shapes", SCATTER_ND, ids=str)
+def test_scatter_nd(shapes, reduction, dtype):
+    data_shape, idx_shape = shapes
+    k = idx_shape[-1]
+    data = (RNG.standard_normal(data_shape) * 9).astype(dtype)
+    dims = np.array(data_shape[:k], np.int64)
+    # few distinct tuples: duplicates combine in order
+    idx = (RNG.integers(0, 1000, idx_shape) % np.maximum(dims, 1) - (dims if k else 0)
+           * RNG.integers(0, 2, idx_shape)).astype("int64")
+    upd_shape = idx_shape[:-1] + data_shape[k:]
+    updates = (RNG.standard_normal(upd_shape) * 9).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("scatter_nd", m.input("data", dtype, data.shape),
+                    m.input("indices", "int64", idx.shape), m.input("u", dtype, upd_shape),
+                    reduction, outputs=[(dtype, data.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx, updates)
+    np.testing.assert_array_equal(got[0], want[0])
+    if reduction == 0:  # the last duplicate wins
+        ref = data.copy()
+        for pos in np.ndindex(*idx_shape[:-1]):
+            ref[tuple(idx[pos] % np.maximum(dims, 1))] = updates[pos]
+        np.testing.assert_array_equal(want[0], ref)
+
+
+def test_scatter_nd_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("scatter_nd", m.input("data", "float32", (2, 3)),
+                    m.input("indices", "int32", (2, 2)), m.input("u", "float32", (2,)), 0,
+                    outputs=[("float32", (2, 3), False)])[0])
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[0, 0\] is -3, out of range "
+                           r"for dimension 0 of data, of size 2"):
+            f(np.zeros((2, 3), np.float32), np.array([[-3, 0], [1, 2]], np.int32),
+              np.ones(2, np.float32))
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")

@@ -579,6 +579,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"gather_elements", NULL, rt_cuda__run_gather_elements},
     {"gather_nd", NULL, rt_cuda__run_gather_nd},
     {"scatter_elements", NULL, rt_cuda__run_scatter_elements},
+    {"scatter_nd", NULL, rt_cuda__run_scatter_nd},
     {"copy_into", NULL, rt_cuda__run_copy_into},
     {"assign", NULL, rt_cuda__run_assign},
     {"expand", rt_cuda__check_expand, rt_cuda__run_expand},

@@ -29,6 +29,7 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_gather_nd(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_scatter_nd(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_assign(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_depth_to_space(rt_op_ctx *ctx, rt_cuda_method *cm);

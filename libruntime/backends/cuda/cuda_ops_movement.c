@@ -1,8 +1,8 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
  * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
- * gather_nd, scatter_elements, depth_to_space, space_to_depth, trilu, pad, copy_into,
- * assign): strided copies and index kernels by element size, so any dtype (scatter_elements'
- * reductions go by numeric type). */
+ * gather_nd, scatter_elements, scatter_nd, depth_to_space, space_to_depth, trilu, pad,
+ * copy_into, assign): strided copies and index kernels by element size, so any dtype (the
+ * scatters' reductions go by numeric type). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +364,30 @@ rt_status rt_cuda__run_gather_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- scatter_elements --------------------------------------------------------------- */
 
+/* Replacing moves bytes, so any dtype goes by its size; the reductions by their type. */
+static rt_status launch_scatter(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_scatter_params *p,
+                                const rt_tensor_value *out) {
+    rt_cuda_kernel k;
+    switch (p->reduction == 0 ? (int)out->elem_size + 100 : (int)out->type) {
+    case 1 + 100: k = RT_CUDA_K_scatter_u8; break;
+    case 2 + 100: k = RT_CUDA_K_scatter_u16; break;
+    case 4 + 100: k = RT_CUDA_K_scatter_u32; break;
+    case 8 + 100: k = RT_CUDA_K_scatter_u64; break;
+    case RT_F32: k = RT_CUDA_K_scatter_f32; break;
+    case RT_F64: k = RT_CUDA_K_scatter_f64; break;
+    case RT_I8: k = RT_CUDA_K_scatter_i8; break;
+    case RT_I16: k = RT_CUDA_K_scatter_i16; break;
+    case RT_I32: k = RT_CUDA_K_scatter_i32; break;
+    case RT_I64: k = RT_CUDA_K_scatter_i64; break;
+    case RT_U8: k = RT_CUDA_K_scatter_u8; break;
+    case RT_U16: k = RT_CUDA_K_scatter_u16; break;
+    case RT_U32: k = RT_CUDA_K_scatter_u32; break;
+    case RT_U64: k = RT_CUDA_K_scatter_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA scatter kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p->lines, 256), 1, 1, p);
+}
+
 /* out = data (a device copy unless out is data), then one thread per line of indices along the
  * axis applies that line's updates in order, so duplicates combine as on the CPU. */
 rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -394,26 +418,42 @@ rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.indices = indices->data;
     p.updates = updates->data;
     p.out = out->data;
-    rt_cuda_kernel k;
-    /* Replacing moves bytes, so any dtype goes by its size; the reductions by their type. */
-    switch (reduction == 0 ? (int)out->elem_size + 100 : (int)out->type) {
-    case 1 + 100: k = RT_CUDA_K_scatter_u8; break;
-    case 2 + 100: k = RT_CUDA_K_scatter_u16; break;
-    case 4 + 100: k = RT_CUDA_K_scatter_u32; break;
-    case 8 + 100: k = RT_CUDA_K_scatter_u64; break;
-    case RT_F32: k = RT_CUDA_K_scatter_f32; break;
-    case RT_F64: k = RT_CUDA_K_scatter_f64; break;
-    case RT_I8: k = RT_CUDA_K_scatter_i8; break;
-    case RT_I16: k = RT_CUDA_K_scatter_i16; break;
-    case RT_I32: k = RT_CUDA_K_scatter_i32; break;
-    case RT_I64: k = RT_CUDA_K_scatter_i64; break;
-    case RT_U8: k = RT_CUDA_K_scatter_u8; break;
-    case RT_U16: k = RT_CUDA_K_scatter_u16; break;
-    case RT_U32: k = RT_CUDA_K_scatter_u32; break;
-    case RT_U64: k = RT_CUDA_K_scatter_u64; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA scatter kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.lines, 256), 1, 1, &p);
+    return launch_scatter(ctx, cm, &p, out);
+}
+
+/* out = data, then one thread per element of the slices applies every tuple's update to it,
+ * tuples in order, so duplicates combine as on the CPU. */
+rt_status rt_cuda__run_scatter_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__scatter_nd_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1);
+    const rt_tensor_value *updates = ARG_T(ctx, 2), *out = ARG_T(ctx, 4);
+    int64_t reduction;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "reduction", &reduction));
+    int32_t k = (int32_t)indices->sizes[indices->rank - 1];
+    if (k > 0) /* prepare checked k <= out's rank */
+        RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, out->sizes, k, 0, WORDING_SCATTER));
+    RT_RETURN_IF_ERROR(device_move(ctx, cm, data, out));
+    rt_cuda_scatter_params p;
+    memset(&p, 0, sizeof p);
+    p.lines = 1;
+    for (int32_t d = k; d < out->rank; d++)
+        p.lines *= out->sizes[d];
+    if (p.lines == 0)
+        return RT_OK;
+    p.tuples = rt_tensor__numel(updates) / p.lines;
+    if (p.tuples == 0)
+        return RT_OK;
+    p.nd = 1;
+    p.k = k;
+    p.rank = out->rank;
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.reduction = (int32_t)reduction;
+    memcpy(p.idx_sizes, out->sizes, (size_t)out->rank * sizeof *out->sizes);
+    rt_tensor__dense_strides(p.out_strides, out->rank, out->sizes, NULL);
+    p.indices = indices->data;
+    p.updates = updates->data;
+    p.out = out->data;
+    return launch_scatter(ctx, cm, &p, out);
 }
 
 /* ---- depth_to_space, space_to_depth ------------------------------------------------- */

@@ -153,9 +153,46 @@ extern "C" __global__ void rt_k_gather_elements_8(rt_cuda_gather_elements_params
 }
 
 // W: the type add and mul run in (uint64_t for integers: they wrap). NaN wins max and min, as
-// numpy and ops/scatter.c. The host checked every index before the launch.
+// numpy and ops/scatter.c.
+template <typename T, typename W>
+__device__ inline void scatter_apply(int reduction, T *d, T s) {
+    switch (reduction) {
+    case 1: *d = (T)((W)*d + (W)s); break;
+    case 2: *d = (T)((W)*d * (W)s); break;
+    case 3: *d = (s > *d || s != s) ? s : *d; break;
+    case 4: *d = (s < *d || s != s) ? s : *d; break;
+    default: *d = s; break;
+    }
+}
+
+__device__ inline int64_t scatter_index(const rt_cuda_scatter_params &p, int64_t i) {
+    return p.index_bits == 32 ? (int64_t)((const int32_t *)p.indices)[i]
+                              : ((const int64_t *)p.indices)[i];
+}
+
+// The host checked every index before the launch.
+template <typename T, typename W>
+__device__ inline void scatter_nd(const rt_cuda_scatter_params &p) {
+    const T *updates = (const T *)p.updates;
+    T *out = (T *)p.out;
+    RT_GRID_LOOP(e, p.lines) {
+        for (int64_t t = 0; t < p.tuples; t++) {
+            int64_t offset = e;
+            for (int j = 0; j < p.k; j++) {
+                int64_t at = scatter_index(p, t * p.k + j);
+                offset += (at < 0 ? at + p.idx_sizes[j] : at) * p.out_strides[j];
+            }
+            scatter_apply<T, W>(p.reduction, out + offset, updates[t * p.lines + e]);
+        }
+    }
+}
+
 template <typename T, typename W>
 __device__ inline void scatter(const rt_cuda_scatter_params &p) {
+    if (p.nd) {
+        scatter_nd<T, W>(p);
+        return;
+    }
     const T *updates = (const T *)p.updates;
     T *out = (T *)p.out;
     int64_t along = p.idx_sizes[p.axis], idx_stride = 1;
@@ -174,20 +211,11 @@ __device__ inline void scatter(const rt_cuda_scatter_params &p) {
             step *= p.idx_sizes[d];
         }
         for (int64_t k = 0; k < along; k++) {
-            int64_t i = first + k * idx_stride;
-            int64_t at = p.index_bits == 32 ? (int64_t)((const int32_t *)p.indices)[i]
-                                             : ((const int64_t *)p.indices)[i];
+            int64_t i = first + k * idx_stride, at = scatter_index(p, i);
             if (at < 0)
                 at += p.dim;
-            T *d = out + base + at * p.out_strides[p.axis];
-            T s = updates[i];
-            switch (p.reduction) {
-            case 1: *d = (T)((W)*d + (W)s); break;
-            case 2: *d = (T)((W)*d * (W)s); break;
-            case 3: *d = (s > *d || s != s) ? s : *d; break;
-            case 4: *d = (s < *d || s != s) ? s : *d; break;
-            default: *d = s; break;
-            }
+            scatter_apply<T, W>(p.reduction, out + base + at * p.out_strides[p.axis],
+                                updates[i]);
         }
     }
 }

@@ -163,11 +163,16 @@ typedef struct rt_cuda_gather_elements_params {
 /* scatter_elements after out = data: one thread per line of indices along the axis (`lines`
  * of them; the lines' other coordinates are distinct, so no two threads touch one element),
  * applying its updates in index order as the CPU: replace (reduction 0), add, mul, max, min
- * (1-4). indices and updates are dense over idx_sizes; out over its own strides. */
+ * (1-4). indices and updates are dense over idx_sizes; out over its own strides.
+ * scatter_nd (nd = 1): `lines` is the slice length; thread e applies element e of every
+ * tuple's slice (tuples of k indices into out's first k dimensions), tuples in order;
+ * idx_sizes then holds out's sizes. */
 typedef struct rt_cuda_scatter_params {
     int64_t lines, dim;
     int32_t rank, axis;
     int32_t index_bits, reduction;
+    int32_t nd, k;
+    int64_t tuples;
     int64_t idx_sizes[RT_CUDA_RANK];
     int64_t out_strides[RT_CUDA_RANK];
     const void *indices, *updates;
