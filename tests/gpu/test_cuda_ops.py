@@ -945,6 +945,44 @@ def test_scatter_nd_refuses_an_index_out_of_range_by_position():
               np.ones(2, np.float32))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int64", "int8"])
+@pytest.mark.parametrize("axis,k", [(-1, 3), (0, 4), (1, 1), (-1, 0), (1, 9)])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(largest, axis, k, dtype):
+    x = RNG.integers(-5, 6, (4, 9, 7)).astype(dtype)  # many ties: the lower index first
+    if dtype.startswith("float"):
+        x[0, 0, :3] = np.nan  # first when largest, last when smallest
+        x[2, 4, 1] = np.nan
+    shape = list(x.shape)
+    shape[axis] = k
+    b = ProgramBuilder()
+    m = b.method("forward")
+    outs = m.call("topk", m.input("x", dtype, x.shape), k, axis, largest, True,
+                  outputs=[(dtype, tuple(shape), False), ("int64", tuple(shape), False)])
+    m.output(outs[0])
+    m.output(outs[1])
+    want, got = _run_both(b.to_bytes(), x)
+    for w, g in zip(want, got):
+        assert w.shape == g.shape
+        np.testing.assert_array_equal(g, w)
+    key = -x.astype(np.float64) if largest else x.astype(np.float64)
+    if dtype.startswith("float"):
+        key = np.where(np.isnan(x), -np.inf if largest else np.inf, key)
+    order = np.argsort(key, axis=axis, kind="stable")  # stable: ties by the lower index
+    first = np.take(order, range(k), axis=axis)
+    np.testing.assert_array_equal(want[1], first)
+
+
+def test_topk_with_a_tensor_k_is_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("topk", m.input("x", "float32", (2, 5)), m.input("k", "int64", (1,)), -1,
+                    True, True, outputs=[("float32", (2, 5), True), ("int64", (2, 5), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="k is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")
@@ -1076,10 +1114,10 @@ def test_no_context_or_memory_is_left_behind():
 def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
     b = ProgramBuilder()
     m = b.method("forward")
-    m.output(m.call("topk", m.input("x", "float32", (2, 3)), 2, -1, True, True,
-                    outputs=[("float32", (2, 2), False), ("int64", (2, 2), False)])[0])
+    m.output(m.call("non_zero", m.input("x", "float32", (2, 3)),
+                    outputs=[("int64", (2, 6), True)])[0])
     with rt.Program.load(b.to_bytes()) as p:
-        with pytest.raises(rt.Unsupported, match="topk.*no CUDA kernel"):
+        with pytest.raises(rt.Unsupported, match="non_zero.*no CUDA kernel"):
             p.load_method("forward", device="cuda")
         p.load_method("forward").close()  # the CPU still runs it
 

@@ -597,6 +597,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"cumsum", rt_cuda__check_cumsum, rt_cuda__run_cumsum},
     {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
     {"lp_norm", NULL, rt_cuda__run_lp_norm},
+    {"topk", rt_cuda__check_topk, rt_cuda__run_topk},
     {"bit_shift_left", NULL, run_bit_shift_left},
     {"bit_shift_right", NULL, run_bit_shift_right},
     {"not", NULL, run_logical_not},

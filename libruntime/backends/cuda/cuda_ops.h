@@ -53,6 +53,8 @@ rt_status rt_cuda__run_cumsum(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_hardmax(rt_op_ctx *ctx);
 rt_status rt_cuda__run_hardmax(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_topk(rt_op_ctx *ctx);
+rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_nn.c */
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);

@@ -1,5 +1,5 @@
-/* cuda_ops_scan.c: the CUDA side of cumsum (float32, float64 and the integer types), hardmax
- * and lp_norm (float32, float64), along one axis. */
+/* cuda_ops_scan.c: the CUDA side of cumsum and topk (float32, float64 and the integer types),
+ * hardmax and lp_norm (float32, float64), along one axis. */
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
@@ -103,4 +103,53 @@ rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.out = out->data;
     rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_lp_norm_f32 : RT_CUDA_K_lp_norm_f64;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 256), 1, 1, &p);
+}
+
+rt_status rt_cuda__check_topk(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "k is a tensor (read at each execute); on CUDA, "
+                          "give k as an int");
+    return RT_OK;
+}
+
+/* Always sorted (as the CPU, whatever `sorted` says): each element's rank is its position. */
+rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__topk_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *values = ARG_T(ctx, 5), *indices = ARG_T(ctx, 6);
+    if (rt_tensor__numel(values) == 0)
+        return RT_OK;
+    int64_t axis_arg;
+    int32_t axis;
+    bool largest;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "largest", &largest));
+    rt_cuda_scan_params split;
+    split_axis(&split, x, axis);
+    rt_cuda_topk_params p;
+    memset(&p, 0, sizeof p);
+    p.outer = split.outer;
+    p.n = split.n;
+    p.inner = split.inner;
+    p.k = values->sizes[axis];
+    p.largest = largest;
+    p.x = x->data;
+    p.values = values->data;
+    p.indices = indices->data;
+    rt_cuda_kernel k;
+    switch (x->type) {
+    case RT_F32: k = RT_CUDA_K_topk_f32; break;
+    case RT_F64: k = RT_CUDA_K_topk_f64; break;
+    case RT_I8: k = RT_CUDA_K_topk_i8; break;
+    case RT_I16: k = RT_CUDA_K_topk_i16; break;
+    case RT_I32: k = RT_CUDA_K_topk_i32; break;
+    case RT_I64: k = RT_CUDA_K_topk_i64; break;
+    case RT_U8: k = RT_CUDA_K_topk_u8; break;
+    case RT_U16: k = RT_CUDA_K_topk_u16; break;
+    case RT_U32: k = RT_CUDA_K_topk_u32; break;
+    case RT_U64: k = RT_CUDA_K_topk_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA topk kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.n * p.inner, 256), 1, 1,
+                              &p);
 }

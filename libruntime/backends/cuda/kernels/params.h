@@ -193,6 +193,18 @@ typedef struct rt_cuda_gather_nd_params {
     void *out;
 } rt_cuda_gather_nd_params;
 
+/* topk over x viewed as [outer, n, inner]: one thread per element of x counts the elements
+ * of its line that come before it in the CPU's total order (by value, largest or smallest
+ * first; NaN first when largest, last when smallest; equal values by the lower index); an
+ * element of rank r < k
+ * goes to position r of values / indices ([outer, k, inner]). O(n) work per element. */
+typedef struct rt_cuda_topk_params {
+    int64_t outer, n, inner, k;
+    int32_t largest, reserved;
+    const void *x;
+    void *values, *indices;
+} rt_cuda_topk_params;
+
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {
     int64_t n;

@@ -1,4 +1,4 @@
-// scan.cu: cumsum, hardmax and lp_norm along one axis, one thread per line (x viewed as
+// scan.cu: cumsum, hardmax, lp_norm and topk along one axis, one thread per line (x viewed as
 // [outer, n, inner]); each line is read before (cumsum: as) it is written, so out may be x.
 #include "common.cuh"
 
@@ -80,3 +80,44 @@ __device__ inline void lp_norm(const rt_cuda_scan_params &p) {
 
 extern "C" __global__ void rt_k_lp_norm_f32(rt_cuda_scan_params p) { lp_norm<float>(p); }
 extern "C" __global__ void rt_k_lp_norm_f64(rt_cuda_scan_params p) { lp_norm<double>(p); }
+
+// Whether element i (value a) comes before element j (value b) in topk's order, that of
+// ops/scan.c.
+template <typename T>
+__device__ inline bool topk_before(T a, int64_t i, T b, int64_t j, bool largest) {
+    bool na = a != a, nb = b != b;
+    if (na || nb)
+        return na && nb ? i < j : largest ? na : nb; // NaN first when largest, else last
+    if (a != b)
+        return largest ? a > b : a < b;
+    return i < j;
+}
+
+template <typename T>
+__device__ inline void topk(const rt_cuda_topk_params &p) {
+    const T *x = (const T *)p.x;
+    RT_GRID_LOOP(e, p.outer * p.n * p.inner) {
+        int64_t inner = e % p.inner, i = e / p.inner % p.n, outer = e / (p.inner * p.n);
+        const T *line = x + outer * p.n * p.inner + inner;
+        T v = line[i * p.inner];
+        int64_t rank = 0;
+        for (int64_t j = 0; j < p.n && rank < p.k; j++)
+            rank += j != i && topk_before(line[j * p.inner], j, v, i, p.largest != 0);
+        if (rank < p.k) {
+            int64_t at = (outer * p.k + rank) * p.inner + inner;
+            ((T *)p.values)[at] = v;
+            ((int64_t *)p.indices)[at] = i;
+        }
+    }
+}
+
+extern "C" __global__ void rt_k_topk_f32(rt_cuda_topk_params p) { topk<float>(p); }
+extern "C" __global__ void rt_k_topk_f64(rt_cuda_topk_params p) { topk<double>(p); }
+extern "C" __global__ void rt_k_topk_i8(rt_cuda_topk_params p) { topk<int8_t>(p); }
+extern "C" __global__ void rt_k_topk_i16(rt_cuda_topk_params p) { topk<int16_t>(p); }
+extern "C" __global__ void rt_k_topk_i32(rt_cuda_topk_params p) { topk<int32_t>(p); }
+extern "C" __global__ void rt_k_topk_i64(rt_cuda_topk_params p) { topk<int64_t>(p); }
+extern "C" __global__ void rt_k_topk_u8(rt_cuda_topk_params p) { topk<uint8_t>(p); }
+extern "C" __global__ void rt_k_topk_u16(rt_cuda_topk_params p) { topk<uint16_t>(p); }
+extern "C" __global__ void rt_k_topk_u32(rt_cuda_topk_params p) { topk<uint32_t>(p); }
+extern "C" __global__ void rt_k_topk_u64(rt_cuda_topk_params p) { topk<uint64_t>(p); }
