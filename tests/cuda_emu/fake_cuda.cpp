@@ -47,9 +47,11 @@ static inline void __syncthreads() {
 #include "../../libruntime/backends/cuda/kernels/conv_pool.cu"
 #include "../../libruntime/backends/cuda/kernels/elementwise.cu"
 #include "../../libruntime/backends/cuda/kernels/gemm.cu"
+#include "../../libruntime/backends/cuda/kernels/generate.cu"
 #include "../../libruntime/backends/cuda/kernels/movement.cu"
 #include "../../libruntime/backends/cuda/kernels/norm.cu"
 #include "../../libruntime/backends/cuda/kernels/reduce.cu"
+#include "../../libruntime/backends/cuda/kernels/scan.cu"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;

@@ -161,6 +161,31 @@ def test_logic(op):
     _assert_same(b.to_bytes(), a, c)
 
 
+INT_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+@pytest.mark.parametrize("dtype", INT_TYPES)
+@pytest.mark.parametrize("op", ["bit_shift_left", "bit_shift_right"])
+def test_bit_shifts(op, dtype):
+    info = np.iinfo(dtype)
+    a = np.array([[0, 1, 5, info.max, info.min, info.max // 3]], dtype).T  # (6, 1)
+    if info.min < 0:
+        a[1, 0] = -7
+    amounts = [0, 1, 3, info.bits - 1, info.bits, info.bits + 5]
+    if info.min < 0:
+        amounts.append(-2)  # refused nowhere: a negative amount shifts everything out
+    c = np.array(amounts, dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("a", dtype, a.shape), m.input("b", dtype, c.shape),
+                    outputs=[(dtype, (a.shape[0], c.size), False)])[0])
+    want, got = _run_both(b.to_bytes(), a, c)
+    np.testing.assert_array_equal(got[0], want[0])
+    in_range = c[(c >= 0) & (c < info.bits)]
+    shifted = (np.left_shift if op == "bit_shift_left" else np.right_shift)(a, in_range)
+    np.testing.assert_array_equal(want[0][:, :in_range.size], shifted)
+
+
 def test_shape_and_size_of_dynamic_inputs():
     b = ProgramBuilder()
     m = b.method("forward")
@@ -489,6 +514,475 @@ def test_split(axis, sizes, parts, dtype):
     _assert_same(b.to_bytes(), x)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_depth_to_space_and_space_to_depth(mode, dtype):
+    x = (RNG.standard_normal((2, 8, 3, 5)) * 20).astype(dtype)
+    y = (RNG.standard_normal((2, 3, 4, 6)) * 20).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, yv = m.input("x", dtype, x.shape), m.input("y", dtype, y.shape)
+    m.output(m.call("depth_to_space", xv, 2, mode, outputs=[(dtype, (2, 2, 6, 10), False)])[0])
+    m.output(m.call("space_to_depth", yv, 2, mode, outputs=[(dtype, (2, 12, 2, 3), False)])[0])
+    _assert_same(b.to_bytes(), x, y)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bool", "int16"])
+@pytest.mark.parametrize("k", [0, 2, -1, -9, 40])
+@pytest.mark.parametrize("upper", [True, False])
+def test_trilu(upper, k, dtype):
+    x = (RNG.standard_normal((2, 4, 6)) * 20 + 1).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("trilu", m.input("x", dtype, x.shape), k, upper,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(want[0], np.triu(x, k) if upper else np.tril(x, k))
+
+
+def test_trilu_with_a_tensor_k_is_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("trilu", m.input("x", "float32", (3, 3)), m.input("k", "int64", (1,)), True,
+                    outputs=[("float32", (3, 3), False)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="k is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
+PADS = [[1, 2, 3, 0], [0, 7, 2, 9], [-1, 2, 1, -3], [0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("pads", PADS, ids=str)
+def test_pad(pads, mode, dtype):
+    x = (RNG.standard_normal((4, 5)) * 20).astype(dtype)
+    kept = [x.shape[d] + min(pads[d], 0) + min(pads[d + 2], 0) for d in range(2)]
+    shape = tuple(kept[d] + max(pads[d], 0) + max(pads[d + 2], 0) for d in range(2))
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, fill = m.input("x", dtype, x.shape), m.input("fill", dtype, ())
+    m.output(m.call("pad", xv, pads, mode, fill, outputs=[(dtype, shape, False)])[0])
+    m.output(m.call("pad", xv, pads, mode, None, outputs=[(dtype, shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x, np.array(3, dtype))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
+    cropped = x[max(-pads[0], 0):x.shape[0] - max(-pads[2], 0),
+                max(-pads[1], 0):x.shape[1] - max(-pads[3], 0)]
+    width = [(max(pads[0], 0), max(pads[2], 0)), (max(pads[1], 0), max(pads[3], 0))]
+    name = ["constant", "reflect", "edge", "wrap"][mode]
+    kw = {"constant_values": 3} if mode == 0 else {}
+    np.testing.assert_array_equal(want[0], np.pad(cropped, width, mode=name, **kw))
+
+
+def test_pad_with_tensor_pads_is_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("pad", m.input("x", "float32", (3,)), m.input("pads", "int64", (2,)), 0,
+                    None, outputs=[("float32", (8,), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="pads is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bool", "float16", "uint8"])
+def test_eye_like_and_constant_of_shape(dtype):
+    x = np.zeros((3, 5), np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, v = m.input("x", "float32", x.shape), m.input("v", dtype, (1,))
+    for k in (0, 2, -1, 5, -3, -100):
+        m.output(m.call("eye_like", xv, k, outputs=[(dtype, (3, 5), False)])[0])
+    for shape in ([2, 3, 4], [], [0, 3]):
+        m.output(m.call("constant_of_shape", shape, v, outputs=[(dtype, tuple(shape), False)])[0])
+    value = np.array([7], dtype) if dtype != "bool" else np.array([True])
+    want, got = _run_both(b.to_bytes(), x, value)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(g, w)
+    for i, k in enumerate((0, 2, -1, 5, -3, -100)):
+        np.testing.assert_array_equal(want[i], np.eye(3, 5, k, dtype=dtype))
+    np.testing.assert_array_equal(want[6], np.full((2, 3, 4), value[0]))
+
+
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "uint8", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot(axis, dtype, index_dtype):
+    raw = [[0, 3, -1, 5], [-4, 2, -5, 1]] if index_dtype[0] != "u" else [[0, 3, 9, 5],
+                                                                         [4, 2, 1, 1]]
+    idx = np.array(raw, index_dtype)
+    if index_dtype.startswith("float"):
+        idx[1, 3] = 1.5  # fractional: matches nothing
+        idx[1, 2] = np.nan
+    shape = [2, 4]
+    shape.insert(axis if axis >= 0 else 2, 4)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("one_hot", m.input("i", index_dtype, idx.shape), 4, axis,
+                    m.input("v", dtype, (2,)), outputs=[(dtype, tuple(shape), False)])[0])
+    want, got = _run_both(b.to_bytes(), idx, np.array([2, 9], dtype))
+    assert want[0].shape == got[0].shape
+    np.testing.assert_array_equal(got[0], want[0])
+    hits = [-4 <= float(v) < 4 and float(v) == np.floor(float(v)) for v in idx.ravel()]
+    assert (want[0] == 9).sum() == sum(hits)  # whole numbers in [-depth, depth) match once
+
+
+def test_one_hot_and_constant_of_shape_with_tensor_shapes_are_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("one_hot", m.input("i", "int64", (3,)), m.input("d", "int64", (1,)), -1,
+                    m.input("v", "float32", (2,)), outputs=[("float32", (3, 8), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="depth is a tensor"):
+            p.load_method("forward", device="cuda")
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("constant_of_shape", m.input("s", "int64", (2,)),
+                    m.input("v", "float32", (1,)), outputs=[("float32", (4, 4), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="shape is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "uint8", "int16"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (False, True),
+                                               (True, True)])
+def test_cumsum(exclusive, reverse, axis, dtype):
+    x = (RNG.standard_normal((3, 70, 4)) * 60).astype(dtype)  # uint8 / int16 sums wrap
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("cumsum", m.input("x", dtype, x.shape), axis, exclusive, reverse,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    if dtype.startswith("float"):
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-4)
+    else:
+        np.testing.assert_array_equal(got[0], want[0])
+    if not exclusive and not reverse:
+        np.testing.assert_allclose(want[0], np.cumsum(x, axis=axis, dtype=x.dtype), rtol=1e-5,
+                                   atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_hardmax(axis, dtype):
+    x = RNG.integers(-3, 4, (4, 6, 5)).astype(dtype)  # ties: the first maximum wins
+    x[0, 0, 0] = np.nan
+    x[1, 2, 3] = np.nan
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("hardmax", m.input("x", dtype, x.shape), axis,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    np.testing.assert_array_equal(got[0], want[0])
+    first = np.argmax(x, axis=axis)  # numpy: the first maximum, NaN counted as the maximum
+    np.testing.assert_array_equal(np.argmax(want[0], axis=axis), first)
+    assert (want[0].sum(axis=axis) == 1).all()
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "float16"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements(axis, dtype, index_dtype):
+    data = (RNG.standard_normal((4, 5, 6)) * 20).astype(dtype)
+    shape = [3, 4, 5]
+    shape[axis] = 7  # only the axis may exceed data's size
+    dim = data.shape[axis]
+    idx = RNG.integers(-dim, dim, shape).astype(index_dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_elements", m.input("data", dtype, data.shape),
+                    m.input("indices", index_dtype, idx.shape), axis,
+                    outputs=[(dtype, tuple(shape), False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx)
+    np.testing.assert_array_equal(got[0], want[0])
+    sub = data[tuple(slice(0, s) if d != axis % 3 else slice(None) for d, s in enumerate(shape))]
+    np.testing.assert_array_equal(want[0], np.take_along_axis(sub, idx.astype(np.int64) % dim,
+                                                              axis=axis))
+
+
+def test_gather_elements_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_elements", m.input("data", "float32", (2, 3)),
+                    m.input("indices", "int32", (2, 2)), 1,
+                    outputs=[("float32", (2, 2), False)])[0])
+    data = np.zeros((2, 3), np.float32)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[1, 0\] is -4, out of range"):
+            f(data, np.array([[0, 2], [-4, 1]], np.int32))
+
+
+# The reductions (1-4) take float32, float64 and the integer types; replacing (0) any dtype.
+SCATTER_CASES = [(r, t) for r in range(5) for t in ["float32", "float64", "int32", "uint8",
+                                                    "int64"]] + [(0, "float16"), (0, "bool")]
+
+
+@pytest.mark.parametrize("reduction,dtype", SCATTER_CASES, ids=str)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_elements(axis, reduction, dtype):
+    data = (RNG.standard_normal((4, 5, 6)) * 9).astype(dtype)
+    shape = [3, 4, 5]
+    shape[axis] = 9  # many updates per line: duplicates combine in index order
+    dim = data.shape[axis]
+    idx = RNG.integers(-dim, dim, shape).astype("int64")
+    updates = (RNG.standard_normal(shape) * 9).astype(dtype)
+    if dtype.startswith("float"):
+        updates.flat[5] = np.nan  # wins max and min
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("scatter_elements", m.input("data", dtype, data.shape),
+                    m.input("indices", "int64", idx.shape), m.input("u", dtype, updates.shape),
+                    axis, reduction, outputs=[(dtype, data.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx, updates)
+    np.testing.assert_array_equal(got[0], want[0])  # same order: bit for bit, NaN where both
+    if reduction == 0:  # numpy: the last duplicate wins
+        ref = data.copy()
+        for pos in np.ndindex(*shape):
+            target = list(pos)
+            target[axis] = idx[pos] % dim
+            ref[tuple(target)] = updates[pos]
+        np.testing.assert_array_equal(want[0], ref)
+
+
+def test_scatter_elements_in_place_and_index_errors():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    data = m.input("data", "float32", (2, 3))
+    m.output(m.call("scatter_elements", data, m.input("indices", "int32", (2, 1)),
+                    m.input("u", "float32", (2, 1)), 1, 1,
+                    outputs=[("float32", (2, 3), False)])[0])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    good = np.array([[2], [-3]], np.int32)
+    u = np.array([[10], [20]], np.float32)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        np.testing.assert_array_equal(np.asarray(f(x, good, u)[0].to_host()),
+                                      [[0, 1, 12], [23, 4, 5]])
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[1, 0\] is 3, out of range "
+                           r"for dimension 1 of data, of size 3"):
+            f(x, np.array([[0], [3]], np.int32), u)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "float64"])
+@pytest.mark.parametrize("axis,index", [(0, 1), (1, -1), (2, 0), (2, 3)])
+@pytest.mark.parametrize("literal", [True, False])
+def test_copy_into(literal, axis, index, dtype):
+    base = np.arange(24).reshape(2, 3, 4).astype(dtype)
+    x = -(np.arange(24 // base.shape[axis]) + 1).reshape(np.delete(base.shape, axis))
+    x = x.astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    b0, x0, i0 = m.input("b", dtype, base.shape), m.input("x", dtype, x.shape), \
+        m.input("i", "int32", ())
+    out = m.tensor(dtype, base.shape)
+    m.copy(b0, out=out)
+    m.call("copy_into", x0, index if literal else i0, axis, out=out)
+    m.output(out)
+    want, got = _run_both(b.to_bytes(), base, x, np.array(index, np.int32))
+    np.testing.assert_array_equal(got[0], want[0])
+    ref = base.copy()
+    np.moveaxis(ref, axis, 0)[index] = x
+    np.testing.assert_array_equal(want[0], ref)
+
+
+def test_copy_into_refuses_an_index_out_of_range():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    b0, x0 = m.input("b", "float32", (2, 3)), m.input("x", "float32", (3,))
+    out = m.tensor("float32", (2, 3))
+    m.copy(b0, out=out)
+    m.call("copy_into", x0, m.input("i", "int64", ()), 0, out=out)
+    m.output(out)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match="index -3 is out of range for axis 0"):
+            f(np.zeros((2, 3), np.float32), np.ones(3, np.float32), np.array(-3))
+
+
+def test_assign_checks_the_shape_at_run():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (2,), max_shape=(4,))
+    out = m.tensor("float32", (2,))
+    m.call("assign", x, out=out)
+    m.output(m.add(out, out))
+    _assert_same(b.to_bytes(), np.array([1.5, -2.0], np.float32))
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.Error, match="out"):
+            f(np.zeros(3, np.float32))
+
+
+RANGES = [(0, 10, 3), (5, -3, -2), (2, 2, 1), (7, 3, 1), (-4, 9, 4)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "int16", "uint8"])
+def test_range(dtype):
+    b = ProgramBuilder()
+    m = b.method("forward")
+    s, lim, d = (m.input(n, dtype, ()) for n in ("start", "limit", "delta"))
+    m.output(m.call("range", s, lim, d, outputs=[(dtype, (16,), True)])[0])
+    prog = b.to_bytes()
+    for start, limit, delta in RANGES:
+        if dtype == "uint8" and min(start, limit, delta) < 0:
+            continue
+        if dtype.startswith("float"):
+            start, limit, delta = start + 0.25, limit, delta * 0.5
+        args = [np.array(v, dtype) for v in (start, limit, delta)]
+        want, got = _run_both(prog, *args)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(want[0], np.arange(start, limit, delta).astype(dtype))
+    with rt.Program.load(prog) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match="delta is 0"):
+            f(*[np.array(v, dtype) for v in (0, 4, 0)])
+        with pytest.raises(rt.Error, match="out"):  # 20 elements do not fit the bound of 16
+            f(*[np.array(v, dtype) for v in (0, 20, 1)])
+        np.testing.assert_array_equal(np.asarray(f(*[np.array(v, dtype) for v in (1, 4, 1)])[0]
+                                                 .to_host()), np.arange(1, 4, dtype=dtype))
+
+
+# (data shape, indices shape, batch_dims)
+GATHER_ND = [((4, 5, 6), (3, 2), 0), ((4, 5, 6), (2, 3, 3), 0), ((4, 5), (7, 1), 0),
+             ((3, 5, 6), (3, 4, 1), 1), ((3, 4, 5, 2), (3, 4, 2, 1), 2)]
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "uint8", "float16"])
+@pytest.mark.parametrize("shapes", GATHER_ND, ids=str)
+def test_gather_nd(shapes, dtype, index_dtype):
+    data_shape, idx_shape, batch = shapes
+    data = (RNG.standard_normal(data_shape) * 20).astype(dtype)
+    k = idx_shape[-1]
+    dims = np.array(data_shape[batch:batch + k])
+    idx = (RNG.integers(-1000, 1000, idx_shape) % (2 * dims) - dims).astype(index_dtype)
+    out_shape = idx_shape[:-1] + data_shape[batch + k:]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_nd", m.input("data", dtype, data.shape),
+                    m.input("indices", index_dtype, idx.shape), batch,
+                    outputs=[(dtype, out_shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx)
+    np.testing.assert_array_equal(got[0], want[0])
+    flat_idx = idx.reshape(-1, *idx.shape[batch:])  # one block per batch entry
+    flat_data = data.reshape(-1, *data.shape[batch:])
+    ref = np.stack([np.stack([d[tuple(t)] for t in ix.reshape(-1, k)]).reshape(
+        ix.shape[:-1] + d.shape[k:]) for d, ix in zip(flat_data, flat_idx)])
+    np.testing.assert_array_equal(want[0], ref.reshape(out_shape))
+
+
+def test_gather_nd_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("gather_nd", m.input("data", "float32", (2, 3)),
+                    m.input("indices", "int64", (2, 2)), 0,
+                    outputs=[("float32", (2,), False)])[0])
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[1, 1\] is 3, out of range "
+                           r"for dimension 1 of data of size 3"):
+            f(np.zeros((2, 3), np.float32), np.array([[1, 2], [0, 3]]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_norm(p, axis, dtype):
+    x = RNG.standard_normal((3, 40, 5)).astype(dtype)
+    x[1, :, 2] = 0 if axis == 1 else x[1, :, 2]  # a zero line gives zeros
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("lp_norm", m.input("x", dtype, x.shape), axis, p,
+                    outputs=[(dtype, x.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), x)
+    # The same sums in the same order; a GPU may fuse v * v into the sum (one rounding less).
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6 if dtype == "float32" else 1e-14)
+    norm = np.linalg.norm(x.astype(np.float64), ord=p, axis=axis, keepdims=True)
+    np.testing.assert_allclose(want[0], x / np.where(norm == 0, 1, norm),
+                               rtol=1e-6 if dtype == "float32" else 1e-13)
+
+
+# (data shape, indices shape): k = indices.shape[-1] indexes data's first k dimensions
+SCATTER_ND = [((4, 5, 6), (9, 1)), ((4, 5, 6), (3, 4, 2)), ((4, 5), (12, 2)), ((3, 4), (2, 0))]
+
+
+@pytest.mark.parametrize("reduction,dtype", SCATTER_CASES, ids=str)
+@pytest.mark.parametrize("shapes", SCATTER_ND, ids=str)
+def test_scatter_nd(shapes, reduction, dtype):
+    data_shape, idx_shape = shapes
+    k = idx_shape[-1]
+    data = (RNG.standard_normal(data_shape) * 9).astype(dtype)
+    dims = np.array(data_shape[:k], np.int64)
+    # few distinct tuples: duplicates combine in order
+    idx = (RNG.integers(0, 1000, idx_shape) % np.maximum(dims, 1) - (dims if k else 0)
+           * RNG.integers(0, 2, idx_shape)).astype("int64")
+    upd_shape = idx_shape[:-1] + data_shape[k:]
+    updates = (RNG.standard_normal(upd_shape) * 9).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("scatter_nd", m.input("data", dtype, data.shape),
+                    m.input("indices", "int64", idx.shape), m.input("u", dtype, upd_shape),
+                    reduction, outputs=[(dtype, data.shape, False)])[0])
+    want, got = _run_both(b.to_bytes(), data, idx, updates)
+    np.testing.assert_array_equal(got[0], want[0])
+    if reduction == 0:  # the last duplicate wins
+        ref = data.copy()
+        for pos in np.ndindex(*idx_shape[:-1]):
+            ref[tuple(idx[pos] % np.maximum(dims, 1))] = updates[pos]
+        np.testing.assert_array_equal(want[0], ref)
+
+
+def test_scatter_nd_refuses_an_index_out_of_range_by_position():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("scatter_nd", m.input("data", "float32", (2, 3)),
+                    m.input("indices", "int32", (2, 2)), m.input("u", "float32", (2,)), 0,
+                    outputs=[("float32", (2, 3), False)])[0])
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"indices\[0, 0\] is -3, out of range "
+                           r"for dimension 0 of data, of size 2"):
+            f(np.zeros((2, 3), np.float32), np.array([[-3, 0], [1, 2]], np.int32),
+              np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int64", "int8"])
+@pytest.mark.parametrize("axis,k", [(-1, 3), (0, 4), (1, 1), (-1, 0), (1, 9)])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(largest, axis, k, dtype):
+    x = RNG.integers(-5, 6, (4, 9, 7)).astype(dtype)  # many ties: the lower index first
+    if dtype.startswith("float"):
+        x[0, 0, :3] = np.nan  # first when largest, last when smallest
+        x[2, 4, 1] = np.nan
+    shape = list(x.shape)
+    shape[axis] = k
+    b = ProgramBuilder()
+    m = b.method("forward")
+    outs = m.call("topk", m.input("x", dtype, x.shape), k, axis, largest, True,
+                  outputs=[(dtype, tuple(shape), False), ("int64", tuple(shape), False)])
+    m.output(outs[0])
+    m.output(outs[1])
+    want, got = _run_both(b.to_bytes(), x)
+    for w, g in zip(want, got):
+        assert w.shape == g.shape
+        np.testing.assert_array_equal(g, w)
+    key = -x.astype(np.float64) if largest else x.astype(np.float64)
+    if dtype.startswith("float"):
+        key = np.where(np.isnan(x), -np.inf if largest else np.inf, key)
+    order = np.argsort(key, axis=axis, kind="stable")  # stable: ties by the lower index
+    first = np.take(order, range(k), axis=axis)
+    np.testing.assert_array_equal(want[1], first)
+
+
+def test_topk_with_a_tensor_k_is_refused_on_cuda():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("topk", m.input("x", "float32", (2, 5)), m.input("k", "int64", (1,)), -1,
+                    True, True, outputs=[("float32", (2, 5), True), ("int64", (2, 5), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with pytest.raises(rt.Unsupported, match="k is a tensor"):
+            p.load_method("forward", device="cuda")
+
+
 def test_gather_refuses_an_index_out_of_range_by_position():
     b = ProgramBuilder()
     m = b.method("forward")
@@ -620,9 +1114,10 @@ def test_no_context_or_memory_is_left_behind():
 def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
     b = ProgramBuilder()
     m = b.method("forward")
-    m.output(m.lp_norm(m.input("x", "float32", (2, 3))))
+    m.output(m.call("non_zero", m.input("x", "float32", (2, 3)),
+                    outputs=[("int64", (2, 6), True)])[0])
     with rt.Program.load(b.to_bytes()) as p:
-        with pytest.raises(rt.Unsupported, match="lp_norm.*no CUDA kernel"):
+        with pytest.raises(rt.Unsupported, match="non_zero.*no CUDA kernel"):
             p.load_method("forward", device="cuda")
         p.load_method("forward").close()  # the CPU still runs it
 

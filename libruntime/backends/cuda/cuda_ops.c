@@ -72,7 +72,16 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     p.b = b->data;
     p.out = out->data;
     rt_cuda_kernel k;
-    switch (a->type) {
+    bool shift = kind == RT_CUDA_SHIFT_LEFT || kind == RT_CUDA_SHIFT_RIGHT;
+    switch (shift ? (int)a->type + 100 : (int)a->type) {
+    case RT_I8 + 100: k = RT_CUDA_K_shift_i8; break;
+    case RT_I16 + 100: k = RT_CUDA_K_shift_i16; break;
+    case RT_I32 + 100: k = RT_CUDA_K_shift_i32; break;
+    case RT_I64 + 100: k = RT_CUDA_K_shift_i64; break;
+    case RT_U8 + 100: k = RT_CUDA_K_shift_u8; break;
+    case RT_U16 + 100: k = RT_CUDA_K_shift_u16; break;
+    case RT_U32 + 100: k = RT_CUDA_K_shift_u32; break;
+    case RT_U64 + 100: k = RT_CUDA_K_shift_u64; break;
     case RT_F32: k = RT_CUDA_K_binary_f32; break;
     case RT_F64: k = RT_CUDA_K_binary_f64; break;
     case RT_I32: k = RT_CUDA_K_binary_i32; break;
@@ -115,6 +124,8 @@ DEFINE_BINARY(logical_and, RT_CUDA_AND)
 DEFINE_BINARY(logical_or, RT_CUDA_OR)
 DEFINE_BINARY(logical_xor, RT_CUDA_XOR)
 DEFINE_BINARY(logical_not, RT_CUDA_NOT)
+DEFINE_BINARY(bit_shift_left, RT_CUDA_SHIFT_LEFT)
+DEFINE_BINARY(bit_shift_right, RT_CUDA_SHIFT_RIGHT)
 
 static rt_status check_pow(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(check_div(ctx));
@@ -565,10 +576,30 @@ static const rt_cuda_op cuda_ops[] = {
     {"transpose", NULL, rt_cuda__run_transpose},
     {"concat", NULL, rt_cuda__run_concat},
     {"gather", NULL, rt_cuda__run_gather},
+    {"gather_elements", NULL, rt_cuda__run_gather_elements},
+    {"gather_nd", NULL, rt_cuda__run_gather_nd},
+    {"scatter_elements", NULL, rt_cuda__run_scatter_elements},
+    {"scatter_nd", NULL, rt_cuda__run_scatter_nd},
+    {"copy_into", NULL, rt_cuda__run_copy_into},
+    {"assign", NULL, rt_cuda__run_assign},
     {"expand", rt_cuda__check_expand, rt_cuda__run_expand},
     {"slice", rt_cuda__check_slice, rt_cuda__run_slice},
     {"split", rt_cuda__check_split, rt_cuda__run_split},
     {"tile", rt_cuda__check_tile, rt_cuda__run_tile},
+    {"depth_to_space", NULL, rt_cuda__run_depth_to_space},
+    {"space_to_depth", NULL, rt_cuda__run_space_to_depth},
+    {"trilu", rt_cuda__check_trilu, rt_cuda__run_trilu},
+    {"pad", rt_cuda__check_pad, rt_cuda__run_pad},
+    {"constant_of_shape", rt_cuda__check_constant_of_shape, rt_cuda__run_constant_of_shape},
+    {"eye_like", NULL, rt_cuda__run_eye_like},
+    {"one_hot", rt_cuda__check_one_hot, rt_cuda__run_one_hot},
+    {"range", NULL, rt_cuda__run_range},
+    {"cumsum", rt_cuda__check_cumsum, rt_cuda__run_cumsum},
+    {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
+    {"lp_norm", NULL, rt_cuda__run_lp_norm},
+    {"topk", rt_cuda__check_topk, rt_cuda__run_topk},
+    {"bit_shift_left", NULL, run_bit_shift_left},
+    {"bit_shift_right", NULL, run_bit_shift_right},
     {"not", NULL, run_logical_not},
     {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
     {"linear", check_float_x, rt_cuda__run_linear},

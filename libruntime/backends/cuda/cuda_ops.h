@@ -26,6 +26,35 @@ rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_tile(rt_op_ctx *ctx);
 rt_status rt_cuda__run_tile(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_gather_nd(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_scatter_nd(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_assign(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_depth_to_space(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_space_to_depth(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_trilu(rt_op_ctx *ctx);
+rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_pad(rt_op_ctx *ctx);
+rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm);
+
+/* cuda_ops_generate.c */
+rt_status rt_cuda__check_constant_of_shape(rt_op_ctx *ctx);
+rt_status rt_cuda__run_constant_of_shape(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_one_hot(rt_op_ctx *ctx);
+rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm);
+
+/* cuda_ops_scan.c */
+rt_status rt_cuda__check_cumsum(rt_op_ctx *ctx);
+rt_status rt_cuda__run_cumsum(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_hardmax(rt_op_ctx *ctx);
+rt_status rt_cuda__run_hardmax(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_topk(rt_op_ctx *ctx);
+rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_nn.c */
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);

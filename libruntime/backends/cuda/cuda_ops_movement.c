@@ -1,6 +1,8 @@
 /* cuda_ops_movement.c: the CUDA side of the ops that move elements without looking at them
- * (copy, reshape, transpose, concat, expand, slice, split, tile, gather): strided copies and
- * index kernels by element size, so any dtype. */
+ * (copy, reshape, transpose, concat, expand, slice, split, tile, gather, gather_elements,
+ * gather_nd, scatter_elements, scatter_nd, depth_to_space, space_to_depth, trilu, pad,
+ * copy_into, assign): strided copies and index kernels by element size, so any dtype (the
+ * scatters' reductions go by numeric type). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,10 +205,16 @@ rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
 /* ---- gather ------------------------------------------------------------------------- */
 
 /* The indices come back to the host (after the work queued before them) and are checked as on
- * the CPU, so a bad index fails the run naming it instead of reading out of bounds. */
-static rt_status check_gather_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
-                                      const rt_tensor_value *indices, int64_t dim,
-                                      int32_t axis) {
+ * the CPU (in the wording of gather or of scatter), so a bad index fails the run naming it
+ * instead of reading out of bounds. */
+/* The wordings of the CPU ops' index errors. */
+enum { WORDING_GATHER, WORDING_SCATTER, WORDING_GATHER_ND };
+
+/* Element i of indices is checked against dims[i % period] (the size of data's dimension
+ * first + i % period): one dimension for gather and the elements ops, k for gather_nd. */
+static rt_status check_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
+                               const rt_tensor_value *indices, const int64_t *dims,
+                               int32_t period, int32_t first, int wording) {
     int64_t n = rt_tensor__numel(indices);
     size_t bytes = (size_t)n * indices->elem_size;
     if (n == 0)
@@ -227,13 +235,15 @@ static rt_status check_gather_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
     for (int64_t i = 0; i < n && status == RT_OK; i++) {
         int64_t v = indices->type == RT_I32 ? ((const int32_t *)host)[i]
                                             : ((const int64_t *)host)[i];
+        int64_t dim = dims[i % period];
         if (v < -dim || v >= dim) {
             char pos[RT_OP_SHAPE_TEXT];
             status = rt_op_fail(ctx, RT_INVALID_ARGUMENT, "indices%s is %lld, out of range for "
-                                "axis %d of data of size %lld (valid: %lld to %lld)",
+                                "%s %d of data%s of size %lld (valid: %lld to %lld)",
                                 rt_mv__position_text(i, indices->rank, indices->sizes, pos),
-                                (long long)v, axis, (long long)dim, (long long)-dim,
-                                (long long)(dim - 1));
+                                (long long)v, wording == WORDING_GATHER ? "axis" : "dimension",
+                                (int)(first + i % period), wording == WORDING_SCATTER ? "," : "",
+                                (long long)dim, (long long)-dim, (long long)(dim - 1));
         }
     }
     free(host);
@@ -247,7 +257,8 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(check_gather_indices(ctx, cm, indices, data->sizes[axis], axis));
+    RT_RETURN_IF_ERROR(
+        check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
     rt_cuda_gather_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -271,4 +282,386 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- gather_elements ---------------------------------------------------------------- */
+
+rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__gather_elements_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(
+        check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
+    rt_cuda_gather_elements_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.dim = data->sizes[axis];
+    p.rank = out->rank;
+    p.axis = axis;
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    memcpy(p.out_sizes, out->sizes, (size_t)out->rank * sizeof *out->sizes);
+    rt_tensor__dense_strides(p.data_strides, data->rank, data->sizes, NULL);
+    p.data = data->data;
+    p.indices = indices->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_gather_elements_1; break;
+    case 2: k = RT_CUDA_K_gather_elements_2; break;
+    case 4: k = RT_CUDA_K_gather_elements_4; break;
+    case 8: k = RT_CUDA_K_gather_elements_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather_elements kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- gather_nd ---------------------------------------------------------------------- */
+
+rt_status rt_cuda__run_gather_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__gather_nd_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
+    int64_t batch_dims;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "batch_dims", &batch_dims));
+    int32_t b = (int32_t)batch_dims, k = (int32_t)indices->sizes[indices->rank - 1];
+    if (k > 0) /* prepare checked b + k <= data's rank */
+        RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &data->sizes[b], k, b,
+                                         WORDING_GATHER_ND));
+    rt_cuda_gather_nd_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.k = k;
+    p.batch_dims = b;
+    p.per_batch = p.batch_stride = p.slice = 1;
+    for (int32_t d = b; d < indices->rank - 1; d++)
+        p.per_batch *= indices->sizes[d];
+    for (int32_t d = b; d < data->rank; d++)
+        p.batch_stride *= data->sizes[d];
+    for (int32_t d = b + k; d < data->rank; d++)
+        p.slice *= data->sizes[d];
+    memcpy(p.data_sizes, data->sizes, (size_t)data->rank * sizeof *data->sizes);
+    rt_tensor__dense_strides(p.data_strides, data->rank, data->sizes, NULL);
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.data = data->data;
+    p.indices = indices->data;
+    p.out = out->data;
+    rt_cuda_kernel kernel;
+    switch (out->elem_size) {
+    case 1: kernel = RT_CUDA_K_gather_nd_1; break;
+    case 2: kernel = RT_CUDA_K_gather_nd_2; break;
+    case 4: kernel = RT_CUDA_K_gather_nd_4; break;
+    case 8: kernel = RT_CUDA_K_gather_nd_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather_nd kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, kernel, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- scatter_elements --------------------------------------------------------------- */
+
+/* Replacing moves bytes, so any dtype goes by its size; the reductions by their type. */
+static rt_status launch_scatter(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_scatter_params *p,
+                                const rt_tensor_value *out) {
+    rt_cuda_kernel k;
+    switch (p->reduction == 0 ? (int)out->elem_size + 100 : (int)out->type) {
+    case 1 + 100: k = RT_CUDA_K_scatter_u8; break;
+    case 2 + 100: k = RT_CUDA_K_scatter_u16; break;
+    case 4 + 100: k = RT_CUDA_K_scatter_u32; break;
+    case 8 + 100: k = RT_CUDA_K_scatter_u64; break;
+    case RT_F32: k = RT_CUDA_K_scatter_f32; break;
+    case RT_F64: k = RT_CUDA_K_scatter_f64; break;
+    case RT_I8: k = RT_CUDA_K_scatter_i8; break;
+    case RT_I16: k = RT_CUDA_K_scatter_i16; break;
+    case RT_I32: k = RT_CUDA_K_scatter_i32; break;
+    case RT_I64: k = RT_CUDA_K_scatter_i64; break;
+    case RT_U8: k = RT_CUDA_K_scatter_u8; break;
+    case RT_U16: k = RT_CUDA_K_scatter_u16; break;
+    case RT_U32: k = RT_CUDA_K_scatter_u32; break;
+    case RT_U64: k = RT_CUDA_K_scatter_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA scatter kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p->lines, 256), 1, 1, p);
+}
+
+/* out = data (a device copy unless out is data), then one thread per line of indices along the
+ * axis applies that line's updates in order, so duplicates combine as on the CPU. */
+rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__scatter_elements_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1);
+    const rt_tensor_value *updates = ARG_T(ctx, 2), *out = ARG_T(ctx, 5);
+    int64_t axis_arg, reduction;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "reduction", &reduction));
+    RT_RETURN_IF_ERROR(
+        check_indices(ctx, cm, indices, &out->sizes[axis], 1, axis, WORDING_SCATTER));
+    RT_RETURN_IF_ERROR(device_move(ctx, cm, data, out));
+    rt_cuda_scatter_params p;
+    memset(&p, 0, sizeof p);
+    int64_t count = rt_tensor__numel(indices);
+    if (count == 0)
+        return RT_OK;
+    p.lines = count / indices->sizes[axis];
+    p.dim = out->sizes[axis];
+    p.rank = out->rank;
+    p.axis = axis;
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.reduction = (int32_t)reduction;
+    memcpy(p.idx_sizes, indices->sizes, (size_t)indices->rank * sizeof *indices->sizes);
+    rt_tensor__dense_strides(p.out_strides, out->rank, out->sizes, NULL);
+    p.indices = indices->data;
+    p.updates = updates->data;
+    p.out = out->data;
+    return launch_scatter(ctx, cm, &p, out);
+}
+
+/* out = data, then one thread per element of the slices applies every tuple's update to it,
+ * tuples in order, so duplicates combine as on the CPU. */
+rt_status rt_cuda__run_scatter_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__scatter_nd_prepare(ctx));
+    const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1);
+    const rt_tensor_value *updates = ARG_T(ctx, 2), *out = ARG_T(ctx, 4);
+    int64_t reduction;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "reduction", &reduction));
+    int32_t k = (int32_t)indices->sizes[indices->rank - 1];
+    if (k > 0) /* prepare checked k <= out's rank */
+        RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, out->sizes, k, 0, WORDING_SCATTER));
+    RT_RETURN_IF_ERROR(device_move(ctx, cm, data, out));
+    rt_cuda_scatter_params p;
+    memset(&p, 0, sizeof p);
+    p.lines = 1;
+    for (int32_t d = k; d < out->rank; d++)
+        p.lines *= out->sizes[d];
+    if (p.lines == 0)
+        return RT_OK;
+    p.tuples = rt_tensor__numel(updates) / p.lines;
+    if (p.tuples == 0)
+        return RT_OK;
+    p.nd = 1;
+    p.k = k;
+    p.rank = out->rank;
+    p.index_bits = indices->type == RT_I32 ? 32 : 64;
+    p.reduction = (int32_t)reduction;
+    memcpy(p.idx_sizes, out->sizes, (size_t)out->rank * sizeof *out->sizes);
+    rt_tensor__dense_strides(p.out_strides, out->rank, out->sizes, NULL);
+    p.indices = indices->data;
+    p.updates = updates->data;
+    p.out = out->data;
+    return launch_scatter(ctx, cm, &p, out);
+}
+
+/* ---- depth_to_space, space_to_depth ------------------------------------------------- */
+
+/* Both are a 6-D transpose, as on the CPU (ops/layout.c): out viewed in 6-D reads x's 6-D view
+ * through permuted strides (perm: out dimension -> x6 dimension). */
+static rt_status block_transpose(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor_value *x,
+                                 const rt_tensor_value *out, const int64_t *x6,
+                                 const int *perm) {
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    int64_t x_strides[6], src_strides[6], out6[6], dst_strides[6];
+    rt_tensor__dense_strides(x_strides, 6, x6, NULL);
+    for (int i = 0; i < 6; i++) {
+        src_strides[i] = x_strides[perm[i]];
+        out6[i] = x6[perm[i]];
+    }
+    rt_tensor__dense_strides(dst_strides, 6, out6, NULL);
+    rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, out->data, dst_strides,
+                                             x->data, src_strides, 6, out6, out->elem_size,
+                                             "block transpose");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+}
+
+/* blocksize and mode as the CPU prepare checked them. */
+static rt_status block_args(rt_op_ctx *ctx, int64_t *block, int64_t *mode) {
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "blocksize", block));
+    return rt_op_int(ctx, 2, "mode", mode);
+}
+
+rt_status rt_cuda__run_depth_to_space(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__depth_to_space_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t b, mode;
+    RT_RETURN_IF_ERROR(block_args(ctx, &b, &mode));
+    const int64_t *s = x->sizes;
+    int64_t c = s[1] / (b * b);
+    static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crd[6] = {0, 1, 4, 2, 5, 3};
+    if (mode == 0) { /* DCR */
+        int64_t x6[6] = {s[0], b, b, c, s[2], s[3]};
+        return block_transpose(ctx, cm, x, out, x6, dcr);
+    }
+    int64_t x6[6] = {s[0], c, b, b, s[2], s[3]};
+    return block_transpose(ctx, cm, x, out, x6, crd);
+}
+
+rt_status rt_cuda__run_space_to_depth(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__space_to_depth_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t b, mode;
+    RT_RETURN_IF_ERROR(block_args(ctx, &b, &mode));
+    const int64_t *s = x->sizes;
+    int64_t x6[6] = {s[0], s[1], s[2] / b, b, s[3] / b, b};
+    static const int dcr[6] = {0, 3, 5, 1, 2, 4}, crd[6] = {0, 1, 3, 5, 2, 4};
+    return block_transpose(ctx, cm, x, out, x6, mode == 0 ? dcr : crd);
+}
+
+/* ---- trilu -------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_trilu(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "k is a tensor (read at each execute); on CUDA, "
+                          "give k as an int");
+    return RT_OK;
+}
+
+rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__trilu_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    rt_cuda_trilu_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    bool upper;
+    rt_mv_ints k_arg; /* an int or a one-int list here (check_trilu refused a tensor) */
+    RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "k", false, &k_arg));
+    p.k = rt_mv__ints_at(&k_arg, 0);
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "upper", &upper));
+    p.rows = out->sizes[out->rank - 2];
+    p.cols = out->sizes[out->rank - 1];
+    int64_t limit = p.rows + p.cols; /* as on the CPU: row + k cannot overflow */
+    p.k = p.k < -limit ? -limit : p.k > limit ? limit : p.k;
+    p.upper = upper;
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_trilu_1; break;
+    case 2: k = RT_CUDA_K_trilu_2; break;
+    case 4: k = RT_CUDA_K_trilu_4; break;
+    case 8: k = RT_CUDA_K_trilu_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA trilu kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- pad ---------------------------------------------------------------------------- */
+
+rt_status rt_cuda__check_pad(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "pads is a tensor (read at each execute); on "
+                          "CUDA, give the pads as an int list");
+    return RT_OK;
+}
+
+/* Crop first (negative pads), then pad around what is kept, as the CPU; the pads were checked
+ * by prepare. The fill value stays on the device: the kernel reads it. */
+rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__pad_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
+    rt_cuda_pad_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    rt_mv_ints pads;
+    int64_t mode;
+    RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "pads", false, &pads));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "mode", &mode));
+    p.mode = (int32_t)mode;
+    p.rank = x->rank;
+    rt_tensor__dense_strides(p.x_strides, x->rank, x->sizes, NULL);
+    for (int32_t d = 0; d < x->rank; d++) {
+        int64_t b = rt_mv__ints_at(&pads, (size_t)d);
+        int64_t e = rt_mv__ints_at(&pads, (size_t)(d + x->rank));
+        p.out_sizes[d] = out->sizes[d];
+        p.skip[d] = b < 0 ? -b : 0;
+        p.lead[d] = b > 0 ? b : 0;
+        p.kept[d] = x->sizes[d] - p.skip[d] - (e < 0 ? -e : 0);
+    }
+    if (p.rank == 0) {
+        p.rank = 1;
+        p.out_sizes[0] = p.kept[0] = 1;
+    }
+    p.x = x->data;
+    p.value = ctx->args[3]->kind == RT_VALUE_TENSOR ? ARG_T(ctx, 3)->data : NULL;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (out->elem_size) {
+    case 1: k = RT_CUDA_K_pad_1; break;
+    case 2: k = RT_CUDA_K_pad_2; break;
+    case 4: k = RT_CUDA_K_pad_4; break;
+    case 8: k = RT_CUDA_K_pad_8; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA pad kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- copy_into, assign (lowered loops) ------------------------------------------------ */
+
+/* A tensor index comes back to the host (after the work queued before it), as the CPU reads
+ * it at run: the loops that use copy_into keep their counter in such a tensor. */
+static rt_status read_one_index(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor_value *t,
+                                int64_t *out) {
+    union {
+        int32_t i32;
+        int64_t i64;
+    } v = {.i64 = 0};
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = rt_cuda__check(
+        cu->memcpy_dtoh_async(&v, (CUdeviceptr)(uintptr_t)t->data, t->elem_size, cm->stream),
+        "reading the index");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the index");
+    if (status != RT_OK)
+        return rt_op_fail(ctx, status, "could not read the index");
+    *out = t->type == RT_I32 ? v.i32 : v.i64;
+    return RT_OK;
+}
+
+/* out[..., index, ...] = x along axis: rows (the dimensions before axis) of x's inner block,
+ * one strided copy into out's slice. */
+rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__copy_into_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
+    int64_t axis_arg, index;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    if (ctx->args[1]->kind == RT_VALUE_INT)
+        RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "index", &index));
+    else
+        RT_RETURN_IF_ERROR(read_one_index(ctx, cm, ARG_T(ctx, 1), &index));
+    int64_t size = out->sizes[axis];
+    if (index < -size || index >= size)
+        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "index %lld is out of range for axis %d of "
+                          "out, of size %lld (valid: %lld to %lld)", (long long)index, axis,
+                          (long long)size, (long long)-size, (long long)(size - 1));
+    if (index < 0)
+        index += size;
+    int64_t sizes[2] = {1, 1};
+    for (int32_t d = 0; d < out->rank; d++)
+        sizes[d < axis ? 0 : 1] *= d == axis ? 1 : out->sizes[d];
+    if (sizes[0] == 0 || sizes[1] == 0)
+        return RT_OK;
+    int64_t dst_strides[2] = {size * sizes[1], 1}, src_strides[2] = {sizes[1], 1};
+    char *dst = (char *)out->data + (size_t)(index * sizes[1]) * out->elem_size;
+    rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, dst, dst_strides, x->data,
+                                             src_strides, 2, sizes, out->elem_size,
+                                             "copy_into");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+}
+
+/* out = x, x's current shape checked against out's as on the CPU. */
+rt_status rt_cuda__run_assign(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__assign_prepare(ctx));
+    rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 1);
+    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, out, "out", x->rank, x->sizes));
+    return device_move(ctx, cm, x, out);
 }

@@ -153,6 +153,61 @@ extern "C" __global__ void rt_k_binary_i32(rt_cuda_binary_params p) { binary<int
 extern "C" __global__ void rt_k_binary_i64(rt_cuda_binary_params p) { binary<int64_t>(p); }
 extern "C" __global__ void rt_k_binary_bool(rt_cuda_binary_params p) { binary<uint8_t>(p); }
 
+// ---- bit shifts, as ops/binary_more_kernels.c ----
+
+// Left shifts wrap (done in uint64); a shift by the width or more (or, signed, a negative
+// amount) gives 0, and right shifts of signed values are arithmetic (-1 for a negative value
+// shifted out), as numpy.
+template <typename T, bool SIGNED>
+__device__ inline void shift(const rt_cuda_binary_params &p) {
+    const T *a = (const T *)p.a, *b = (const T *)p.b;
+    const uint64_t bits = 8 * sizeof(T);
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, ao = 0, bo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t index = rest % p.sizes[d];
+            rest /= p.sizes[d];
+            ao += index * p.a_strides[d];
+            bo += index * p.b_strides[d];
+        }
+        T x = a[ao], y = b[bo];
+        bool wide = (uint64_t)y >= bits; // a negative signed y converts to a huge amount
+        T r;
+        if (p.kind == RT_CUDA_SHIFT_LEFT)
+            r = wide ? (T)0 : (T)((uint64_t)x << (uint64_t)y);
+        else if (wide) // signed: the sign bit spread over every bit, -1 or 0
+            r = SIGNED ? (T)(x >> (bits - 1)) : (T)0;
+        else
+            r = (T)(x >> y);
+        ((T *)p.out)[i] = r;
+    }
+}
+
+extern "C" __global__ void rt_k_shift_i8(rt_cuda_binary_params p) {
+    shift<int8_t, true>(p);
+}
+extern "C" __global__ void rt_k_shift_i16(rt_cuda_binary_params p) {
+    shift<int16_t, true>(p);
+}
+extern "C" __global__ void rt_k_shift_i32(rt_cuda_binary_params p) {
+    shift<int32_t, true>(p);
+}
+extern "C" __global__ void rt_k_shift_i64(rt_cuda_binary_params p) {
+    shift<int64_t, true>(p);
+}
+extern "C" __global__ void rt_k_shift_u8(rt_cuda_binary_params p) {
+    shift<uint8_t, false>(p);
+}
+extern "C" __global__ void rt_k_shift_u16(rt_cuda_binary_params p) {
+    shift<uint16_t, false>(p);
+}
+extern "C" __global__ void rt_k_shift_u32(rt_cuda_binary_params p) {
+    shift<uint32_t, false>(p);
+}
+extern "C" __global__ void rt_k_shift_u64(rt_cuda_binary_params p) {
+    shift<uint64_t, false>(p);
+}
+
 // ---- bias + activation epilogue (after a cuBLAS GEMM) ----
 
 template <typename T>

@@ -26,11 +26,12 @@ enum {
 
 /* Binary kinds. LESS, LESS_EQUAL and EQUAL write bool (one byte); POW, PRELU (a < 0 ?
  * a * b : a) and the MODs (floored, or truncated as fmod) are for floats, AND, OR, XOR and
- * NOT (of a; b unused) for bool. */
+ * NOT (of a; b unused) for bool, the SHIFTs for the integer types (kernels shift_*). */
 enum {
     RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL,
     RT_CUDA_LESS_EQUAL, RT_CUDA_MIN, RT_CUDA_MAX, RT_CUDA_POW, RT_CUDA_PRELU, RT_CUDA_AND,
-    RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT
+    RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT,
+    RT_CUDA_SHIFT_LEFT, RT_CUDA_SHIFT_RIGHT
 };
 
 /* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
@@ -90,6 +91,119 @@ typedef struct rt_cuda_gather_params {
     const void *data, *indices;
     void *out;
 } rt_cuda_gather_params;
+
+/* trilu: out element i (dense, [.., rows, cols]) is x's, or zero outside the kept triangle
+ * (upper keeps column >= row + k, lower column <= row + k). */
+typedef struct rt_cuda_trilu_params {
+    int64_t n, rows, cols, k;
+    int32_t upper;
+    int32_t reserved;
+    const void *x;
+    void *out;
+} rt_cuda_trilu_params;
+
+/* pad: along dimension d, out index i reads x at skip[d] + j, j = i - lead[d]; j outside
+ * [0, kept[d]) reads *value (zero when NULL) in mode 0 (constant), else the source of modes 1
+ * (reflect), 2 (edge) and 3 (wrap), as ops/pad.c maps it. */
+typedef struct rt_cuda_pad_params {
+    int64_t n;
+    int32_t rank, mode;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t x_strides[RT_CUDA_RANK];
+    int64_t skip[RT_CUDA_RANK], lead[RT_CUDA_RANK], kept[RT_CUDA_RANK];
+    const void *x, *value;
+    void *out;
+} rt_cuda_pad_params;
+
+/* constant_of_shape: out[i] = *value (device) for i < n. eye_like: out[i] = `one` (its bytes)
+ * where column == row + k of a [rows, cols] out, else zero. */
+typedef struct rt_cuda_fill_params {
+    int64_t n, cols, k;
+    uint64_t one;
+    const void *value; /* NULL: the eye_like pattern */
+    void *out;
+} rt_cuda_fill_params;
+
+/* one_hot: out viewed as [outer, depth, inner] is values[1] where the position along depth is
+ * indices[outer, inner] (negative from depth; out of range or fractional: nowhere), else
+ * values[0]. */
+typedef struct rt_cuda_one_hot_params {
+    int64_t n, depth, inner;
+    int32_t index_type; /* RT_CUDA_F32 ... */
+    int32_t reserved;
+    const void *indices, *values;
+    void *out;
+} rt_cuda_one_hot_params;
+
+/* cumsum, hardmax and lp_norm over x viewed as [outer, n, inner], one thread per (outer,
+ * inner) line; out may be x. cumsum: float32 sums in double, integers wrap (summed in uint64).
+ * hardmax: 1 at the first maximum (NaN counts as the maximum), 0 elsewhere. lp_norm: x divided
+ * by the line's L1 or L2 norm (p), summed in double in the CPU's order; a zero norm gives 0s. */
+typedef struct rt_cuda_scan_params {
+    int64_t outer, n, inner;
+    int32_t exclusive, reverse;
+    int32_t p, reserved;
+    const void *x;
+    void *out;
+} rt_cuda_scan_params;
+
+/* gather_elements: out (dense over out_sizes, indices' sizes) element i reads data at i's
+ * position with the axis coordinate replaced by indices[i] (negative: from the end). */
+typedef struct rt_cuda_gather_elements_params {
+    int64_t n, dim;
+    int32_t rank, axis;
+    int32_t index_bits; /* 32 or 64 */
+    int32_t reserved;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t data_strides[RT_CUDA_RANK];
+    const void *data, *indices;
+    void *out;
+} rt_cuda_gather_elements_params;
+
+/* scatter_elements after out = data: one thread per line of indices along the axis (`lines`
+ * of them; the lines' other coordinates are distinct, so no two threads touch one element),
+ * applying its updates in index order as the CPU: replace (reduction 0), add, mul, max, min
+ * (1-4). indices and updates are dense over idx_sizes; out over its own strides.
+ * scatter_nd (nd = 1): `lines` is the slice length; thread e applies element e of every
+ * tuple's slice (tuples of k indices into out's first k dimensions), tuples in order;
+ * idx_sizes then holds out's sizes. */
+typedef struct rt_cuda_scatter_params {
+    int64_t lines, dim;
+    int32_t rank, axis;
+    int32_t index_bits, reduction;
+    int32_t nd, k;
+    int64_t tuples;
+    int64_t idx_sizes[RT_CUDA_RANK];
+    int64_t out_strides[RT_CUDA_RANK];
+    const void *indices, *updates;
+    void *out;
+} rt_cuda_scatter_params;
+
+/* gather_nd: out element i is element i % slice of tuple t = i / slice, which reads data at
+ * batch (t / per_batch) * batch_stride plus the k indices of tuple t (negative: from the end)
+ * in data's dimensions batch_dims, ..., batch_dims + k - 1. */
+typedef struct rt_cuda_gather_nd_params {
+    int64_t n, slice, per_batch, batch_stride;
+    int32_t k, batch_dims;
+    int32_t index_bits; /* 32 or 64 */
+    int32_t reserved;
+    int64_t data_sizes[RT_CUDA_RANK];
+    int64_t data_strides[RT_CUDA_RANK];
+    const void *data, *indices;
+    void *out;
+} rt_cuda_gather_nd_params;
+
+/* topk over x viewed as [outer, n, inner]: one thread per element of x counts the elements
+ * of its line that come before it in the CPU's total order (by value, largest or smallest
+ * first; NaN first when largest, last when smallest; equal values by the lower index); an
+ * element of rank r < k
+ * goes to position r of values / indices ([outer, k, inner]). O(n) work per element. */
+typedef struct rt_cuda_topk_params {
+    int64_t outer, n, inner, k;
+    int32_t largest, reserved;
+    const void *x;
+    void *values, *indices;
+} rt_cuda_topk_params;
 
 /* out = cond ? a : b with broadcasting, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_where_params {

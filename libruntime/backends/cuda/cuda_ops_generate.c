@@ -1,0 +1,173 @@
+/* cuda_ops_generate.c: the CUDA side of the ops that make tensors from parameters
+ * (constant_of_shape, eye_like, one_hot: any dtype; range: the CPU's numeric dtypes).
+ * Shape-giving parameters (shape, depth) must be literal ints on CUDA: a tensor would be read
+ * on the host at each execute. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_ops.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
+
+static rt_cuda_kernel by_size(size_t elem, rt_cuda_kernel k1, rt_cuda_kernel k2,
+                              rt_cuda_kernel k4, rt_cuda_kernel k8) {
+    return elem == 1 ? k1 : elem == 2 ? k2 : elem == 4 ? k4 : k8;
+}
+
+static rt_status launch_fill(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_fill_params *p,
+                             size_t elem) {
+    if (p->n == 0)
+        return RT_OK;
+    if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
+        return rt_op_fail(ctx, RT_INTERNAL, "no CUDA fill kernel for this dtype");
+    rt_cuda_kernel k = by_size(elem, RT_CUDA_K_fill_1, RT_CUDA_K_fill_2, RT_CUDA_K_fill_4,
+                               RT_CUDA_K_fill_8);
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p->n, 256), 1, 1, p);
+}
+
+/* ---- constant_of_shape -------------------------------------------------------------- */
+
+rt_status rt_cuda__check_constant_of_shape(rt_op_ctx *ctx) {
+    if (ctx->args[0]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "shape is a tensor (read at each execute); on "
+                          "CUDA, give the shape as an int list");
+    return RT_OK;
+}
+
+/* The value stays on the device: the kernel reads it. */
+rt_status rt_cuda__run_constant_of_shape(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__constant_of_shape_prepare(ctx));
+    const rt_tensor_value *value = ARG_T(ctx, 1), *out = ARG_T(ctx, 2);
+    rt_cuda_fill_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    p.value = value->data;
+    p.out = out->data;
+    return launch_fill(ctx, cm, &p, out->elem_size);
+}
+
+/* ---- eye_like ----------------------------------------------------------------------- */
+
+/* The bytes of 1 in `type`, little-endian in the low bytes of *out. */
+static bool one_bits(rt_type type, uint64_t *out) {
+    float f = 1.0f;
+    double d = 1.0;
+    uint32_t f_bits;
+    switch (type) {
+    case RT_F32: memcpy(&f_bits, &f, 4); *out = f_bits; return true;
+    case RT_F64: memcpy(out, &d, 8); return true;
+    case RT_F16: *out = 0x3C00; return true;
+    case RT_BF16: *out = 0x3F80; return true;
+    case RT_I8: case RT_U8: case RT_BOOL: case RT_I16: case RT_U16: case RT_I32: case RT_U32:
+    case RT_I64: case RT_U64: *out = 1; return true;
+    default: return false;
+    }
+}
+
+rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__eye_like_prepare(ctx));
+    const rt_tensor_value *out = ARG_T(ctx, 2);
+    rt_cuda_fill_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "k", &p.k));
+    if (!one_bits(out->type, &p.one))
+        return rt_op_fail(ctx, RT_INTERNAL, "no 1 for dtype %s", rt_tensor__type_name(out->type));
+    int64_t rows = out->sizes[0];
+    p.cols = out->sizes[1];
+    if (p.k >= p.cols || p.k <= -rows)
+        p.k = p.cols; /* no diagonal inside; and row + k in the kernel cannot overflow */
+    p.out = out->data;
+    return launch_fill(ctx, cm, &p, out->elem_size);
+}
+
+/* ---- one_hot ------------------------------------------------------------------------ */
+
+rt_status rt_cuda__check_one_hot(rt_op_ctx *ctx) {
+    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
+        return rt_op_fail(ctx, RT_UNSUPPORTED, "depth is a tensor (read at each execute); on "
+                          "CUDA, give depth as an int");
+    return RT_OK;
+}
+
+rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__one_hot_prepare(ctx));
+    const rt_tensor_value *indices = ARG_T(ctx, 0), *values = ARG_T(ctx, 3);
+    const rt_tensor_value *out = ARG_T(ctx, 4);
+    rt_cuda_one_hot_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    p.depth = out->sizes[axis];
+    p.inner = 1;
+    for (int32_t d = axis; d < indices->rank; d++)
+        p.inner *= indices->sizes[d];
+    p.index_type = (int32_t)indices->type;
+    p.indices = indices->data;
+    p.values = values->data;
+    p.out = out->data;
+    size_t elem = out->elem_size;
+    if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
+        return rt_op_fail(ctx, RT_INTERNAL, "no CUDA one_hot kernel for this dtype");
+    rt_cuda_kernel k = by_size(elem, RT_CUDA_K_one_hot_1, RT_CUDA_K_one_hot_2,
+                               RT_CUDA_K_one_hot_4, RT_CUDA_K_one_hot_8);
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
+/* ---- range -------------------------------------------------------------------------- */
+
+/* The length depends on the three values, so they come back to the host and the CPU op itself
+ * runs there (its exact count, values and errors) into a host buffer of out's bounds, which
+ * is then uploaded: ranges are short (loop counters, positions), one small copy each way. */
+rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__range_prepare(ctx));
+    rt_tensor_value *params[3] = {ARG_T(ctx, 0), ARG_T(ctx, 1), ARG_T(ctx, 2)};
+    rt_tensor_value *out = ARG_T(ctx, 3);
+    size_t elem = out->elem_size, capacity = (size_t)out->bounds[0] * elem;
+    char *host = malloc(3 * 8 + (capacity > 0 ? capacity : 1));
+    if (host == NULL)
+        return rt_error__oom("range");
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = RT_OK;
+    for (int i = 0; i < 3 && status == RT_OK; i++)
+        status = rt_cuda__check(cu->memcpy_dtoh_async(host + 8 * i,
+                                                      (CUdeviceptr)(uintptr_t)params[i]->data,
+                                                      elem, cm->stream),
+                                "reading the range parameters");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the parameters");
+    if (status != RT_OK) {
+        free(host);
+        return rt_op_fail(ctx, status, "could not read start, limit and delta");
+    }
+    void *device[4] = {params[0]->data, params[1]->data, params[2]->data, out->data};
+    for (int i = 0; i < 3; i++)
+        params[i]->data = host + 8 * i;
+    out->data = host + 24;
+    status = rt_ops__range_run(ctx); /* sets out's sizes, or fails naming why */
+    for (int i = 0; i < 3; i++)
+        params[i]->data = device[i];
+    out->data = device[3];
+    size_t nbytes = rt_tensor__nbytes(out);
+    if (status == RT_OK && nbytes > 0) {
+        status = rt_cuda__check(cu->memcpy_htod_async((CUdeviceptr)(uintptr_t)out->data,
+                                                      host + 24, nbytes, cm->stream),
+                                "writing the range");
+        /* The host buffer is freed below: the copy must be done with it first. */
+        if (status == RT_OK)
+            status = rt_cuda__check(cu->stream_synchronize(cm->stream), "writing the range");
+        if (status != RT_OK)
+            status = rt_op_fail(ctx, status, "could not write the range");
+    }
+    free(host);
+    return status;
+}
