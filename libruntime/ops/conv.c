@@ -166,11 +166,6 @@ static void im2col_rows(void *arg, size_t begin, size_t end) {
     }
 }
 
-static int32_t conv_threads(const rt_op_ctx *ctx) {
-    int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
-    return threads < most ? threads : most;
-}
-
 static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
     const conv_dims *d = &args->dims;
     int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups;
@@ -178,7 +173,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
     size_t columns_bytes = conv_columns_bytes(d);
     float *columns = ctx->scratch;
     void *gemm_scratch = (char *)ctx->scratch + columns_bytes;
-    int32_t threads = conv_threads(ctx);
+    int32_t threads = rt_op__slot_threads(ctx);
     const float *x = args->x->data, *w = args->w->data;
     const float *bias = args->bias ? args->bias->data : NULL;
     float *out = args->out->data;
@@ -320,7 +315,7 @@ static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
     if (args.x->type == RT_F32 && rt_conv__depthwise_fits(d)) {
         rt_conv__depthwise_f32(d, args.x->data, args.w->data,
                                args.bias ? args.bias->data : NULL, &args.act, args.out->data,
-                               ctx->scratch, conv_threads(ctx));
+                               ctx->scratch, rt_op__slot_threads(ctx));
         return RT_OK;
     }
     if (conv_uses_gemm(&args)) {

@@ -118,11 +118,6 @@ static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args) {
 
 /* float32 goes through the packed GEMM; its packing buffers come from the method's scratch,
  * sized for as many threads as the pool can ever give one call. */
-static int32_t gemm_threads(const rt_op_ctx *ctx) {
-    int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
-    return threads < most ? threads : most;
-}
-
 static void request_gemm_scratch(rt_op_ctx *ctx) {
     ctx->scratch_bytes = rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
 }
@@ -149,7 +144,7 @@ static bool matmul_b_is_shared(const matmul_args *args) {
 }
 
 static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
-    int32_t threads = gemm_threads(ctx);
+    int32_t threads = rt_op__slot_threads(ctx);
     for (int64_t batch = 0; batch < args->dims.batch_count; batch++) {
         rt_gemm_f32_args g = matmul_gemm(args, batch);
         g.packed_b = ctx->state;
@@ -352,7 +347,7 @@ static rt_status linear_prepare(rt_op_ctx *ctx, bool fused) {
 
 static void linear_f32(const rt_op_ctx *ctx, const linear_args *args) {
     rt_gemm_f32_args g = linear_gemm(ctx, args);
-    rt_gemm_f32(&g, ctx->scratch, gemm_threads(ctx));
+    rt_gemm_f32(&g, ctx->scratch, rt_op__slot_threads(ctx));
 }
 
 static rt_status linear_run(rt_op_ctx *ctx, bool fused) {

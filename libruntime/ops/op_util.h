@@ -145,4 +145,11 @@ static inline int32_t rt_op__threads(const rt_op_ctx *ctx) {
     return ctx->num_threads > 0 ? ctx->num_threads : 1;
 }
 
+/* Threads for a kernel with a scratch slot per thread: prepare sized the scratch for
+ * rt_threadpool__hardware_threads() slots, so never more than that. */
+static inline int32_t rt_op__slot_threads(const rt_op_ctx *ctx) {
+    int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
+    return threads < most ? threads : most;
+}
+
 #endif

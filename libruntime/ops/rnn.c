@@ -219,11 +219,6 @@ static rt_status rnn_setup(rt_op_ctx *ctx, rt_rnn_args *a, rt_rnn_cell cell) {
     return check_shapes(ctx, a);
 }
 
-static int32_t gemm_threads(const rt_op_ctx *ctx) {
-    int32_t threads = rt_op__threads(ctx), most = rt_threadpool__hardware_threads();
-    return threads < most ? threads : most;
-}
-
 static rt_status rnn_prepare(rt_op_ctx *ctx, rt_rnn_cell cell) {
     rt_rnn_args a;
     RT_RETURN_IF_ERROR(rnn_setup(ctx, &a, cell));
@@ -251,10 +246,10 @@ static rt_status rnn_run(rt_op_ctx *ctx, rt_rnn_cell cell) {
     RT_RETURN_IF_ERROR(rnn_setup(ctx, &a, cell));
     RT_RETURN_IF_ERROR(check_lengths(ctx, &a));
     /* The current sizes never exceed the planned ones; this guards the arithmetic anyway. */
-    if (!rt_rnn__scratch_bytes(&a, gemm_threads(ctx), &need) || need > ctx->scratch_bytes)
+    if (!rt_rnn__scratch_bytes(&a, rt_op__slot_threads(ctx), &need) || need > ctx->scratch_bytes)
         return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "the working memory for these sizes exceeds "
                           "the planned %zu bytes", ctx->scratch_bytes);
-    rt_rnn__run(ctx, &a, gemm_threads(ctx));
+    rt_rnn__run(ctx, &a, rt_op__slot_threads(ctx));
     return RT_OK;
 }
 
