@@ -313,6 +313,22 @@ rt_status rt_cuda__op_launch(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel 
     return RT_OK;
 }
 
+bool rt_cuda__sized_kernel(rt_cuda_kernel first, size_t elem, rt_cuda_kernel *out) {
+    int offset = elem == 1 ? 0 : elem == 2 ? 1 : elem == 4 ? 2 : elem == 8 ? 3 : -1;
+    if (offset < 0)
+        return false;
+    *out = (rt_cuda_kernel)(first + offset);
+    return true;
+}
+
+rt_status rt_cuda__op_launch_sized(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel first,
+                                   size_t elem, int64_t n, void *params) {
+    rt_cuda_kernel kernel;
+    if (!rt_cuda__sized_kernel(first, elem, &kernel))
+        return rt_op_fail(ctx, RT_INTERNAL, "no CUDA kernel for %zu-byte elements", elem);
+    return rt_cuda__op_launch(ctx, cm, kernel, rt_cuda__blocks(n, 256), 1, 1, params);
+}
+
 rt_status rt_cuda__copy_strided(const rt_cuda_device *d, CUstream stream, void *dst,
                                 const int64_t *dst_strides, const void *src,
                                 const int64_t *src_strides, int32_t rank, const int64_t *sizes,
@@ -331,13 +347,8 @@ rt_status rt_cuda__copy_strided(const rt_cuda_device *d, CUstream stream, void *
     p.src = src;
     p.dst = dst;
     rt_cuda_kernel k;
-    switch (elem_size) {
-    case 1: k = RT_CUDA_K_copy_strided_1; break;
-    case 2: k = RT_CUDA_K_copy_strided_2; break;
-    case 4: k = RT_CUDA_K_copy_strided_4; break;
-    case 8: k = RT_CUDA_K_copy_strided_8; break;
-    default: return rt_error__set(RT_INTERNAL, "%s: no copy kernel for %zu-byte elements", what,
-                                  elem_size);
-    }
+    if (!rt_cuda__sized_kernel(RT_CUDA_K_copy_strided_1, elem_size, &k))
+        return rt_error__set(RT_INTERNAL, "%s: no copy kernel for %zu-byte elements", what,
+                             elem_size);
     return rt_cuda__launch(d, stream, k, rt_cuda__blocks(p.n, 256), 1, 1, 256, &p, what);
 }

@@ -56,6 +56,16 @@ rt_status rt_cuda__read_condition(rt_method *m, const rt_tensor_value *t, bool *
 /* Helpers for the op launchers (cuda_ops*.c). */
 rt_status rt_cuda__op_launch(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel kernel,
                              unsigned grid_x, unsigned grid_y, unsigned grid_z, void *params);
+
+/* The kernel of an element-size family for `elem`-byte elements: `first` is its _1 member;
+ * kernels.inc declares every such family as _1, _2, _4, _8, in that order. False for any
+ * other size. */
+bool rt_cuda__sized_kernel(rt_cuda_kernel first, size_t elem, rt_cuda_kernel *out);
+
+/* rt_cuda__op_launch of the family member for `elem`-byte elements (see above) over n
+ * threads, 256 to a block; another element size fails naming the op. */
+rt_status rt_cuda__op_launch_sized(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel first,
+                                   size_t elem, int64_t n, void *params);
 /* dst = src (device, same sizes and element size) through any strides. */
 rt_status rt_cuda__copy_strided(const rt_cuda_device *d, CUstream stream, void *dst,
                                 const int64_t *dst_strides, const void *src,

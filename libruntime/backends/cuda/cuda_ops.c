@@ -204,15 +204,7 @@ static rt_status run_where(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.a = ARG_T(ctx, 1)->data;
     p.b = ARG_T(ctx, 2)->data;
     p.out = out->data;
-    rt_cuda_kernel k;
-    switch (out->elem_size) {
-    case 1: k = RT_CUDA_K_where_1; break;
-    case 2: k = RT_CUDA_K_where_2; break;
-    case 4: k = RT_CUDA_K_where_4; break;
-    case 8: k = RT_CUDA_K_where_8; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA where kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_where_1, out->elem_size, p.n, &p);
 }
 
 /* ---- unary -------------------------------------------------------------------------- */

@@ -11,20 +11,11 @@
 
 #define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
 
-static rt_cuda_kernel by_size(size_t elem, rt_cuda_kernel k1, rt_cuda_kernel k2,
-                              rt_cuda_kernel k4, rt_cuda_kernel k8) {
-    return elem == 1 ? k1 : elem == 2 ? k2 : elem == 4 ? k4 : k8;
-}
-
 static rt_status launch_fill(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_fill_params *p,
                              size_t elem) {
     if (p->n == 0)
         return RT_OK;
-    if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
-        return rt_op_fail(ctx, RT_INTERNAL, "no CUDA fill kernel for this dtype");
-    rt_cuda_kernel k = by_size(elem, RT_CUDA_K_fill_1, RT_CUDA_K_fill_2, RT_CUDA_K_fill_4,
-                               RT_CUDA_K_fill_8);
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p->n, 256), 1, 1, p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_fill_1, elem, p->n, p);
 }
 
 /* ---- constant_of_shape -------------------------------------------------------------- */
@@ -115,12 +106,7 @@ rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.indices = indices->data;
     p.values = values->data;
     p.out = out->data;
-    size_t elem = out->elem_size;
-    if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
-        return rt_op_fail(ctx, RT_INTERNAL, "no CUDA one_hot kernel for this dtype");
-    rt_cuda_kernel k = by_size(elem, RT_CUDA_K_one_hot_1, RT_CUDA_K_one_hot_2,
-                               RT_CUDA_K_one_hot_4, RT_CUDA_K_one_hot_8);
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_one_hot_1, out->elem_size, p.n, &p);
 }
 
 /* ---- range -------------------------------------------------------------------------- */

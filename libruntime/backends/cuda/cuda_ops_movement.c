@@ -162,15 +162,7 @@ rt_status rt_cuda__run_tile(rt_op_ctx *ctx, rt_cuda_method *cm) {
     }
     p.x = x->data;
     p.out = out->data;
-    rt_cuda_kernel k;
-    switch (out->elem_size) {
-    case 1: k = RT_CUDA_K_tile_1; break;
-    case 2: k = RT_CUDA_K_tile_2; break;
-    case 4: k = RT_CUDA_K_tile_4; break;
-    case 8: k = RT_CUDA_K_tile_8; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA tile kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_tile_1, out->elem_size, p.n, &p);
 }
 
 /* ---- split -------------------------------------------------------------------------- */
@@ -273,15 +265,7 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.data = data->data;
     p.indices = indices->data;
     p.out = out->data;
-    rt_cuda_kernel k;
-    switch (out->elem_size) {
-    case 1: k = RT_CUDA_K_gather_1; break;
-    case 2: k = RT_CUDA_K_gather_2; break;
-    case 4: k = RT_CUDA_K_gather_4; break;
-    case 8: k = RT_CUDA_K_gather_8; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_gather_1, out->elem_size, p.n, &p);
 }
 
 /* ---- gather_elements ---------------------------------------------------------------- */
@@ -309,15 +293,7 @@ rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.data = data->data;
     p.indices = indices->data;
     p.out = out->data;
-    rt_cuda_kernel k;
-    switch (out->elem_size) {
-    case 1: k = RT_CUDA_K_gather_elements_1; break;
-    case 2: k = RT_CUDA_K_gather_elements_2; break;
-    case 4: k = RT_CUDA_K_gather_elements_4; break;
-    case 8: k = RT_CUDA_K_gather_elements_8; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather_elements kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_gather_elements_1, out->elem_size, p.n, &p);
 }
 
 /* ---- gather_nd ---------------------------------------------------------------------- */
@@ -351,15 +327,7 @@ rt_status rt_cuda__run_gather_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.data = data->data;
     p.indices = indices->data;
     p.out = out->data;
-    rt_cuda_kernel kernel;
-    switch (out->elem_size) {
-    case 1: kernel = RT_CUDA_K_gather_nd_1; break;
-    case 2: kernel = RT_CUDA_K_gather_nd_2; break;
-    case 4: kernel = RT_CUDA_K_gather_nd_4; break;
-    case 8: kernel = RT_CUDA_K_gather_nd_8; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA gather_nd kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, kernel, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_gather_nd_1, out->elem_size, p.n, &p);
 }
 
 /* ---- scatter_elements --------------------------------------------------------------- */
@@ -540,15 +508,7 @@ rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.upper = upper;
     p.x = x->data;
     p.out = out->data;
-    rt_cuda_kernel k;
-    switch (out->elem_size) {
-    case 1: k = RT_CUDA_K_trilu_1; break;
-    case 2: k = RT_CUDA_K_trilu_2; break;
-    case 4: k = RT_CUDA_K_trilu_4; break;
-    case 8: k = RT_CUDA_K_trilu_8; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA trilu kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_trilu_1, out->elem_size, p.n, &p);
 }
 
 /* ---- pad ---------------------------------------------------------------------------- */
@@ -592,15 +552,7 @@ rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.x = x->data;
     p.value = ctx->args[3]->kind == RT_VALUE_TENSOR ? ARG_T(ctx, 3)->data : NULL;
     p.out = out->data;
-    rt_cuda_kernel k;
-    switch (out->elem_size) {
-    case 1: k = RT_CUDA_K_pad_1; break;
-    case 2: k = RT_CUDA_K_pad_2; break;
-    case 4: k = RT_CUDA_K_pad_4; break;
-    case 8: k = RT_CUDA_K_pad_8; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA pad kernel for this dtype");
-    }
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    return rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_pad_1, out->elem_size, p.n, &p);
 }
 
 /* ---- copy_into, assign (lowered loops) ------------------------------------------------ */
