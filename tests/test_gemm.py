@@ -1,6 +1,6 @@
-"""The packed GEMM under matmul, linear and conv2d: every edge of its blocking, and the
-portable micro-kernel against the AVX2 one (selected per process, forced by
-RT_PORTABLE_KERNELS=1)."""
+"""The packed GEMM under matmul, linear and conv2d: every edge of its blocking, and each
+micro-kernel this CPU can run (AVX-512 8x32, AVX2 4x24, portable 4x24; chosen per process,
+forced by RT_GEMM_KERNEL) against the portable one."""
 from __future__ import annotations
 
 import os
@@ -15,10 +15,11 @@ import runtime_py as rt
 from runtime_py.builder import ProgramBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
-# Sizes straddling the micro-tile (4 x 24), the blocks (MC 144, KC 128, NC 528) and zero.
-SIZES = [(1, 1, 1), (5, 15, 3), (4, 24, 256), (5, 25, 257), (145, 33, 300), (144, 530, 40), (73, 30, 129),
-         (3, 1100, 9), (0, 4, 4), (4, 0, 4), (4, 4, 0), (200, 70, 513), (6, 16, 256),
-         (7, 23, 257)]
+# Sizes straddling the micro-tiles (4 x 24, 8 x 32), the blocks (MC 192, KC 192, NC 528 or
+# 512) and zero.
+SIZES = [(1, 1, 1), (5, 15, 3), (4, 24, 256), (5, 25, 257), (193, 33, 300), (192, 530, 40),
+         (73, 30, 193), (3, 1100, 9), (0, 4, 4), (4, 0, 4), (4, 4, 0), (200, 70, 513),
+         (6, 16, 256), (7, 23, 257), (8, 32, 192), (9, 33, 385), (16, 515, 64)]
 
 
 def run_matmul(a, b, threads):
@@ -63,13 +64,36 @@ np.save(sys.argv[2], run_matmul(a, b, 2))
 """
 
 
-def test_portable_kernel_matches_vector_kernel(tmp_path):
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("kernel,flags", [("avx2_fma", ["avx2", "fma"]), ("avx512", ["avx512f"])])
+def test_vector_kernel_matches_portable_kernel(tmp_path, kernel, flags):
+    if not all(flag in cpu_flags() for flag in flags):
+        pytest.skip(f"this CPU lacks {flags}")
     outs = []
-    for portable in ("0", "1"):
-        path = tmp_path / f"out{portable}.npy"
-        env = dict(os.environ, RT_PORTABLE_KERNELS=portable)
+    for forced in (kernel, "portable"):
+        path = tmp_path / f"{forced}.npy"
+        env = dict(os.environ, RT_GEMM_KERNEL=forced)
         subprocess.run([sys.executable, "-c", PORTABLE_SCRIPT, str(ROOT), str(path)], env=env,
                        check=True, cwd=ROOT, timeout=120)
         outs.append(np.load(path))
-    # Same blocking and summation order; FMA versus multiply-then-add rounds differently.
+    # The same summation order over k; FMA versus multiply-then-add rounds differently.
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-4)
+
+
+def test_portable_kernels_env_forces_portable(tmp_path):
+    # RT_PORTABLE_KERNELS=1 and RT_GEMM_KERNEL=portable give bit-identical results.
+    outs = []
+    for env_var, value in (("RT_PORTABLE_KERNELS", "1"), ("RT_GEMM_KERNEL", "portable")):
+        path = tmp_path / f"{env_var}.npy"
+        env = dict(os.environ, **{env_var: value})
+        subprocess.run([sys.executable, "-c", PORTABLE_SCRIPT, str(ROOT), str(path)], env=env,
+                       check=True, cwd=ROOT, timeout=120)
+        outs.append(np.load(path))
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -13,29 +13,51 @@
 
 #include "core/threadpool.h"
 
-#define MC 144     /* rows of A per block: 36 panels of 4, 72 KB at KC = 128 (L2) */
-#define KC 128     /* depth of a slice: one B micro-panel is 12 KB (L1) */
-#define NC_MAX 528 /* columns of B per block, a multiple of NR: 264 KB at KC = 128 */
+#define MC 192 /* rows of A per block: 144 KB at KC = 192 (L2) */
+#define KC 192 /* depth of a slice: one B micro-panel is 24 KB with NR = 32 (L1) */
+#define NC_MAX 528 /* columns of B per block (rounded down to a multiple of NR): 396 KB */
 #define SLOT_FLOATS ((size_t)MC * KC + (size_t)KC * NC_MAX)
 #define MIN_FLOPS_PER_THREAD 200000.0
 
+/* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
 static const char *micro_variant;
+static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
+
+static void use_kernel(rt_gemm_f32_micro_fn fn, const char *name, int64_t mr, int64_t nr) {
+    micro_kernel = fn;
+    micro_variant = name;
+    MR = mr;
+    NR = nr;
+}
+
+static bool env_says(const char *name, const char *value) {
+    const char *set = getenv(name);
+    return set != NULL && strcmp(set, value) == 0;
+}
 
 static void select_micro_kernel(void) {
     const char *force = getenv("RT_PORTABLE_KERNELS");
-    bool portable = force != NULL && force[0] != '\0' && force[0] != '0';
-#if defined(__x86_64__) || defined(__i386__)
-    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        micro_kernel = rt_gemm_f32_micro__avx2_fma;
-        micro_variant = "avx2_fma";
+    bool portable = (force != NULL && force[0] != '\0' && force[0] != '0') ||
+                    env_says("RT_GEMM_KERNEL", "portable");
+    const char *wanted = getenv("RT_GEMM_KERNEL");
+    bool any = wanted == NULL || wanted[0] == '\0';
+    use_kernel(rt_gemm_f32_micro__portable, "portable", RT_GEMM_MR, RT_GEMM_NR);
+    if (portable)
+        return;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if ((any || env_says("RT_GEMM_KERNEL", "avx512")) && __builtin_cpu_supports("avx512f")) {
+        use_kernel(rt_gemm_f32_micro__avx512, "avx512", 8, 32);
         return;
     }
 #endif
-    (void)portable;
-    micro_kernel = rt_gemm_f32_micro__portable;
-    micro_variant = "portable";
+#if defined(__x86_64__) || defined(__i386__)
+    if ((any || env_says("RT_GEMM_KERNEL", "avx2_fma")) && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma"))
+        use_kernel(rt_gemm_f32_micro__avx2_fma, "avx2_fma", RT_GEMM_MR, RT_GEMM_NR);
+#endif
+    (void)any;
 }
 
 const char *rt_gemm_f32_variant(void) {
@@ -61,35 +83,35 @@ static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; 
 
 static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    float *dst) {
-    for (int64_t ir = 0; ir < mc; ir += RT_GEMM_MR) {
-        int64_t rows = min64(RT_GEMM_MR, mc - ir);
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+        int64_t rows = min64(MR, mc - ir);
         const float *a = g->a + (i0 + ir) * g->a_row_stride + p0 * g->a_col_stride;
-        for (int64_t r = 0; r < RT_GEMM_MR; r++) {
+        for (int64_t r = 0; r < MR; r++) {
             const float *src = a + r * g->a_row_stride;
             for (int64_t p = 0; p < kc; p++)
-                dst[p * RT_GEMM_MR + r] = r < rows ? src[p * g->a_col_stride] : 0.0f;
+                dst[p * MR + r] = r < rows ? src[p * g->a_col_stride] : 0.0f;
         }
-        dst += kc * RT_GEMM_MR;
+        dst += kc * MR;
     }
 }
 
 static void pack_b(const rt_gemm_f32_args *g, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                    float *dst) {
-    for (int64_t jr = 0; jr < nc; jr += RT_GEMM_NR) {
-        int64_t cols = min64(RT_GEMM_NR, nc - jr);
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+        int64_t cols = min64(NR, nc - jr);
         const float *b = g->b + p0 * g->b_row_stride + (j0 + jr) * g->b_col_stride;
-        if (cols == RT_GEMM_NR && g->b_col_stride == 1) {
+        if (cols == NR && g->b_col_stride == 1) {
             for (int64_t p = 0; p < kc; p++)
-                memcpy(dst + p * RT_GEMM_NR, b + p * g->b_row_stride, RT_GEMM_NR * sizeof(float));
+                memcpy(dst + p * NR, b + p * g->b_row_stride, NR * sizeof(float));
         } else {
             /* Column by column: reads along a column are contiguous for a transposed B. */
-            for (int64_t j = 0; j < RT_GEMM_NR; j++) {
+            for (int64_t j = 0; j < NR; j++) {
                 const float *src = b + j * g->b_col_stride;
                 for (int64_t p = 0; p < kc; p++)
-                    dst[p * RT_GEMM_NR + j] = j < cols ? src[p * g->b_row_stride] : 0.0f;
+                    dst[p * NR + j] = j < cols ? src[p * g->b_row_stride] : 0.0f;
             }
         }
-        dst += kc * RT_GEMM_NR;
+        dst += kc * NR;
     }
 }
 
@@ -109,8 +131,8 @@ static void init_tile(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t
  * kept, so the kernel never writes (or reads biases) past the matrix. */
 static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, const float *pb,
                        int64_t i, int64_t j, int64_t rows, int64_t cols, int accumulate) {
-    float edge[RT_GEMM_MR * RT_GEMM_NR];
-    micro_kernel(kc, pa, pb, edge, RT_GEMM_NR, 0, NULL, NULL);
+    float edge[RT_GEMM_MR_MAX * RT_GEMM_NR_MAX];
+    micro_kernel(kc, pa, pb, edge, NR, 0, NULL, NULL);
     for (int64_t r = 0; r < rows; r++) {
         float *c = g->c + (i + r) * g->c_row_stride + j;
         float base = g->row_bias != NULL ? g->row_bias[i + r] : 0.0f;
@@ -118,7 +140,7 @@ static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, c
             float start = accumulate ? c[s]
                                      : base + (g->column_bias != NULL ? g->column_bias[j + s]
                                                                       : 0.0f);
-            c[s] = start + edge[r * RT_GEMM_NR + s];
+            c[s] = start + edge[r * NR + s];
         }
     }
 }
@@ -133,7 +155,7 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
         init_tile(g, i0, mc, j0, nc);
         return;
     }
-    int64_t m_pad = round_up(g->m, RT_GEMM_MR), n_pad = round_up(g->n, RT_GEMM_NR);
+    int64_t m_pad = round_up(g->m, MR), n_pad = round_up(g->n, NR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
         const float *pa, *pb;
@@ -150,13 +172,13 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
             pb = slot + (size_t)MC * KC;
         }
         int accumulate = p0 > 0;
-        for (int64_t jr = 0; jr < nc; jr += RT_GEMM_NR) {
-            int64_t cols = min64(RT_GEMM_NR, nc - jr), j = j0 + jr;
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+            int64_t cols = min64(NR, nc - jr), j = j0 + jr;
             const float *col_bias = g->column_bias != NULL ? g->column_bias + j : NULL;
-            for (int64_t ir = 0; ir < mc; ir += RT_GEMM_MR) {
-                int64_t rows = min64(RT_GEMM_MR, mc - ir), i = i0 + ir;
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+                int64_t rows = min64(MR, mc - ir), i = i0 + ir;
                 float *c = g->c + i * g->c_row_stride + j;
-                if (rows == RT_GEMM_MR && cols == RT_GEMM_NR)
+                if (rows == MR && cols == NR)
                     micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride,
                                  accumulate, g->row_bias != NULL ? g->row_bias + i : NULL,
                                  col_bias);
@@ -172,22 +194,26 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
 }
 
 size_t rt_gemm_f32_packed_a_floats(int64_t m, int64_t k) {
-    return (size_t)round_up(m, RT_GEMM_MR) * (size_t)k;
+    pthread_once(&select_once, select_micro_kernel);
+    return (size_t)round_up(m, MR) * (size_t)k;
 }
 
 size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n) {
-    return (size_t)k * (size_t)round_up(n, RT_GEMM_NR);
+    pthread_once(&select_once, select_micro_kernel);
+    return (size_t)k * (size_t)round_up(n, NR);
 }
 
 /* Slice by slice, every panel: the offsets run_tile computes for packed_a / packed_b. */
 void rt_gemm_f32_pack_a(const rt_gemm_f32_args *g, float *dst) {
-    int64_t m_pad = round_up(g->m, RT_GEMM_MR);
+    pthread_once(&select_once, select_micro_kernel);
+    int64_t m_pad = round_up(g->m, MR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC)
         pack_a(g, 0, g->m, p0, min64(KC, g->k - p0), dst + p0 * m_pad);
 }
 
 void rt_gemm_f32_pack_b(const rt_gemm_f32_args *g, float *dst) {
-    int64_t n_pad = round_up(g->n, RT_GEMM_NR);
+    pthread_once(&select_once, select_micro_kernel);
+    int64_t n_pad = round_up(g->n, NR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC)
         pack_b(g, p0, min64(KC, g->k - p0), 0, g->n, dst + p0 * n_pad);
 }
@@ -214,13 +240,13 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, int32_t threads) {
     gemm_plan plan = {.g = g, .scratch = scratch, .threads = threads};
     atomic_init(&plan.next_tile, 0);
     plan.m_tiles = (g->m + MC - 1) / MC;
-    plan.nc = min64(NC_MAX, (g->n + RT_GEMM_NR - 1) / RT_GEMM_NR * RT_GEMM_NR);
+    plan.nc = min64(NC_MAX / NR * NR, round_up(g->n, NR));
     plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
     if (threads > 1 && plan.m_tiles * plan.n_tiles < 2 * (int64_t)threads) {
         /* Too few tiles to keep every thread busy: cut the columns finer. */
         int64_t want = (2 * (int64_t)threads + plan.m_tiles - 1) / plan.m_tiles;
         int64_t per = (g->n + want - 1) / want;
-        plan.nc = (per + RT_GEMM_NR - 1) / RT_GEMM_NR * RT_GEMM_NR;
+        plan.nc = (per + NR - 1) / NR * NR;
         plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
     }
     if (plan.m_tiles * plan.n_tiles < threads)

@@ -42,14 +42,13 @@ size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n);
 void rt_gemm_f32_pack_a(const rt_gemm_f32_args *args, float *dst);
 void rt_gemm_f32_pack_b(const rt_gemm_f32_args *args, float *dst);
 
-/* The micro-kernel variant chosen for this CPU ("avx2_fma" or "portable"). Setting the
- * environment variable RT_PORTABLE_KERNELS=1 before first use forces the portable one. */
+/* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
+ * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
+ * RT_PORTABLE_KERNELS=1 forces the portable one. Packed layouts follow the kernel's tile, so
+ * they are made and used in the same process. */
 const char *rt_gemm_f32_variant(void);
 
 /* ---- micro-kernels (gemm_*.c) ------------------------------------------------------------ */
-
-#define RT_GEMM_MR 4
-#define RT_GEMM_NR 24
 
 /* acc = sum_p a[p*MR + i] * b[p*NR + j] over k; then for i < MR, j < NR:
  *   c[i*ldc + j] = acc + c[i*ldc + j]               when accumulate, else
@@ -59,11 +58,23 @@ typedef void (*rt_gemm_f32_micro_fn)(int64_t k, const float *a, const float *b, 
                                      int64_t ldc, int accumulate, const float *row_bias,
                                      const float *col_bias);
 
+/* The largest tile any kernel has (edge blocks are computed in a buffer this big). */
+#define RT_GEMM_MR_MAX 8
+#define RT_GEMM_NR_MAX 32
+
+/* The portable kernel's tile, also the AVX2 one's. */
+#define RT_GEMM_MR 4
+#define RT_GEMM_NR 24
+
 void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
                                  const float *col_bias);
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
                                  const float *col_bias);
+/* 8 x 32; x86-64 builds with GCC or clang only. */
+void rt_gemm_f32_micro__avx512(int64_t k, const float *a, const float *b, float *c,
+                               int64_t ldc, int accumulate, const float *row_bias,
+                               const float *col_bias);
 
 #endif

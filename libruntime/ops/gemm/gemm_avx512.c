@@ -1,0 +1,54 @@
+/* gemm_avx512.c: the 8x32 micro-kernel with AVX-512F: sixteen 16-wide accumulators, two B
+ * vectors and one broadcast A value live per step, half of the 32 zmm registers. On CPUs that
+ * split a 512-bit FMA in two (AMD Zen 4) the arithmetic peak is the AVX2 one; the gain is half
+ * the instructions per FMA, which leaves the front end room to keep both FMA pipes busy. */
+#include "ops/gemm/gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define MR 8
+#define NR 32
+
+__attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
+    int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
+    const float *row_bias, const float *col_bias) {
+    __m512 acc[MR][2];
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < k; p++) {
+        const __m512 b0 = _mm512_load_ps(b);
+        const __m512 b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+        a += MR;
+        b += NR;
+    }
+    __m512 col0 = _mm512_setzero_ps(), col1 = _mm512_setzero_ps();
+    if (!accumulate && col_bias != NULL) {
+        col0 = _mm512_loadu_ps(col_bias);
+        col1 = _mm512_loadu_ps(col_bias + 16);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+        float *row = c + i * ldc;
+        __m512 base0, base1;
+        if (accumulate) {
+            base0 = _mm512_loadu_ps(row);
+            base1 = _mm512_loadu_ps(row + 16);
+        } else {
+            __m512 r = row_bias != NULL ? _mm512_set1_ps(row_bias[i]) : _mm512_setzero_ps();
+            base0 = _mm512_add_ps(r, col0);
+            base1 = _mm512_add_ps(r, col1);
+        }
+        _mm512_storeu_ps(row, _mm512_add_ps(acc[i][0], base0));
+        _mm512_storeu_ps(row + 16, _mm512_add_ps(acc[i][1], base1));
+    }
+}
+
+#endif
