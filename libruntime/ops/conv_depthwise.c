@@ -4,7 +4,7 @@
  * stride-phase-split buffer (conv_padded.c). Every tap of every output row then reads a
  * contiguous run of that buffer, so padding costs nothing, strided convolutions vectorise like
  * unit-stride ones, and each output vector (8 columns) sums all its taps in a register before
- * one store; the activation runs on each finished row. */
+ * one store; the activation runs on each finished pair of rows. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -42,6 +42,57 @@ typedef struct depthwise_job {
 /* Eight floats; memcpy in and out of it compiles to unaligned vector loads and stores. */
 typedef float vec8 __attribute__((vector_size(32)));
 
+/* Output rows `rows` (1 or 2) x 32 columns from `window` (the first row's window, the next
+ * `row_step` floats further): four vectors per row and tap, so one weight broadcast serves 64
+ * columns and eight independent sums hide the FMA latency. A partial block (`cols` < 32) is
+ * summed whole, its reads staying inside the padded plane, and only its columns are kept. */
+static inline __attribute__((always_inline)) void depthwise_block(
+    const float *window, int64_t row_step, const int64_t *tap_offset, const float *w,
+    int64_t taps, float b, int64_t rows, float *dst, int64_t dst_stride, int64_t cols) {
+    vec8 a0 = {b, b, b, b, b, b, b, b}, a1 = a0, a2 = a0, a3 = a0;
+    vec8 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int64_t t = 0; t < taps; t++) {
+        const float *src = window + tap_offset[t];
+        vec8 x0, x1, x2, x3;
+        memcpy(&x0, src, sizeof x0);
+        memcpy(&x1, src + 8, sizeof x1);
+        memcpy(&x2, src + 16, sizeof x2);
+        memcpy(&x3, src + 24, sizeof x3);
+        a0 += w[t] * x0;
+        a1 += w[t] * x1;
+        a2 += w[t] * x2;
+        a3 += w[t] * x3;
+        if (rows == 2) {
+            src += row_step;
+            memcpy(&x0, src, sizeof x0);
+            memcpy(&x1, src + 8, sizeof x1);
+            memcpy(&x2, src + 16, sizeof x2);
+            memcpy(&x3, src + 24, sizeof x3);
+            b0 += w[t] * x0;
+            b1 += w[t] * x1;
+            b2 += w[t] * x2;
+            b3 += w[t] * x3;
+        }
+    }
+    if (cols == 32) {
+        memcpy(dst, &a0, sizeof a0);
+        memcpy(dst + 8, &a1, sizeof a1);
+        memcpy(dst + 16, &a2, sizeof a2);
+        memcpy(dst + 24, &a3, sizeof a3);
+        if (rows == 2) {
+            dst += dst_stride;
+            memcpy(dst, &b0, sizeof b0);
+            memcpy(dst + 8, &b1, sizeof b1);
+            memcpy(dst + 16, &b2, sizeof b2);
+            memcpy(dst + 24, &b3, sizeof b3);
+        }
+        return;
+    }
+    vec8 block[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(dst + r * dst_stride, block[r], (size_t)cols * sizeof(float));
+}
+
 RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end) {
     depthwise_job *job = arg;
     const conv_dims *d = job->d;
@@ -62,41 +113,22 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
             const float *w = job->w + o * taps;
             float b = job->bias != NULL ? job->bias[o] : 0.0f;
             float *out = job->out + plane * d->out_h * d->out_w;
-            for (int64_t oh = 0; oh < d->out_h; oh++) {
-                const float *window = buf + oh * d->stride[0] * job->layout.row_floats;
+            int64_t row_step = d->stride[0] * job->layout.row_floats;
+            for (int64_t oh = 0; oh < d->out_h; oh += 2) {
+                int64_t rows = d->out_h - oh < 2 ? d->out_h - oh : 2;
                 float *dst = out + oh * d->out_w;
-                int64_t ow = 0;
-                /* Four vectors per tap: one weight broadcast and offset serve 32 columns. */
-                for (; ow + 32 <= d->out_w; ow += 32) {
-                    vec8 a0 = {b, b, b, b, b, b, b, b}, a1 = a0, a2 = a0, a3 = a0;
-                    for (int64_t t = 0; t < taps; t++) {
-                        const float *src = window + tap_offset[t] + ow;
-                        vec8 v0, v1, v2, v3;
-                        memcpy(&v0, src, sizeof v0);
-                        memcpy(&v1, src + 8, sizeof v1);
-                        memcpy(&v2, src + 16, sizeof v2);
-                        memcpy(&v3, src + 24, sizeof v3);
-                        a0 += w[t] * v0;
-                        a1 += w[t] * v1;
-                        a2 += w[t] * v2;
-                        a3 += w[t] * v3;
-                    }
-                    memcpy(dst + ow, &a0, sizeof a0);
-                    memcpy(dst + ow + 8, &a1, sizeof a1);
-                    memcpy(dst + ow + 16, &a2, sizeof a2);
-                    memcpy(dst + ow + 24, &a3, sizeof a3);
+                for (int64_t ow = 0; ow < d->out_w; ow += 32) {
+                    const float *window = buf + oh * row_step + ow;
+                    int64_t cols = d->out_w - ow < 32 ? d->out_w - ow : 32;
+                    /* Two calls, so each inlined copy has a constant row count. */
+                    if (rows == 2)
+                        depthwise_block(window, row_step, tap_offset, w, taps, b, 2, dst + ow,
+                                        d->out_w, cols);
+                    else
+                        depthwise_block(window, row_step, tap_offset, w, taps, b, 1, dst + ow,
+                                        d->out_w, cols);
                 }
-                for (; ow < d->out_w; ow += 8) {
-                    vec8 acc = {b, b, b, b, b, b, b, b};
-                    for (int64_t t = 0; t < taps; t++) {
-                        vec8 v;
-                        memcpy(&v, window + tap_offset[t] + ow, sizeof v);
-                        acc += w[t] * v;
-                    }
-                    int64_t count = d->out_w - ow < 8 ? d->out_w - ow : 8;
-                    memcpy(dst + ow, &acc, (size_t)count * sizeof(float));
-                }
-                rt_activation__apply(job->act, dst, d->out_w);
+                rt_activation__apply(job->act, dst, rows * d->out_w);
             }
         }
     }

@@ -20,7 +20,9 @@ bool rt_conv__padded_layout(const conv_dims *d, rt_conv_padded *out) {
     if (!rt_op__mul(out->rows, out->row_floats, &floats) ||
         (uint64_t)floats > MAX_PLANE_BYTES / sizeof(float))
         return false;
-    out->plane_floats = (floats + 15) / 16 * 16; /* keeps every plane 64-byte aligned */
+    /* 32 floats of slack: a kernel may read a whole 32-column block past the last row's end
+     * (into lanes it discards). Rounded up to keep every plane 64-byte aligned. */
+    out->plane_floats = (floats + 32 + 15) / 16 * 16;
     return true;
 }
 
@@ -28,6 +30,28 @@ int64_t rt_conv__tap_offset(const conv_dims *d, const rt_conv_padded *p, int64_t
                             int64_t kw) {
     int64_t s = d->stride[1], col = kw * d->dilation[1];
     return kh * d->dilation[0] * p->row_floats + col % s * p->phase_len + col / s;
+}
+
+/* Stride 2, the common case: padded column pc = iw + pad goes to phase pc % 2, index pc / 2.
+ * The middle runs as one loop over column pairs, which the compiler vectorises (a strided run
+ * per phase would be scalar). */
+static inline void split_pairs(const float *src, int64_t width, int64_t pad, float *even,
+                               float *odd) {
+    int64_t pc = pad, end = pad + width;
+    if (pc % 2 == 1 && pc < end) {
+        odd[pc / 2] = src[pc - pad];
+        pc++;
+    }
+    int64_t j0 = pc / 2, pairs = (end - pc) / 2;
+    const float *from = src + (pc - pad);
+    float *e = even + j0, *o = odd + j0;
+    for (int64_t j = 0; j < pairs; j++) {
+        e[j] = from[2 * j];
+        o[j] = from[2 * j + 1];
+    }
+    pc += 2 * pairs;
+    if (pc < end)
+        even[pc / 2] = src[pc - pad];
 }
 
 RT_MULTIVERSION void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p,
@@ -40,6 +64,10 @@ RT_MULTIVERSION void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padd
         float *row = buf + (ih + d->pad[0]) * p->row_floats;
         if (s == 1) {
             memcpy(row + d->pad[1], src, (size_t)d->width * sizeof(float));
+            continue;
+        }
+        if (s == 2) {
+            split_pairs(src, d->width, d->pad[1], row, row + len);
             continue;
         }
         /* Phase r takes the columns iw with (iw + pad_left) % s == r: a strided run each. */
