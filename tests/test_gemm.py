@@ -53,14 +53,20 @@ def test_linear_with_bias_through_gemm():
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64) + bias, rtol=1e-4, atol=1e-3)
 
 
+# A matmul and a convolution with constant weights (the direct kernel reading B's rows in
+# place: the kernels' gathered form), saved side by side.
 PORTABLE_SCRIPT = """
 import sys, numpy as np
 sys.path.insert(0, sys.argv[1])
 from tests.test_gemm import run_matmul
+from tests.test_ops import run_conv_constant_weights
 rng = np.random.default_rng(9)
 a = rng.standard_normal((75, 300)).astype(np.float32)
 b = rng.standard_normal((300, 40)).astype(np.float32)
-np.save(sys.argv[2], run_matmul(a, b, 2))
+x = rng.standard_normal((1, 7, 9, 60)).astype(np.float32)
+w = rng.standard_normal((13, 7, 3, 3)).astype(np.float32)
+conv = run_conv_constant_weights(x, w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1, 0, 2)
+np.save(sys.argv[2], np.concatenate([run_matmul(a, b, 2).ravel(), conv.ravel()]))
 """
 
 

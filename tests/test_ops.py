@@ -603,6 +603,70 @@ def test_depthwise_conv2d_act_wide_rows(stride, step, dilation, kernel, rows, mu
     assert_close(got, want, **tolerance("float32", rows * kernel + 1, 4.0))
 
 
+def run_conv_constant_weights(x, w, bias, strides, padding, dilations, groups, act, threads):
+    """conv2d_act with w and bias as program constants, which the loader packs once: the path
+    real models take (direct on the GEMM kernels, or im2col + GEMM with packed weights)."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    y = m.conv2d(m.input("x", "float32", x.shape), m.constant(w),
+                 m.constant(bias) if bias is not None else None, strides, list(padding),
+                 dilations, groups)
+    assert m.fuse_activation(y, act, 0.5, 1.5)
+    m.output(y, "y")
+    with rt.Program.load(b.to_bytes()) as program, \
+            program.load_method("forward", num_threads=threads) as f:
+        return np.array(f(x)[0])
+
+
+@examples(40)
+@given(stride=pairs_1_3, step=st.integers(1, 5), dilation=pairs_1_3, kernel=pairs_1_3,
+       channels=st.integers(1, 12), out_channels=st.integers(1, 20),
+       width=st.integers(1, 110) | st.sampled_from([23, 24, 31, 32, 33, 63, 64, 72, 96, 100]),
+       height=st.integers(1, 6), batch=st.integers(1, 2), padding=paddings,
+       act=st.sampled_from(sorted(ACTIVATIONS)), with_bias=st.booleans(),
+       threads=st.integers(1, 2), data=st.data())
+def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_channels, width,
+                                 height, batch, padding, act, with_bias, threads, data):
+    """Dense convolutions with packed constant weights: output rows from 1 to over 100 wide
+    (the direct kernel's 32-column blocks, whole and partial), horizontal strides 1 to 5
+    (5 goes through im2col), channel counts across the kernels' 8-row panels."""
+    top, left, bottom, right = four(padding)
+    w_in = width + min_size(kernel[1], step, left, right, dilation[1])
+    h_in = height + min_size(kernel[0], stride[0], top, bottom, dilation[0])
+    x = data.draw(S.arrays("float32", (batch, channels, h_in, w_in), bound=2.0), label="x")
+    w = data.draw(S.arrays("float32", (out_channels, channels) + kernel, bound=2.0), label="w")
+    bias = (data.draw(S.arrays("float32", (out_channels,), bound=2.0), label="bias")
+            if with_bias else None)
+    strides, dilations = [stride[0], step], list(dilation)
+    want = ACTIVATIONS[act](ref_conv2d(x, w, bias, strides, list(padding), dilations, 1),
+                            np.float32(0.5), np.float32(1.5)).astype(np.float32)
+    got = run_conv_constant_weights(x, w, bias, strides, padding, dilations, 1, act, threads)
+    taps = channels * kernel[0] * kernel[1]
+    assert_close(got, want, **tolerance("float32", taps + 1, 4.0))
+
+
+@pytest.mark.parametrize("x_shape,w_shape,strides,padding,dilations", [
+    ((1, 3, 10, 64), (16, 3, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),    # small CNN, first conv
+    ((2, 16, 6, 32), (32, 16, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),   # small CNN, second
+    ((1, 3, 9, 224), (32, 3, 3, 3), [2, 2], [1, 1, 1, 1], [1, 1]),    # MobileNet's first
+    ((1, 5, 7, 75), (17, 5, 3, 3), [2, 3], [0, 2, 1, 0], [1, 1]),     # partial blocks, stride 3
+    ((1, 12, 9, 100), (9, 12, 2, 3), [1, 4], [1, 0, 0, 2], [2, 1]),   # stride 4, dilated rows
+    ((1, 2, 6, 90), (8, 2, 3, 5), [1, 1], [2, 2, 2, 2], [1, 2]),      # dilated columns
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv2d_constant_weights_model_shapes(x_shape, w_shape, strides, padding, dilations,
+                                              threads):
+    rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
+    for act in (0, 2):
+        want = ACTIVATIONS[act](ref_conv2d(x, w, bias, strides, padding, dilations, 1),
+                                np.float32(0.5), np.float32(1.5)).astype(np.float32)
+        got = run_conv_constant_weights(x, w, bias, strides, padding, dilations, 1, act, threads)
+        assert_close(got, want, **tolerance("float32", w[0].size + 1, 4.0))
+
+
 # ============================================================================================
 # max_pool2d, avg_pool2d
 # ============================================================================================

@@ -290,6 +290,9 @@ static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
         return RT_OK;
     ctx->scratch_bytes = conv_columns_bytes(&args.dims) +
                          rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
+    if (rt_conv__direct_fits(&args.dims) &&
+        rt_conv__direct_scratch_bytes(&args.dims) > ctx->scratch_bytes)
+        ctx->scratch_bytes = rt_conv__direct_scratch_bytes(&args.dims);
     if (rt_op__is_constant(args.w))
         conv_pack_weights(ctx, &args);
     return RT_OK;
@@ -319,7 +322,13 @@ static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
         return RT_OK;
     }
     if (conv_uses_gemm(&args)) {
-        conv_f32_gemm(ctx, &args);
+        /* Weights packed at load (constant, and memory allowed it) take the direct path. */
+        if (ctx->state != NULL && rt_conv__direct_fits(d))
+            rt_conv__direct_f32(d, args.x->data, ctx->state,
+                                args.bias ? args.bias->data : NULL, &args.act, args.out->data,
+                                ctx->scratch, rt_op__threads(ctx));
+        else
+            conv_f32_gemm(ctx, &args);
         return RT_OK;
     }
     conv_job job = {

@@ -20,12 +20,13 @@ typedef struct conv_dims {
 /* A zero-padded input plane split by horizontal stride phase (conv_padded.c): padded row i,
  * phase r, index j holds padded column stride * j + r, at i * row_floats + r * phase_len + j.
  * Phase rows carry at least 8 spare zeros, so an 8-wide load at the last output may run past
- * the row's real end. */
+ * the row's real end, and a plane ends with 32 floats of slack, so a 32-wide block at the end
+ * of the last row stays inside it. */
 typedef struct rt_conv_padded {
     int64_t rows;         /* height + pad top + pad bottom */
     int64_t phase_len;    /* floats per phase row, spare included, a multiple of 8 */
     int64_t row_floats;   /* stride * phase_len */
-    int64_t plane_floats; /* rows * row_floats, rounded up to 64 bytes */
+    int64_t plane_floats; /* rows * row_floats + 32, rounded up to 64 bytes */
 } rt_conv_padded;
 
 /* False when the sizes overflow or a plane would take over 64 MB. */
@@ -51,5 +52,19 @@ size_t rt_conv__depthwise_scratch_bytes(const conv_dims *d, int32_t threads);
 void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                             const float *bias, const rt_activation *act, float *out,
                             void *scratch, int32_t threads);
+
+/* float32 convolutions with one group, a horizontal stride of at most 4, at least 16 taps in
+ * all and output rows not much narrower than the GEMM kernel's NR: what rt_conv__direct_f32
+ * takes (conv_direct.c). */
+bool rt_conv__direct_fits(const conv_dims *d);
+
+/* Scratch rt_conv__direct_f32 needs (one image's padded planes and an offset table). */
+size_t rt_conv__direct_scratch_bytes(const conv_dims *d);
+
+/* out = act(conv(x, w) + bias), bias may be NULL, with w packed by rt_gemm_f32_pack_a as an
+ * [out_channels, channels * kernel_h * kernel_w] matrix; up to `threads` threads. */
+void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed_w,
+                         const float *bias, const rt_activation *act, float *out, void *scratch,
+                         int32_t threads);
 
 #endif

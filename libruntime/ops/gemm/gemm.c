@@ -21,12 +21,15 @@
 
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
+static rt_gemm_f32_gather_fn gather_kernel;
 static const char *micro_variant;
 static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
 
-static void use_kernel(rt_gemm_f32_micro_fn fn, const char *name, int64_t mr, int64_t nr) {
+static void use_kernel(rt_gemm_f32_micro_fn fn, rt_gemm_f32_gather_fn gather, const char *name,
+                       int64_t mr, int64_t nr) {
     micro_kernel = fn;
+    gather_kernel = gather;
     micro_variant = name;
     MR = mr;
     NR = nr;
@@ -43,19 +46,19 @@ static void select_micro_kernel(void) {
                     env_says("RT_GEMM_KERNEL", "portable");
     const char *wanted = getenv("RT_GEMM_KERNEL");
     bool any = wanted == NULL || wanted[0] == '\0';
-    use_kernel(rt_gemm_f32_micro__portable, "portable", RT_GEMM_MR, RT_GEMM_NR);
+    use_kernel(rt_gemm_f32_micro__portable, rt_gemm_f32_gather__portable, "portable", RT_GEMM_MR, RT_GEMM_NR);
     if (portable)
         return;
 #if defined(__x86_64__) && defined(__GNUC__)
     if ((any || env_says("RT_GEMM_KERNEL", "avx512")) && __builtin_cpu_supports("avx512f")) {
-        use_kernel(rt_gemm_f32_micro__avx512, "avx512", 8, 32);
+        use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8, 32);
         return;
     }
 #endif
 #if defined(__x86_64__) || defined(__i386__)
     if ((any || env_says("RT_GEMM_KERNEL", "avx2_fma")) && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("fma"))
-        use_kernel(rt_gemm_f32_micro__avx2_fma, "avx2_fma", RT_GEMM_MR, RT_GEMM_NR);
+        use_kernel(rt_gemm_f32_micro__avx2_fma, rt_gemm_f32_gather__avx2_fma, "avx2_fma", RT_GEMM_MR, RT_GEMM_NR);
 #endif
     (void)any;
 }
@@ -216,6 +219,33 @@ void rt_gemm_f32_pack_b(const rt_gemm_f32_args *g, float *dst) {
     int64_t n_pad = round_up(g->n, NR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC)
         pack_b(g, p0, min64(KC, g->k - p0), 0, g->n, dst + p0 * n_pad);
+}
+
+void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc) {
+    pthread_once(&select_once, select_micro_kernel);
+    *mr = MR;
+    *nr = NR;
+    *kc = KC;
+}
+
+void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                                int64_t p0, const float *b, const int64_t *b_offsets, float *c,
+                                int64_t ldc, int64_t rows, int64_t cols, int accumulate,
+                                const float *row_bias) {
+    int64_t kc = min64(KC, k - p0);
+    const float *a = packed_a + p0 * round_up(m, MR) + i * kc;
+    const float *bias = row_bias != NULL ? row_bias + i : NULL;
+    if (rows == MR && cols == NR) {
+        gather_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL);
+        return;
+    }
+    float edge[RT_GEMM_MR_MAX * RT_GEMM_NR_MAX];
+    gather_kernel(kc, a, b, b_offsets, edge, NR, 0, NULL, NULL);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t s = 0; s < cols; s++) {
+            float start = accumulate ? c[r * ldc + s] : bias != NULL ? bias[r] : 0.0f;
+            c[r * ldc + s] = start + edge[r * NR + s];
+        }
 }
 
 /* Each slot (one packing buffer) claims tiles until none are left, so a thread that joins

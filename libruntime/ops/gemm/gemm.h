@@ -42,6 +42,22 @@ size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n);
 void rt_gemm_f32_pack_a(const rt_gemm_f32_args *args, float *dst);
 void rt_gemm_f32_pack_b(const rt_gemm_f32_args *args, float *dst);
 
+/* ---- gathered B: direct convolution on the same kernels ----------------------------------- */
+
+/* The chosen kernel's tile: rows of an A panel (MR) and columns of a B block (NR); and the
+ * depth of the slices packed A is cut into (KC). */
+void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc);
+
+/* One block of C, rows [i, i + rows) and columns [0, cols) from c (rows <= MR, cols <= NR):
+ * c (+)= A x B over the packed-A slice starting at depth p0 (A packed whole by
+ * rt_gemm_f32_pack_a with m rows and depth k), where B's row p0 + q is the NR floats at
+ * b + b_offsets[q]. All NR floats of every B row are read, whatever `cols`. The first slice
+ * (accumulate 0) writes row_bias[i + r] (NULL: zero) plus the product, later ones add to C. */
+void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                                int64_t p0, const float *b, const int64_t *b_offsets, float *c,
+                                int64_t ldc, int64_t rows, int64_t cols, int accumulate,
+                                const float *row_bias);
+
 /* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
  * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
  * RT_PORTABLE_KERNELS=1 forces the portable one. Packed layouts follow the kernel's tile, so
@@ -57,6 +73,13 @@ const char *rt_gemm_f32_variant(void);
 typedef void (*rt_gemm_f32_micro_fn)(int64_t k, const float *a, const float *b, float *c,
                                      int64_t ldc, int accumulate, const float *row_bias,
                                      const float *col_bias);
+
+/* The same with B's row p read from b + b_offsets[p] (NR floats, any alignment) instead of a
+ * packed panel: a convolution's input rows, read in place. */
+typedef void (*rt_gemm_f32_gather_fn)(int64_t k, const float *a, const float *b,
+                                      const int64_t *b_offsets, float *c, int64_t ldc,
+                                      int accumulate, const float *row_bias,
+                                      const float *col_bias);
 
 /* The largest tile any kernel has (edge blocks are computed in a buffer this big). */
 #define RT_GEMM_MR_MAX 8
@@ -76,5 +99,14 @@ void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, floa
 void rt_gemm_f32_micro__avx512(int64_t k, const float *a, const float *b, float *c,
                                int64_t ldc, int accumulate, const float *row_bias,
                                const float *col_bias);
+void rt_gemm_f32_gather__portable(int64_t k, const float *a, const float *b,
+                                  const int64_t *b_offsets, float *c, int64_t ldc,
+                                  int accumulate, const float *row_bias, const float *col_bias);
+void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const float *b,
+                                  const int64_t *b_offsets, float *c, int64_t ldc,
+                                  int accumulate, const float *row_bias, const float *col_bias);
+void rt_gemm_f32_gather__avx512(int64_t k, const float *a, const float *b,
+                                const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
+                                const float *row_bias, const float *col_bias);
 
 #endif

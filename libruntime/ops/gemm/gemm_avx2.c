@@ -9,18 +9,20 @@
 
 #define RT_TARGET __attribute__((target("avx2,fma")))
 
-RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
-                                           int64_t ldc, int accumulate, const float *row_bias,
-                                           const float *col_bias) {
+/* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. */
+static inline __attribute__((always_inline)) RT_TARGET void micro(
+    int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
+    int accumulate, const float *row_bias, const float *col_bias) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps();
     __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c22 = _mm256_setzero_ps();
     __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c32 = _mm256_setzero_ps();
 #pragma GCC unroll 4
     for (int64_t p = 0; p < k; p++) {
-        const __m256 b0 = _mm256_load_ps(b);
-        const __m256 b1 = _mm256_load_ps(b + 8);
-        const __m256 b2 = _mm256_load_ps(b + 16);
+        const float *row = b_offsets != NULL ? b + b_offsets[p] : b;
+        const __m256 b0 = b_offsets != NULL ? _mm256_loadu_ps(row) : _mm256_load_ps(row);
+        const __m256 b1 = b_offsets != NULL ? _mm256_loadu_ps(row + 8) : _mm256_load_ps(row + 8);
+        const __m256 b2 = b_offsets != NULL ? _mm256_loadu_ps(row + 16) : _mm256_load_ps(row + 16);
         __m256 ai = _mm256_broadcast_ss(a + 0);
         c00 = _mm256_fmadd_ps(ai, b0, c00);
         c01 = _mm256_fmadd_ps(ai, b1, c01);
@@ -38,7 +40,8 @@ RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const floa
         c31 = _mm256_fmadd_ps(ai, b1, c31);
         c32 = _mm256_fmadd_ps(ai, b2, c32);
         a += RT_GEMM_MR;
-        b += RT_GEMM_NR;
+        if (b_offsets == NULL)
+            b += RT_GEMM_NR;
     }
     __m256 rows[RT_GEMM_MR][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22},
                                   {c30, c31, c32}};
@@ -57,13 +60,33 @@ RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const floa
     }
 }
 
+RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
+                                           int64_t ldc, int accumulate, const float *row_bias,
+                                           const float *col_bias) {
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias);
+}
+
+RT_TARGET void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const float *b,
+                                            const int64_t *b_offsets, float *c, int64_t ldc,
+                                            int accumulate, const float *row_bias,
+                                            const float *col_bias) {
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias);
+}
+
 #else
 
-/* Not an x86 build: the dispatcher never selects this variant. */
+/* Not an x86 build: the dispatcher never selects these variants. */
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
                                  const float *col_bias) {
     rt_gemm_f32_micro__portable(k, a, b, c, ldc, accumulate, row_bias, col_bias);
+}
+
+void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const float *b,
+                                  const int64_t *b_offsets, float *c, int64_t ldc,
+                                  int accumulate, const float *row_bias,
+                                  const float *col_bias) {
+    rt_gemm_f32_gather__portable(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias);
 }
 
 #endif

@@ -10,16 +10,18 @@
 #define MR 8
 #define NR 32
 
-__attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
-    int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
-    const float *row_bias, const float *col_bias) {
+/* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. */
+static inline __attribute__((always_inline, target("avx512f"))) void micro(
+    int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
+    int accumulate, const float *row_bias, const float *col_bias) {
     __m512 acc[MR][2];
     for (int i = 0; i < MR; i++)
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
 #pragma GCC unroll 2
     for (int64_t p = 0; p < k; p++) {
-        const __m512 b0 = _mm512_load_ps(b);
-        const __m512 b1 = _mm512_load_ps(b + 16);
+        const float *row = b_offsets != NULL ? b + b_offsets[p] : b;
+        const __m512 b0 = b_offsets != NULL ? _mm512_loadu_ps(row) : _mm512_load_ps(row);
+        const __m512 b1 = b_offsets != NULL ? _mm512_loadu_ps(row + 16) : _mm512_load_ps(row + 16);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             const __m512 ai = _mm512_set1_ps(a[i]);
@@ -27,7 +29,8 @@ __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
         a += MR;
-        b += NR;
+        if (b_offsets == NULL)
+            b += NR;
     }
     __m512 col0 = _mm512_setzero_ps(), col1 = _mm512_setzero_ps();
     if (!accumulate && col_bias != NULL) {
@@ -49,6 +52,18 @@ __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
         _mm512_storeu_ps(row, _mm512_add_ps(acc[i][0], base0));
         _mm512_storeu_ps(row + 16, _mm512_add_ps(acc[i][1], base1));
     }
+}
+
+__attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
+    int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
+    const float *row_bias, const float *col_bias) {
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias);
+}
+
+__attribute__((target("avx512f"))) void rt_gemm_f32_gather__avx512(
+    int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
+    int accumulate, const float *row_bias, const float *col_bias) {
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias);
 }
 
 #endif

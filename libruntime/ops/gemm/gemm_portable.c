@@ -2,13 +2,15 @@
  * vector kernels are tested against. */
 #include "ops/gemm/gemm.h"
 
-void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, float *c,
-                                 int64_t ldc, int accumulate, const float *row_bias,
-                                 const float *col_bias) {
+#include <stddef.h>
+
+/* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. */
+static void micro(int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c,
+                  int64_t ldc, int accumulate, const float *row_bias, const float *col_bias) {
     float acc[RT_GEMM_MR][RT_GEMM_NR] = {{0}};
     for (int64_t p = 0; p < k; p++) {
         const float *ap = a + p * RT_GEMM_MR;
-        const float *bp = b + p * RT_GEMM_NR;
+        const float *bp = b_offsets != NULL ? b + b_offsets[p] : b + p * RT_GEMM_NR;
         for (int i = 0; i < RT_GEMM_MR; i++)
             for (int j = 0; j < RT_GEMM_NR; j++)
                 acc[i][j] += ap[i] * bp[j];
@@ -22,4 +24,17 @@ void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, floa
             row[j] = acc[i][j] + base;
         }
     }
+}
+
+void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, float *c,
+                                 int64_t ldc, int accumulate, const float *row_bias,
+                                 const float *col_bias) {
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias);
+}
+
+void rt_gemm_f32_gather__portable(int64_t k, const float *a, const float *b,
+                                  const int64_t *b_offsets, float *c, int64_t ldc,
+                                  int accumulate, const float *row_bias,
+                                  const float *col_bias) {
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias);
 }

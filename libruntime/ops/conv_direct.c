@@ -1,0 +1,131 @@
+/* conv_direct.c: float32 convolution (one group) on the GEMM micro-kernels without im2col.
+ *
+ * The image is copied once into zero-padded, stride-phase-split planes (conv_padded.c). For a
+ * block of NR outputs along one output row, the reduction index p = (channel, kh, kw) then reads
+ * NR contiguous floats at a fixed offset from the block's first window, so the micro-kernel
+ * takes B's rows straight from the planes (rt_gemm_f32_gathered_block) while A is the weights
+ * packed once at load. Nothing the size of the column matrix is written, and the input rows a
+ * block reads stay in L1 across every panel of output channels. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "ops/conv.h"
+#include "ops/gemm/gemm.h"
+#include "ops/op_util.h"
+
+#define MAX_STRIDE 4
+#define MAX_IMAGE_BYTES ((size_t)64 << 20)
+#define MIN_DEPTH 16
+
+/* Float offsets of each reduction index's first read, and the padded image, in scratch. */
+typedef struct direct_layout {
+    rt_conv_padded plane;
+    int64_t depth;         /* channels * kernel_h * kernel_w */
+    size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes */
+    size_t image_floats;   /* channels padded planes */
+} direct_layout;
+
+static bool direct_layout_of(const conv_dims *d, direct_layout *l) {
+    if (d->groups != 1 || d->stride[1] < 1 || d->stride[1] > MAX_STRIDE ||
+        !rt_conv__padded_layout(d, &l->plane))
+        return false;
+    int64_t taps, depth, floats;
+    if (!rt_op__mul(d->kernel_h, d->kernel_w, &taps) || !rt_op__mul(d->channels, taps, &depth) ||
+        !rt_op__mul(d->channels, l->plane.plane_floats, &floats) ||
+        (uint64_t)floats > MAX_IMAGE_BYTES / sizeof(float) ||
+        (uint64_t)depth > MAX_IMAGE_BYTES / sizeof(int64_t))
+        return false;
+    l->depth = depth;
+    l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64;
+    l->image_floats = (size_t)floats;
+    return true;
+}
+
+bool rt_conv__direct_fits(const conv_dims *d) {
+    direct_layout l;
+    if (!direct_layout_of(d, &l) || l.depth < MIN_DEPTH || d->out_w < 1)
+        return false;
+    /* Blocks run NR columns along one output row: a row much narrower than NR would waste
+     * most of each block, where im2col's columns run on across rows. At most a quarter. */
+    int64_t mr, nr, kc;
+    rt_gemm_f32_tile(&mr, &nr, &kc);
+    int64_t computed = (d->out_w + nr - 1) / nr * nr;
+    return 4 * (computed - d->out_w) <= computed;
+}
+
+size_t rt_conv__direct_scratch_bytes(const conv_dims *d) {
+    direct_layout l;
+    if (!direct_layout_of(d, &l))
+        return 0;
+    return l.offsets_bytes + l.image_floats * sizeof(float);
+}
+
+typedef struct direct_job {
+    const conv_dims *d;
+    const direct_layout *l;
+    const float *x, *packed_w, *bias;
+    const rt_activation *act;
+    float *out, *image;
+    const int64_t *offsets;
+    int64_t mr, nr, kc, blocks_per_row;
+} direct_job;
+
+static void fill_channels(void *arg, size_t begin, size_t end) {
+    const direct_job *job = arg;
+    const conv_dims *d = job->d;
+    for (size_t c = begin; c < end; c++)
+        rt_conv__fill_padded(d, &job->l->plane, job->x + (int64_t)c * d->height * d->width,
+                             job->image + c * job->l->plane.plane_floats, true);
+}
+
+/* Items are (output row, block of NR columns); each runs every panel of output channels. */
+static void run_blocks(void *arg, size_t begin, size_t end) {
+    const direct_job *job = arg;
+    const conv_dims *d = job->d;
+    int64_t plane_out = d->out_h * d->out_w, depth = job->l->depth;
+    for (size_t item = begin; item < end; item++) {
+        int64_t oh = (int64_t)item / job->blocks_per_row;
+        int64_t ow = (int64_t)item % job->blocks_per_row * job->nr;
+        int64_t cols = d->out_w - ow < job->nr ? d->out_w - ow : job->nr;
+        const float *window = job->image + oh * d->stride[0] * job->l->plane.row_floats + ow;
+        for (int64_t o = 0; o < d->out_channels; o += job->mr) {
+            int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
+            float *c = job->out + o * plane_out + oh * d->out_w + ow;
+            for (int64_t p0 = 0; p0 < depth; p0 += job->kc)
+                rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, depth, o, p0, window,
+                                           job->offsets + p0, c, plane_out, rows, cols, p0 > 0,
+                                           job->bias);
+            for (int64_t r = 0; r < rows && job->act->kind != RT_ACT_NONE; r++)
+                rt_activation__apply(job->act, c + r * plane_out, cols);
+        }
+    }
+}
+
+void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed_w,
+                         const float *bias, const rt_activation *act, float *out, void *scratch,
+                         int32_t threads) {
+    direct_layout l;
+    if (!direct_layout_of(d, &l)) /* rt_conv__direct_fits(d) held: never taken */
+        return;
+    int64_t *offsets = scratch;
+    direct_job job = {.d = d, .l = &l, .packed_w = packed_w, .bias = bias, .act = act,
+                      .image = (float *)((char *)scratch + l.offsets_bytes), .offsets = offsets};
+    rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
+    job.blocks_per_row = (d->out_w + job.nr - 1) / job.nr;
+    int64_t taps = d->kernel_h * d->kernel_w;
+    for (int64_t c = 0; c < d->channels; c++)
+        for (int64_t kh = 0; kh < d->kernel_h; kh++)
+            for (int64_t kw = 0; kw < d->kernel_w; kw++)
+                offsets[c * taps + kh * d->kernel_w + kw] =
+                    c * l.plane.plane_floats + rt_conv__tap_offset(d, &l.plane, kh, kw);
+    int64_t items = d->out_h * job.blocks_per_row;
+    int64_t item_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, d->out_channels), l.depth);
+    for (int64_t n = 0; n < d->batch; n++) {
+        job.x = x + n * d->channels * d->height * d->width;
+        job.out = out + n * d->out_channels * d->out_h * d->out_w;
+        rt_parallel_for(threads, (size_t)d->channels,
+                        rt_op__grain(d->height * d->width), fill_channels, &job);
+        rt_parallel_for(threads, (size_t)items, rt_op__grain(item_work), run_blocks, &job);
+    }
+}
