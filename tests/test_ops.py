@@ -699,6 +699,21 @@ def test_max_pool2d(dtype, data):
     assert_equal(got, want)
 
 
+@examples(60)
+@given(h=st.integers(2, 40), w=st.integers(2, 80), ceil_mode=st.booleans(),
+       nans=st.integers(0, 5), data=st.data())
+def test_max_pool2d_2x2_stride_2(h, w, ceil_mode, nans, data):
+    """The 2x2, stride-2 window of most CNNs (its own float32 loop where every window lies
+    inside), odd sizes with ceil_mode going back to the general one, NaNs in any position."""
+    x = data.draw(S.arrays("float32", (2, 3, h, w), bound=8.0), label="x").copy()
+    rng = np.random.default_rng(h * 100 + w)
+    x.flat[rng.integers(0, x.size, nans)] = np.nan
+    want = ref_max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], ceil_mode)
+    got = run_op("max_pool2d", [data.draw(S.views(x))], [[2, 2], [2, 2], [0, 0], [1, 1], ceil_mode],
+                 out=("float32", want.shape))
+    assert_equal(got, want)
+
+
 def test_max_pool2d_nan_propagates_and_empty_window_is_lowest():
     x = np.array([[[[1.0, np.nan, 5.0], [3.0, 4.0, 2.0]]]], np.float32)
     got = run_op("max_pool2d", [x], [[2, 2], [2, 2], [0, 0], [1, 1], False],
