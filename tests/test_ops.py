@@ -652,6 +652,9 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     ((1, 5, 7, 75), (17, 5, 3, 3), [2, 3], [0, 2, 1, 0], [1, 1]),     # partial blocks, stride 3
     ((1, 12, 9, 100), (9, 12, 2, 3), [1, 4], [1, 0, 0, 2], [2, 1]),   # stride 4, dilated rows
     ((1, 2, 6, 90), (8, 2, 3, 5), [1, 1], [2, 2, 2, 2], [1, 2]),      # dilated columns
+    ((1, 32, 20, 30), (24, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pointwise, partial tail
+    ((2, 16, 8, 8), (40, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),    # pointwise, whole blocks
+    ((1, 20, 7, 7), (9, 20, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),     # pointwise, 49 outputs
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_conv2d_constant_weights_model_shapes(x_shape, w_shape, strides, padding, dilations,
