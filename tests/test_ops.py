@@ -740,6 +740,24 @@ def test_avg_pool2d(dtype, count_include_pad, data):
     assert_close(got, want)
 
 
+@examples(40)
+@given(dtype=S.dtypes("float"), h=st.integers(1, 20), w=st.integers(1, 40),
+       pad_rows=st.integers(0, 1), count_include_pad=st.booleans(), data=st.data())
+def test_avg_pool2d_whole_rows(dtype, h, w, pad_rows, count_include_pad, data):
+    """Windows spanning whole rows (global average pooling and its padded-row variants), which
+    sum their rows as one run."""
+    x = data.draw(S.arrays(dtype, (2, 3, h, w), bound=8.0), label="x")
+    kernel, padding = [h, w], [pad_rows, 0, pad_rows, 0]
+    stride = [max(1, h // 2), 1]
+    want = ref_avg_pool2d(x, kernel, stride, padding, False, count_include_pad)
+    got = run_op("avg_pool2d", [data.draw(S.views(x))],
+                 [kernel, stride, padding, False, count_include_pad], out=(dtype, want.shape))
+    assert_close(got, want)
+    if pad_rows == 0:
+        np.testing.assert_allclose(got[:, :, 0, 0], x.astype(np.float64).mean(axis=(2, 3)),
+                                   rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5)
+
+
 @examples(12)
 @given(dtype=S.dtypes("float"), threads=st.integers(1, 3), data=st.data())
 def test_pools_larger_on_threads(dtype, threads, data):

@@ -214,8 +214,11 @@ static inline double row_sum_f64(const double *x, int64_t n) {
                 int64_t padded_w = w1 - w0;                                                   \
                 int64_t iw0 = w0 > 0 ? w0 : 0, iw1 = w1 < d->width ? w1 : d->width;           \
                 ACC sum = 0;                                                                  \
-                for (int64_t ih = ih0; ih < ih1; ih++)                                        \
-                    sum += ROW_SUM(x + ih * d->width + iw0, iw1 - iw0);                       \
+                if (iw0 == 0 && iw1 == d->width) /* whole rows (global pooling): one run */    \
+                    sum = ih1 > ih0 ? ROW_SUM(x + ih0 * d->width, (ih1 - ih0) * d->width) : 0; \
+                else                                                                          \
+                    for (int64_t ih = ih0; ih < ih1; ih++)                                    \
+                        sum += ROW_SUM(x + ih * d->width + iw0, iw1 - iw0);                   \
                 int64_t real_h = ih1 > ih0 ? ih1 - ih0 : 0;                                   \
                 int64_t real_w = iw1 > iw0 ? iw1 - iw0 : 0;                                   \
                 int64_t count = d->count_include_pad ? padded_h * padded_w : real_h * real_w; \
