@@ -4,7 +4,8 @@
     python benchmarks/run.py --quick          # fewer repetitions
     python benchmarks/run.py --only mlp cnn   # some models
 
-Each model is timed after a warm-up over many repetitions: median, min and p90 latency. Ratios
+Each model is timed after a warm-up over many repetitions, in interleaved rounds whose order
+rotates between our runtime and its peers: median, min and p90 latency. Ratios
 are ours / peer (below 1.0: we are faster). Thread counts are set per process (numpy's BLAS
 reads its thread count at import), so each count runs in a child process of this script.
 This is a benchmark, never a test: nothing here asserts on time.
@@ -27,21 +28,38 @@ sys.path.insert(0, str(ROOT))
 MODELS = ("add", "matmul1024", "mlp", "cnn", "transformer", "mobilenet")
 
 
-def timeit(fn, min_time: float, min_reps: int = 20):
-    """Latencies (seconds) of fn() after a warm-up."""
-    for _ in range(3):
-        fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < min_reps or time.perf_counter() - start < min_time:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) >= 100000:
-            break
-    times.sort()
+ROUNDS = 6
+
+
+def stats(times):
+    times = sorted(times)
     return {"median": statistics.median(times), "min": times[0],
             "p90": times[int(0.9 * (len(times) - 1))], "reps": len(times)}
+
+
+def time_side_by_side(fns, min_time: float, min_reps: int = 20):
+    """Latencies (seconds) of each of fns (name -> callable), measured in interleaved rounds
+    whose order rotates, so what one peer leaves behind (threads still spinning, a warm or
+    cold cache) falls on every peer alike. Each gets about min_time in all after a warm-up."""
+    names = list(fns)
+    for name in names:
+        for _ in range(3):
+            fns[name]()
+    times = {name: [] for name in names}
+    for round_ in range(ROUNDS):
+        order = names[round_ % len(names):] + names[:round_ % len(names)]
+        for name in order:
+            fn, samples = fns[name], times[name]
+            start, reps = time.perf_counter(), 0
+            while reps < max(1, min_reps // ROUNDS) or \
+                    time.perf_counter() - start < min_time / ROUNDS:
+                t0 = time.perf_counter()
+                fn()
+                samples.append(time.perf_counter() - t0)
+                reps += 1
+                if reps >= 100000 // ROUNDS:
+                    break
+    return {name: stats(samples) for name, samples in times.items()}
 
 
 def model_and_input(name: str):
@@ -121,12 +139,13 @@ def bench_models(threads: int, names, min_time: float):
         ours_out = np.asarray(method(*args)[0])
         ref_out = session.run(None, feeds)[0]
         diff = float(np.max(np.abs(ours_out - ref_out))) if ours_out.size else 0.0
-        row = {"model": name, "threads": threads, "max_abs_diff": diff,
-               "ours": timeit(lambda: method(*args), min_time),
-               "onnxruntime": timeit(lambda: session.run(None, feeds), min_time)}
+        fns = {"ours": lambda: method(*args),
+               "onnxruntime": lambda: session.run(None, feeds)}
         peer = numpy_peer(name, model, feeds)
         if peer is not None:
-            row["numpy"] = timeit(peer, min_time)
+            fns["numpy"] = peer
+        row = {"model": name, "threads": threads, "max_abs_diff": diff}
+        row.update(time_side_by_side(fns, min_time))
         rows.append(row)
         method.close()
         program.close()
@@ -149,8 +168,9 @@ def bench_gemm(threads: int, min_time: float):
         a = np.random.default_rng(n).random((n, n), np.float32)
         c = np.random.default_rng(n + 1).random((n, n), np.float32)
         flops = 2.0 * n ** 3
-        ours = timeit(lambda: method(a, c), min_time, 5)
-        peer = timeit(lambda: a @ c, min_time, 5)
+        timed = time_side_by_side({"ours": lambda: method(a, c), "numpy": lambda: a @ c},
+                                  min_time, 6)
+        ours, peer = timed["ours"], timed["numpy"]
         rows.append({"n": n, "threads": threads, "ours_gflops": flops / ours["median"] / 1e9,
                      "numpy_gflops": flops / peer["median"] / 1e9})
         method.close()
@@ -178,7 +198,7 @@ def bench_load(size_mb: int = 512):
 
             def load():
                 rt.Program.load(path).close()
-            results.append({"weights_mb": mb, "load": timeit(load, 0.5, 20)})
+            results.append({"weights_mb": mb, "load": time_side_by_side({"load": load}, 0.5)["load"]})
     return results
 
 

@@ -1,15 +1,20 @@
 /* threadpool.c: a process-wide pool of workers serving parallel loops.
  *
- * A loop is a job of `chunks` pieces on a shared queue. The calling thread and at most
- * threads - 1 workers claim pieces with an atomic counter; the caller waits until every piece
- * is done. Workers start lazily on the first loop that wants them.
+ * A loop is a job of `chunks` pieces in one of a fixed set of job slots. The calling thread and
+ * at most threads - 1 workers claim pieces with an atomic counter; the caller returns once
+ * every piece is done and no worker is inside the job. Workers start lazily on the first loop
+ * that wants them.
  *
  * A method runs its ops back to back, each a short loop, so waking a sleeping worker (a futex
  * round trip of several microseconds; in a VM, where an idle vCPU halts, measured here as up
  * to hundreds) for each would cost more than small ops take. Workers therefore spin for up to
  * a millisecond after each job, watching a generation counter, before they sleep; the caller
  * likewise spins before it sleeps waiting for them, and claims every piece no worker has
- * started, so a late worker never delays it. */
+ * started, so a late worker never delays it. Joining and leaving a job take no lock (a worker
+ * that blocked on a mutex the caller held would sleep, and waking it costs as much as the
+ * loop): slots live in static memory, so a worker may look at one whose job has moved on,
+ * and it counts itself in (`active`) before checking that the job is still the one it saw.
+ * The mutex and condition variables serve only sleeping and waking. */
 #include "core/threadpool.h"
 
 #include "core/clock.h"
@@ -21,7 +26,8 @@
 #include <unistd.h>
 
 #define RT_MAX_WORKERS 64
-#define SPIN_NS 1000000    /* how long an idle worker, or a waiting caller, spins first */
+#define RT_MAX_JOBS 64      /* loops running at once; beyond, a loop runs inline */
+#define SPIN_NS 1000000     /* how long an idle worker, or a waiting caller, spins first */
 #define CHUNKS_PER_THREAD 4 /* pieces per thread, so threads that start late still balance */
 
 static inline void cpu_relax(void) {
@@ -30,31 +36,36 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+enum { SLOT_FREE, SLOT_SETUP, SLOT_OPEN, SLOT_CLOSED };
+
 typedef struct rt_job {
+    atomic_int state;      /* SLOT_*; only OPEN jobs take new workers */
+    atomic_uint seq;       /* bumped for each job the slot holds */
+    atomic_int active;     /* workers inside (counted before they check the job) */
+    atomic_int helpers;    /* workers that joined this job */
+    atomic_size_t next_chunk;
+    atomic_size_t done_chunks;
+    atomic_bool caller_sleeping;
     rt_range_fn fn;
     void *ctx;
     size_t n;
     size_t chunks;
     int32_t max_helpers;
-    int32_t helpers;           /* workers that ever joined, guarded by pool.lock */
-    atomic_int active;         /* workers still inside the job (changed under pool.lock) */
-    atomic_size_t next_chunk;
-    atomic_size_t done_chunks;
-    struct rt_job *next;       /* queue link, guarded by pool.lock */
-} rt_job;
+} __attribute__((aligned(64))) rt_job;
+
+static rt_job jobs[RT_MAX_JOBS];
 
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t work;
     pthread_cond_t done;
-    rt_job *queue;
     int32_t workers;
-    int32_t sleepers;          /* workers waiting on `work` */
     bool started;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          NULL, 0, 0, false};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+          false};
 
-static atomic_uint generation; /* bumped (under pool.lock) whenever a job is queued */
+static atomic_uint generation; /* bumped whenever a job opens */
+static atomic_int sleepers;    /* workers waiting on pool.work */
 
 static atomic_int default_threads = 0;
 
@@ -100,11 +111,33 @@ static size_t work_on(rt_job *job) {
     }
 }
 
-static rt_job *find_open_job(void) {
-    for (rt_job *job = pool.queue; job != NULL; job = job->next)
-        if (job->helpers < job->max_helpers && atomic_load(&job->next_chunk) < job->chunks)
-            return job;
-    return NULL;
+/* A worker leaves a job: the caller may be asleep waiting for exactly this. */
+static void leave(rt_job *job) {
+    atomic_fetch_sub(&job->active, 1);
+    if (atomic_load(&job->caller_sleeping)) {
+        pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.done);
+        pthread_mutex_unlock(&pool.lock);
+    }
+}
+
+/* Join the job in `job` if it is open and wants help, work on it and leave; true when it did
+ * any of that. The slot may change hands at any moment until `active` counts this worker in:
+ * after that the caller cannot close it for good, so the job seen then is the one joined. */
+static bool try_help(rt_job *job) {
+    if (atomic_load(&job->state) != SLOT_OPEN)
+        return false;
+    unsigned seq = atomic_load(&job->seq);
+    atomic_fetch_add(&job->active, 1);
+    if (atomic_load(&job->state) != SLOT_OPEN || atomic_load(&job->seq) != seq ||
+        atomic_fetch_add(&job->helpers, 1) >= job->max_helpers) {
+        leave(job);
+        return false;
+    }
+    size_t ran = work_on(job);
+    atomic_fetch_add(&job->done_chunks, ran);
+    leave(job);
+    return true;
 }
 
 /* Spin until `*word` differs from `seen` or SPIN_NS pass; true when it changed. */
@@ -121,31 +154,20 @@ static bool spin_while_equal(atomic_uint *word, unsigned seen) {
 
 static void *worker_main(void *arg) {
     (void)arg;
-    pthread_mutex_lock(&pool.lock);
     for (;;) {
-        rt_job *job = find_open_job();
-        if (job == NULL) {
-            unsigned seen = atomic_load(&generation);
-            pthread_mutex_unlock(&pool.lock);
-            spin_while_equal(&generation, seen);
-            pthread_mutex_lock(&pool.lock);
-            if (atomic_load(&generation) == seen) {
-                pool.sleepers++;
-                pthread_cond_wait(&pool.work, &pool.lock);
-                pool.sleepers--;
-            }
+        unsigned seen = atomic_load(&generation);
+        bool helped = false;
+        for (int i = 0; i < RT_MAX_JOBS; i++)
+            helped |= try_help(&jobs[i]);
+        if (helped || spin_while_equal(&generation, seen))
             continue;
-        }
-        job->helpers++;
-        atomic_fetch_add(&job->active, 1);
-        pthread_mutex_unlock(&pool.lock);
-        size_t ran = work_on(job);
         pthread_mutex_lock(&pool.lock);
-        /* The job lives on its caller's stack; the caller returns only once no worker is
-         * active in it, so `active` is the last thing a worker touches. */
-        atomic_fetch_add(&job->done_chunks, ran);
-        atomic_fetch_sub(&job->active, 1);
-        pthread_cond_broadcast(&pool.done);
+        atomic_fetch_add(&sleepers, 1);
+        /* A job opened after `seen` bumped generation before it read `sleepers`. */
+        if (atomic_load(&generation) == seen)
+            pthread_cond_wait(&pool.work, &pool.lock);
+        atomic_fetch_sub(&sleepers, 1);
+        pthread_mutex_unlock(&pool.lock);
     }
     return NULL;
 }
@@ -161,10 +183,13 @@ static void before_fork(void) { pthread_mutex_lock(&pool.lock); }
 static void after_fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
 
 static void after_fork_child(void) {
-    pool.queue = NULL;
     pool.workers = 0;
-    pool.sleepers = 0;
     pool.started = false;
+    atomic_store(&sleepers, 0);
+    for (int i = 0; i < RT_MAX_JOBS; i++) {
+        atomic_store(&jobs[i].state, SLOT_FREE);
+        atomic_store(&jobs[i].active, 0);
+    }
     pthread_cond_init(&pool.work, NULL);
     pthread_cond_init(&pool.done, NULL);
     pthread_mutex_unlock(&pool.lock);
@@ -178,21 +203,33 @@ static void install_fork_handlers(void) {
 
 /* Start the workers once; false when none could start (then loops run inline). */
 static bool ensure_workers(void) {
-    if (pool.started)
-        return pool.workers > 0;
-    pool.started = true;
-    int32_t wanted = rt_threadpool__hardware_threads() - 1;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    for (int32_t i = 0; i < wanted; i++) {
-        pthread_t thread;
-        if (pthread_create(&thread, &attr, worker_main, NULL) != 0)
-            break;
-        pool.workers++;
+    pthread_mutex_lock(&pool.lock);
+    if (!pool.started) {
+        pool.started = true;
+        int32_t wanted = rt_threadpool__hardware_threads() - 1;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        for (int32_t i = 0; i < wanted; i++) {
+            pthread_t thread;
+            if (pthread_create(&thread, &attr, worker_main, NULL) != 0)
+                break;
+            pool.workers++;
+        }
+        pthread_attr_destroy(&attr);
     }
-    pthread_attr_destroy(&attr);
-    return pool.workers > 0;
+    bool any = pool.workers > 0;
+    pthread_mutex_unlock(&pool.lock);
+    return any;
+}
+
+static rt_job *claim_slot(void) {
+    for (int i = 0; i < RT_MAX_JOBS; i++) {
+        int expected = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&jobs[i].state, &expected, SLOT_SETUP))
+            return &jobs[i];
+    }
+    return NULL;
 }
 
 void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, void *ctx) {
@@ -204,47 +241,46 @@ void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, vo
     size_t most = (size_t)threads * CHUNKS_PER_THREAD;
     if (threads > 1 && chunks > most)
         chunks = most;
-    if (threads <= 1 || chunks <= 1) {
+    rt_job *job = NULL;
+    if (threads > 1 && chunks > 1) {
+        pthread_once(&atfork_once, install_fork_handlers);
+        if (ensure_workers())
+            job = claim_slot();
+    }
+    if (job == NULL) {
         fn(ctx, 0, n);
         return;
     }
-    pthread_once(&atfork_once, install_fork_handlers);
-    pthread_mutex_lock(&pool.lock);
-    if (!ensure_workers()) {
-        pthread_mutex_unlock(&pool.lock);
-        fn(ctx, 0, n);
-        return;
-    }
-    rt_job job = {.fn = fn, .ctx = ctx, .n = n, .chunks = chunks, .max_helpers = threads - 1};
-    atomic_init(&job.next_chunk, 0);
-    atomic_init(&job.done_chunks, 0);
-    atomic_init(&job.active, 0);
-    job.next = pool.queue;
-    pool.queue = &job;
+    job->fn = fn;
+    job->ctx = ctx;
+    job->n = n;
+    job->chunks = chunks;
+    job->max_helpers = threads - 1;
+    atomic_store(&job->helpers, 0);
+    atomic_store(&job->next_chunk, 0);
+    atomic_store(&job->done_chunks, 0);
+    atomic_store(&job->caller_sleeping, false);
+    atomic_fetch_add(&job->seq, 1);
+    atomic_store(&job->state, SLOT_OPEN);
     atomic_fetch_add(&generation, 1);
-    if (pool.sleepers > 0)
-        pthread_cond_broadcast(&pool.work);
-    pthread_mutex_unlock(&pool.lock);
-
-    size_t ran = work_on(&job);
-
-    pthread_mutex_lock(&pool.lock);
-    atomic_fetch_add(&job.done_chunks, ran);
-    for (rt_job **link = &pool.queue; *link != NULL; link = &(*link)->next) {
-        if (*link == &job) {
-            *link = job.next;
-            break;
-        }
-    }
-    if (!job_finished(&job)) {
-        /* A worker is finishing a piece: spin a little before sleeping on it. */
-        pthread_mutex_unlock(&pool.lock);
-        uint64_t start = rt_clock__now_ns();
-        while (!job_finished(&job) && rt_clock__now_ns() - start < SPIN_NS)
-            cpu_relax();
+    if (atomic_load(&sleepers) > 0) {
         pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.work);
+        pthread_mutex_unlock(&pool.lock);
     }
-    while (!job_finished(&job))
-        pthread_cond_wait(&pool.done, &pool.lock);
-    pthread_mutex_unlock(&pool.lock);
+
+    atomic_fetch_add(&job->done_chunks, work_on(job));
+    /* Every piece is claimed: no one new may join. Those inside finish what they took. */
+    atomic_store(&job->state, SLOT_CLOSED);
+    uint64_t start = rt_clock__now_ns();
+    while (!job_finished(job) && rt_clock__now_ns() - start < SPIN_NS)
+        cpu_relax();
+    if (!job_finished(job)) {
+        pthread_mutex_lock(&pool.lock);
+        atomic_store(&job->caller_sleeping, true);
+        while (!job_finished(job))
+            pthread_cond_wait(&pool.done, &pool.lock);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    atomic_store(&job->state, SLOT_FREE);
 }
