@@ -38,6 +38,9 @@ int64_t rt_conv__tap_offset(const conv_dims *d, const rt_conv_padded *p, int64_t
  * before for the same dims still holds zeros there, as every fill writes the same places. */
 void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p, const float *x,
                           float *buf, bool zero);
+/* The same for padded rows [row0, row1) only, the padding already zero. */
+void rt_conv__fill_padded_rows(const conv_dims *d, const rt_conv_padded *p, const float *x,
+                               float *buf, int64_t row0, int64_t row1);
 
 /* float32 convolutions where each output channel reads a single input channel (depthwise,
  * with any channel multiplier), with a horizontal stride of at most 4, at most 64 taps and a

@@ -1,10 +1,11 @@
 /* conv_depthwise.c: float32 convolution with one input channel per output channel.
  *
- * A thread takes one (image, channel) plane at a time and first copies it once into a padded,
- * stride-phase-split buffer (conv_padded.c). Every tap of every output row then reads a
- * contiguous run of that buffer, so padding costs nothing, strided convolutions vectorise like
- * unit-stride ones, and each output vector (8 columns) sums all its taps in a register before
- * one store; the activation runs on each finished pair of rows. */
+ * A thread takes one (image, channel) plane at a time and copies it once into a padded,
+ * stride-phase-split buffer (conv_padded.c), a few rows ahead of the outputs reading them, so
+ * they are read back from L1. Every tap of every output row then reads a contiguous run of
+ * that buffer, so padding costs nothing, strided convolutions vectorise like unit-stride ones,
+ * and each output vector (8 columns) sums all its taps in a register before one store; the
+ * activation runs on each finished pair of rows. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -106,16 +107,25 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
         bool zeroed = false;
         for (int64_t plane; (plane = atomic_fetch_add(&job->next_plane, 1)) < job->planes;) {
             int64_t n = plane / d->out_channels, o = plane % d->out_channels;
-            rt_conv__fill_padded(d, &job->layout,
-                                 job->x + (n * d->channels + o / group_out) * d->height * d->width,
-                                 buf, !zeroed);
+            const float *x = job->x + (n * d->channels + o / group_out) * d->height * d->width;
+            if (!zeroed)
+                memset(buf, 0, (size_t)job->layout.plane_floats * sizeof(float));
             zeroed = true;
+            int64_t filled = 0; /* padded rows [0, filled) hold this plane */
             const float *w = job->w + o * taps;
             float b = job->bias != NULL ? job->bias[o] : 0.0f;
             float *out = job->out + plane * d->out_h * d->out_w;
             int64_t row_step = d->stride[0] * job->layout.row_floats;
             for (int64_t oh = 0; oh < d->out_h; oh += 2) {
                 int64_t rows = d->out_h - oh < 2 ? d->out_h - oh : 2;
+                /* Pad the rows these outputs read just before reading them, so they are
+                 * still in L1 (a whole padded plane often is not). */
+                int64_t need = (oh + rows - 1) * d->stride[0] +
+                               (d->kernel_h - 1) * d->dilation[0] + 1;
+                if (need > filled) {
+                    rt_conv__fill_padded_rows(d, &job->layout, x, buf, filled, need);
+                    filled = need;
+                }
                 float *dst = out + oh * d->out_w;
                 for (int64_t ow = 0; ow < d->out_w; ow += 32) {
                     const float *window = buf + oh * row_step + ow;

@@ -54,12 +54,13 @@ static inline void split_pairs(const float *src, int64_t width, int64_t pad, flo
         even[pc / 2] = src[pc - pad];
 }
 
-RT_MULTIVERSION void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p,
-                                          const float *x, float *buf, bool zero) {
+RT_MULTIVERSION void rt_conv__fill_padded_rows(const conv_dims *d, const rt_conv_padded *p,
+                                               const float *x, float *buf, int64_t row0,
+                                               int64_t row1) {
     int64_t s = d->stride[1], len = p->phase_len;
-    if (zero)
-        memset(buf, 0, (size_t)p->plane_floats * sizeof(float));
-    for (int64_t ih = 0; ih < d->height; ih++) {
+    int64_t ih0 = row0 - d->pad[0] > 0 ? row0 - d->pad[0] : 0;
+    int64_t ih1 = row1 - d->pad[0] < d->height ? row1 - d->pad[0] : d->height;
+    for (int64_t ih = ih0; ih < ih1; ih++) {
         const float *src = x + ih * d->width;
         float *row = buf + (ih + d->pad[0]) * p->row_floats;
         if (s == 1) {
@@ -78,4 +79,11 @@ RT_MULTIVERSION void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padd
                 dst[k] = src[iw];
         }
     }
+}
+
+void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p, const float *x,
+                          float *buf, bool zero) {
+    if (zero)
+        memset(buf, 0, (size_t)p->plane_floats * sizeof(float));
+    rt_conv__fill_padded_rows(d, p, x, buf, 0, p->rows);
 }
