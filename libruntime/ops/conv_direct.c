@@ -10,7 +10,6 @@
  * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
  * along the whole plane of x, each channel one B row, and only a partial last block, whose
  * reads would pass the end of x, is copied aside. */
-#include <stdatomic.h>
 #include <string.h>
 
 #include "core/threadpool.h"
