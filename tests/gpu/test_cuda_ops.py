@@ -404,6 +404,31 @@ def test_conv2d(conv, act):
     _assert_same(b.to_bytes(), x, rtol=1e-5, atol=1e-5)
 
 
+CONV_TRANSPOSES = [  # (x shape, w shape, stride, padding, output_padding, dilation, groups)
+    ((2, 3, 5, 6), (3, 4, 3, 3), 1, 1, 0, 1, 1),
+    ((1, 4, 4, 5), (4, 3, 3, 2), 2, (1, 0, 2, 1), (1, 0), 1, 2),
+    ((2, 6, 3, 4), (6, 1, 3, 3), (2, 3), 0, (1, 2), 2, 6),   # depthwise, dilated
+    ((1, 16, 4, 4), (16, 5, 2, 2), 2, (-1, 0, 0, -2), 0, 1, 1),  # negative padding
+    ((1, 2, 0, 3), (2, 2, 3, 3), 1, 0, 0, 1, 1),             # empty input: only the bias
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("conv", CONV_TRANSPOSES, ids=str)
+def test_conv_transpose2d(conv, with_bias, dtype):
+    xs, ws, stride, padding, output_padding, dilation, groups = conv
+    x = RNG.standard_normal(xs).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal(ws).astype(dtype))
+    bias = m.constant(RNG.standard_normal(ws[1] * groups).astype(dtype)) if with_bias else None
+    m.output(m.conv_transpose2d(m.input("x", dtype, xs), w, bias, stride, padding,
+                                output_padding, dilation, groups))
+    _assert_same(b.to_bytes(), x, rtol=1e-5 if dtype == "float32" else 1e-12,
+                 atol=1e-5 if dtype == "float32" else 1e-12)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("ceil_mode", [False, True])
 @pytest.mark.parametrize("padding", [0, 1])

@@ -598,6 +598,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"linear_act", check_float_x, rt_cuda__run_linear_act},
     {"conv2d", check_float_x, rt_cuda__run_conv2d},
     {"conv2d_act", check_float_x, rt_cuda__run_conv2d_act},
+    {"conv_transpose2d", check_float_x, rt_cuda__run_conv_transpose2d},
     {"max_pool2d", check_float_x, rt_cuda__run_max_pool2d},
     {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
 };

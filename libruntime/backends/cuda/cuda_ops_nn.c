@@ -1,6 +1,6 @@
-/* cuda_ops_nn.c: matrix products (matmul, linear, linear_act), convolutions and pooling on
- * CUDA. Products go through cuBLAS when it is installed, else the tiled kernel of
- * kernels/gemm.cu; biases and fused activations follow in the kernel's epilogue or, after
+/* cuda_ops_nn.c: matrix products (matmul, linear, linear_act), convolutions (conv2d,
+ * conv2d_act, conv_transpose2d) and pooling on CUDA. Products go through cuBLAS when it is
+ * installed, else the tiled kernel of kernels/gemm.cu; biases and fused activations follow in the kernel's epilogue or, after
  * cuBLAS, in one elementwise pass. */
 #include <stdio.h>
 #include <string.h>
@@ -313,6 +313,45 @@ rt_status rt_cuda__run_conv2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
 rt_status rt_cuda__run_conv2d_act(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__conv2d_act_prepare(ctx));
     return conv2d(ctx, cm, true);
+}
+
+/* ---- conv_transpose2d --------------------------------------------------------------- */
+
+rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__conv_transpose2d_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *w = ARG_T(ctx, 1), *out = ARG_T(ctx, 8);
+    rt_tensor_value *bias;
+    rt_cuda_conv_params p;
+    memset(&p, 0, sizeof p);
+    const int64_t *padding;
+    size_t count;
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 3, "stride", 1, p.stride));
+    /* [h, w] or [top, left, bottom, right], possibly negative: prepare checked it */
+    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 4, "padding", &padding, &count));
+    for (size_t i = 0; i < 4; i++)
+        p.pad[i] = padding[count == 4 ? i : i % 2];
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 6, "dilation", 1, p.dilation));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 7, "groups", &p.groups));
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    p.batch = x->sizes[0];
+    p.channels = x->sizes[1];
+    p.height = x->sizes[2];
+    p.width = x->sizes[3];
+    p.out_channels = out->sizes[1];
+    p.kernel_h = w->sizes[2];
+    p.kernel_w = w->sizes[3];
+    p.out_h = out->sizes[2];
+    p.out_w = out->sizes[3];
+    p.x = x->data;
+    p.w = w->data;
+    p.bias = bias ? bias->data : NULL;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F64 ? RT_CUDA_K_conv_transpose2d_f64
+                                         : RT_CUDA_K_conv_transpose2d_f32;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
+                              &p);
 }
 
 /* ---- pooling ------------------------------------------------------------------------ */
