@@ -445,6 +445,83 @@ def test_pooling(padding, ceil_mode, dtype):
     _assert_same(b.to_bytes(), x, rtol=1e-6, atol=1e-6)
 
 
+# ---- resize --------------------------------------------------------------------------------
+
+def _resize_program(dtype, shape, sizes, scales, roi, mode, coord, nearest, exclude=False,
+                    antialias=False, extrapolation=0.0, cubic_a=-0.75) -> bytes:
+    out_shape = tuple(int(s) if s != -1 else n for s, n in zip(sizes, shape)) if sizes else \
+        tuple(int(np.floor(c * n)) for c, n in zip(scales, shape))
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", dtype, shape)
+    m.output(m.call("resize", x, list(sizes), [float(c) for c in scales],
+                    [float(r) for r in roi], mode, coord, nearest, cubic_a, exclude, antialias,
+                    extrapolation, outputs=[(dtype, out_shape, False)])[0])
+    return b.to_bytes()
+
+
+RESIZES = [  # (sizes, scales, roi) over x of shape (2, 3, 5, 6)
+    ([], [1.0, 1.0, 2.0, 1.5], []),
+    ([2, 3, 3, 4], [], []),                     # downscale to sizes
+    ([2, -1, 7, 13], [], []),                   # -1 keeps x's size
+    ([], [1.0, 1.0, 0.6, 0.7], []),
+    ([], [1.0, 1.5, 1.0, 2.0], []),             # a channel dimension too
+]
+CROP_ROI = [0.0, 0.0, 0.2, -0.3, 1.0, 1.0, 0.9, 1.4]  # starts, then ends; partly outside
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("coord", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("case", RESIZES, ids=str)
+def test_resize_linear_and_cubic(case, coord, mode, dtype):
+    sizes, scales, roi = case
+    x = RNG.standard_normal((2, 3, 5, 6)).astype(dtype)
+    program = _resize_program(dtype, x.shape, sizes, scales, CROP_ROI if coord == 5 else roi,
+                              mode, coord, 0, extrapolation=-7.5)
+    _assert_same(program, x, rtol=1e-5 if dtype == "float32" else 1e-12,
+                 atol=1e-6 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("exclude,antialias", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("case", [RESIZES[1], RESIZES[3], RESIZES[0]], ids=str)
+def test_resize_exclude_outside_and_antialias(case, exclude, antialias, mode):
+    sizes, scales, roi = case
+    x = RNG.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    program = _resize_program("float32", x.shape, sizes, scales, roi, mode, 0, 0,
+                              exclude=exclude, antialias=antialias, cubic_a=-0.5)
+    _assert_same(program, x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int64", "float16", "bool"])
+@pytest.mark.parametrize("nearest", [0, 1, 2, 3])
+@pytest.mark.parametrize("coord", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("case", RESIZES, ids=str)
+def test_resize_nearest_is_exact(case, coord, nearest, dtype):
+    sizes, scales, roi = case
+    x = RNG.integers(0, 100, (2, 3, 5, 6)).astype(dtype)
+    program = _resize_program(dtype, x.shape, sizes, scales, CROP_ROI if coord == 5 else roi, 0,
+                              coord, nearest, extrapolation=9.0)
+    _assert_same(program, x)
+
+
+def test_resize_of_a_dynamic_input_rebuilds_its_tables():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (1, 2, 6, 8), max_shape=(1, 2, 6, 8))
+    m.output(m.call("resize", x, [], [1.0, 1.0, 2.0, 0.5], [], 1, 0, 0, -0.75, False, True,
+                    0.0, outputs=[("float32", (1, 2, 12, 4), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with p.load_method("forward") as cpu, p.load_method("forward", device="cuda") as gpu:
+            for shape in [(1, 2, 6, 8), (1, 1, 3, 5), (1, 2, 4, 2)]:
+                x = RNG.standard_normal(shape).astype(np.float32)
+                (want,), (got,) = cpu(x), gpu(x)
+                assert got.shape == want.shape
+                np.testing.assert_allclose(np.asarray(got.to_host()), np.asarray(want),
+                                           rtol=1e-5, atol=1e-6)
+
+
 # ---- movement ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])

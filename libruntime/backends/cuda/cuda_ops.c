@@ -586,6 +586,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"eye_like", NULL, rt_cuda__run_eye_like},
     {"one_hot", rt_cuda__check_one_hot, rt_cuda__run_one_hot},
     {"range", NULL, rt_cuda__run_range},
+    {"resize", rt_cuda__check_resize, rt_cuda__run_resize},
     {"cumsum", rt_cuda__check_cumsum, rt_cuda__run_cumsum},
     {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
     {"lp_norm", NULL, rt_cuda__run_lp_norm},

@@ -56,6 +56,10 @@ rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_topk(rt_op_ctx *ctx);
 rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm);
 
+/* cuda_ops_resize.c */
+rt_status rt_cuda__check_resize(rt_op_ctx *ctx);
+rt_status rt_cuda__run_resize(rt_op_ctx *ctx, rt_cuda_method *cm);
+
 /* cuda_ops_nn.c */
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);
 rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm);

@@ -335,4 +335,22 @@ typedef struct rt_cuda_pool_params {
     void *out;
 } rt_cuda_pool_params;
 
+/* resize: out (dense, row-major over out_sizes) from the host-built tables of ops/resize.h,
+ * whose per-dimension parts start at the given int64 indices of `table`. Nearest (kernels
+ * resize_nearest_*) reads one tap and writes `fill` where a dimension is outside; linear and
+ * cubic (resize_f32 / _f64) sum the products of every dimension's taps in double. */
+typedef struct rt_cuda_resize_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t taps[RT_CUDA_RANK];
+    int64_t offsets_at[RT_CUDA_RANK], weights_at[RT_CUDA_RANK], outside_at[RT_CUDA_RANK];
+    double extrapolation;
+    uint64_t fill; /* nearest: the fill element's bits, in its low bytes */
+    const int64_t *table;
+    const void *x;
+    void *out;
+} rt_cuda_resize_params;
+
 #endif
