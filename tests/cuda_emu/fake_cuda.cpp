@@ -52,6 +52,7 @@ static inline void __syncthreads() {
 #include "../../libruntime/backends/cuda/kernels/norm.cu"
 #include "../../libruntime/backends/cuda/kernels/reduce.cu"
 #include "../../libruntime/backends/cuda/kernels/resize.cu"
+#include "../../libruntime/backends/cuda/kernels/rnn.cu"
 #include "../../libruntime/backends/cuda/kernels/scan.cu"
 
 typedef int CUresult;

@@ -600,6 +600,9 @@ static const rt_cuda_op cuda_ops[] = {
     {"conv2d", check_float_x, rt_cuda__run_conv2d},
     {"conv2d_act", check_float_x, rt_cuda__run_conv2d_act},
     {"conv_transpose2d", check_float_x, rt_cuda__run_conv_transpose2d},
+    {"lstm", rt_cuda__check_lstm, rt_cuda__run_lstm},
+    {"gru", rt_cuda__check_gru, rt_cuda__run_gru},
+    {"rnn", rt_cuda__check_rnn, rt_cuda__run_rnn},
     {"max_pool2d", check_float_x, rt_cuda__run_max_pool2d},
     {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
 };

@@ -1,8 +1,9 @@
-/* cuda_ops.h: shared by the CUDA op launchers (cuda_ops.c, cuda_ops_nn.c). */
+/* cuda_ops.h: shared by the CUDA op launchers (cuda_ops*.c). */
 #ifndef RT_CUDA_OPS_H
 #define RT_CUDA_OPS_H
 
 #include "backends/cuda/cuda_method.h"
+#include "ops/fused_activation.h"
 
 /* Fails with RT_UNSUPPORTED naming the dtype unless t's type is in `types` (RT_TYPE_BIT). */
 rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
@@ -56,11 +57,37 @@ rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_topk(rt_op_ctx *ctx);
 rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm);
 
+/* cuda_ops_rnn.c */
+rt_status rt_cuda__check_lstm(rt_op_ctx *ctx);
+rt_status rt_cuda__run_lstm(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_gru(rt_op_ctx *ctx);
+rt_status rt_cuda__run_gru(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_rnn(rt_op_ctx *ctx);
+rt_status rt_cuda__run_rnn(rt_op_ctx *ctx, rt_cuda_method *cm);
+
 /* cuda_ops_resize.c */
 rt_status rt_cuda__check_resize(rt_op_ctx *ctx);
 rt_status rt_cuda__run_resize(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_nn.c */
+/* A batch of row-major products C = A @ B (+ biases, activation). */
+typedef struct rt_cuda_gemm_problem {
+    rt_type type;
+    int64_t m, n, k;
+    bool trans_b; /* b stored [n, k] */
+    const void *a, *b, *row_bias, *col_bias;
+    void *c;
+    int32_t batch_rank;
+    int64_t batch_sizes[RT_MAX_RANK];
+    int64_t a_batch_strides[RT_MAX_RANK];
+    int64_t b_batch_strides[RT_MAX_RANK];
+    int64_t batch_count;
+    rt_activation act;
+} rt_cuda_gemm_problem;
+/* The products of g on the method's stream: cuBLAS when installed, else the tiled kernel
+ * (float32 or float64). */
+rt_status rt_cuda__gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g);
+
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);
 rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_linear(rt_op_ctx *ctx, rt_cuda_method *cm);

@@ -13,21 +13,6 @@
 #define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
 #define MAX_GRID_Z 65535
 
-/* A batch of row-major products C = A @ B (+ biases, activation). */
-typedef struct gemm_problem {
-    rt_type type;
-    int64_t m, n, k;
-    bool trans_b; /* b stored [n, k] */
-    const void *a, *b, *row_bias, *col_bias;
-    void *c;
-    int32_t batch_rank;
-    int64_t batch_sizes[RT_MAX_RANK];
-    int64_t a_batch_strides[RT_MAX_RANK];
-    int64_t b_batch_strides[RT_MAX_RANK];
-    int64_t batch_count;
-    rt_activation act;
-} gemm_problem;
-
 static rt_status fail_with_last(rt_op_ctx *ctx, rt_status status) {
     char reason[512];
     snprintf(reason, sizeof reason, "%s", rt_last_error());
@@ -59,7 +44,7 @@ static bool flat_stride(const int64_t *sizes, const int64_t *strides, int32_t ra
 
 static size_t elem_size(rt_type type) { return type == RT_F64 ? 8 : 4; }
 
-static rt_status bias_act(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+static rt_status bias_act(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     if (g->row_bias == NULL && g->col_bias == NULL && g->act.kind == RT_ACT_NONE)
         return RT_OK;
     rt_cuda_bias_act_params p;
@@ -77,7 +62,7 @@ static rt_status bias_act(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
-static rt_status gemm_blas(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+static rt_status gemm_blas(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     size_t es = elem_size(g->type);
     int64_t c_matrix = g->m * g->n;
     if (g->k == 0) {
@@ -129,7 +114,7 @@ static rt_status gemm_blas(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_proble
     return bias_act(ctx, cm, g);
 }
 
-static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     rt_cuda_gemm_params p;
     memset(&p, 0, sizeof p);
     p.m = g->m;
@@ -169,7 +154,7 @@ static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_prob
     return RT_OK;
 }
 
-static rt_status gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+rt_status rt_cuda__gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     if (g->batch_count == 0 || g->m == 0 || g->n == 0)
         return RT_OK;
     if (cm->blas != NULL && g->m <= 0x7fffffff && g->n <= 0x7fffffff && g->k <= 0x7fffffff &&
@@ -191,7 +176,7 @@ rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t rank;
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(rt_op__matmul_shape(ctx, a, b, &d, &rank, sizes));
-    gemm_problem g;
+    rt_cuda_gemm_problem g;
     memset(&g, 0, sizeof g);
     g.type = a->type;
     g.m = d.m;
@@ -205,7 +190,7 @@ rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm) {
     memcpy(g.a_batch_strides, d.a_batch_strides, sizeof g.a_batch_strides);
     memcpy(g.b_batch_strides, d.b_batch_strides, sizeof g.b_batch_strides);
     g.batch_count = d.batch_count;
-    return gemm(ctx, cm, &g);
+    return rt_cuda__gemm(ctx, cm, &g);
 }
 
 /* ---- linear, linear_act ------------------------------------------------------------- */
@@ -215,7 +200,7 @@ static rt_status linear(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *w = ARG_T(ctx, 1), *out = ARG_T(ctx, out_index);
     rt_tensor_value *bias;
     RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
-    gemm_problem g;
+    rt_cuda_gemm_problem g;
     memset(&g, 0, sizeof g);
     if (fused)
         RT_RETURN_IF_ERROR(rt_op__activation(ctx, 3, &g.act));
@@ -231,7 +216,7 @@ static rt_status linear(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     g.c = out->data;
     g.col_bias = bias ? bias->data : NULL;
     g.batch_count = 1;
-    return gemm(ctx, cm, &g);
+    return rt_cuda__gemm(ctx, cm, &g);
 }
 
 rt_status rt_cuda__run_linear(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -276,7 +261,7 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
                      p.pad[3] == 0;
     if (pointwise && cm->blas != NULL) {
         /* A 1x1 convolution is, per image, out [O, H*W] = w [O, C] @ x [C, H*W]. */
-        gemm_problem g;
+        rt_cuda_gemm_problem g;
         memset(&g, 0, sizeof g);
         g.type = x->type;
         g.m = p.out_channels;
@@ -291,7 +276,7 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
         g.batch_sizes[0] = p.batch;
         g.b_batch_strides[0] = p.channels * g.n;
         g.batch_count = p.batch;
-        return gemm(ctx, cm, &g);
+        return rt_cuda__gemm(ctx, cm, &g);
     }
     p.act = act.kind;
     p.lo = act.lo;

@@ -353,4 +353,26 @@ typedef struct rt_cuda_resize_params {
     void *out;
 } rt_cuda_resize_params;
 
+/* lstm, gru, rnn: one step's cell arithmetic for one direction, one thread per (batch entry,
+ * hidden unit), the rules of ops/rnn_kernels.c. proj [rows, gates * hidden] holds X @ W^T of
+ * every step (rows in x's order), rec [batch, rec_stride] H' @ R^T (gru phase 1: only z and
+ * r; afterwards z), rec2 [batch, hidden] gru's (r * H') @ Rh^T; h, c, tmp are [batch, hidden].
+ * Kernels: rnn_init (states from initial_h / c or zero), rnn_step (phase 0: the whole step;
+ * gru without linear_before_reset: 1 = z, r and tmp = r * H', 2 = the rest), rnn_final (y_h,
+ * y_c). */
+typedef struct rt_cuda_rnn_params {
+    int64_t batch, hidden, seq, dirs, d, s, rec_stride;
+    int32_t cell, phase, layout, reverse, input_forget, linear_before_reset;
+    int32_t act_kind[3];
+    float act_alpha[3], act_beta[3];
+    float clip; /* 0: none */
+    const float *proj;
+    const float *bias; /* this direction's [2 * gates * hidden]: Wb then Rb, or NULL */
+    const float *p;    /* this direction's peepholes [3 * hidden] (i, o, f), or NULL */
+    const float *h0, *c0;
+    const int64_t *lens; /* [batch] */
+    float *rec, *rec2, *h, *c, *tmp;
+    float *y, *y_h, *y_c; /* y_c: lstm only */
+} rt_cuda_rnn_params;
+
 #endif
