@@ -4,12 +4,14 @@
  *
  * Each run first calls the op's own (CPU) prepare, which checks the arguments for the current
  * sizes and gives the outputs their sizes, exactly as the CPU run does. Prepares read no tensor
- * contents except parameters given as tensors (clip bounds, axes, shapes), which the load-time
- * checks here refuse, so they work on device tensors. Then the run launches on the method's
- * stream. */
+ * contents except parameters given as tensors (clip bounds, axes, shapes), which are read back
+ * to host copies first (rt_cuda__with_host_params), so they work on device tensors. Then the
+ * run launches on the method's stream. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
+#include "ops/int_param.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -25,6 +27,70 @@ rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const c
                       "the method on the cpu for it)", what, rt_tensor__type_name(t->type),
                       expected);
 }
+
+rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
+                                    size_t count,
+                                    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm)) {
+    rt_tensor_value *params[RT_CUDA_HOST_PARAMS];
+    void *device[RT_CUDA_HOST_PARAMS];
+    size_t offsets[RT_CUDA_HOST_PARAMS], total = 0, n = 0;
+    for (size_t k = 0; k < count && k < RT_CUDA_HOST_PARAMS; k++) {
+        size_t i = indices[k];
+        if (i >= ctx->nargs || ctx->args[i]->kind != RT_VALUE_TENSOR)
+            continue;
+        rt_tensor_value *t = ctx->args[i]->u.t;
+        for (size_t j = 0; j < ctx->nargs; j++) {
+            bool is_param = false;
+            for (size_t q = 0; q < count; q++)
+                is_param = is_param || indices[q] == j;
+            if (!is_param && ctx->args[j]->kind == RT_VALUE_TENSOR && ctx->args[j]->u.t == t)
+                return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is both a parameter read "
+                                  "on the host and argument %zu; on CUDA, pass a copy", i, j);
+        }
+        params[n] = t;
+        offsets[n] = total;
+        total += (rt_tensor__nbytes(t) + 7) / 8 * 8;
+        n++;
+    }
+    if (n == 0)
+        return run(ctx, cm);
+    char *host = malloc(total > 0 ? total : 8);
+    if (host == NULL)
+        return rt_error__oom("parameters read back from the device");
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = RT_OK;
+    for (size_t k = 0; k < n && status == RT_OK; k++) {
+        size_t bytes = rt_tensor__nbytes(params[k]);
+        if (bytes > 0)
+            status = rt_cuda__check(cu->memcpy_dtoh_async(host + offsets[k],
+                                                          (CUdeviceptr)(uintptr_t)
+                                                          params[k]->data, bytes, cm->stream),
+                                    "reading parameters back");
+    }
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading parameters back");
+    if (status != RT_OK) {
+        free(host);
+        return rt_op_fail(ctx, status, "could not read its tensor parameters back");
+    }
+    for (size_t k = 0; k < n; k++) {
+        device[k] = params[k]->data;
+        params[k]->data = host + offsets[k];
+    }
+    status = run(ctx, cm);
+    for (size_t k = 0; k < n; k++)
+        params[k]->data = device[k];
+    free(host);
+    return status;
+}
+
+/* run_name: `run` with the listed arguments read back when they are tensors. */
+#define HOST_PARAMS(run_name, run, ...)                                                  \
+    static rt_status run_name(rt_op_ctx *ctx, rt_cuda_method *cm) {                      \
+        static const size_t params[] = {__VA_ARGS__};                                    \
+        return rt_cuda__with_host_params(ctx, cm, params, sizeof params / sizeof params[0], \
+                                         run);                                          \
+    }
 
 static rt_status check_float_x(rt_op_ctx *ctx) {
     return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_FLOAT, "float32 and float64");
@@ -209,13 +275,17 @@ static rt_status run_where(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- unary -------------------------------------------------------------------------- */
 
-/* A clip bound: none (no bound), an int or a double; tensors are refused at load. */
+/* A clip bound: none (no bound), an int, a double, or a one-element tensor of x's dtype
+ * (float32 or float64) read back to the host (rt_cuda__with_host_params). */
 static double clip_bound(const rt_op_ctx *ctx, size_t i, double none) {
     const rt_value *v = i < ctx->nargs ? ctx->args[i] : NULL;
     if (v != NULL && v->kind == RT_VALUE_INT)
         return (double)v->u.i;
     if (v != NULL && v->kind == RT_VALUE_DOUBLE)
         return v->u.d;
+    if (v != NULL && v->kind == RT_VALUE_TENSOR) /* prepare checked: one element of x's dtype */
+        return v->u.t->type == RT_F32 ? (double)*(const float *)v->u.t->data
+                                      : *(const double *)v->u.t->data;
     return none;
 }
 
@@ -260,16 +330,6 @@ static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
-static rt_status check_clip(rt_op_ctx *ctx) {
-    RT_RETURN_IF_ERROR(check_float_x(ctx));
-    for (size_t i = 1; i <= 2; i++)
-        if (ctx->args[i]->kind == RT_VALUE_TENSOR)
-            return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu (%s) is a tensor; on CUDA, "
-                              "clip takes its bounds as ints or doubles", i,
-                              i == 1 ? "min" : "max");
-    return RT_OK;
-}
-
 #define DEFINE_UNARY(symbol, kind)                                            \
     static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
         RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
@@ -286,7 +346,11 @@ static rt_status check_clip(rt_op_ctx *ctx) {
     X(hard_swish, RT_CUDA_HARD_SWISH) X(mish, RT_CUDA_MISH) X(isnan, RT_CUDA_ISNAN)            \
     X(isinf, RT_CUDA_ISINF) X(relu, RT_CUDA_RELU)
 UNARY_OPS(DEFINE_UNARY)
-DEFINE_UNARY(clip, RT_CUDA_CLIP)
+static rt_status run_clip_with_host_bounds(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__clip_prepare(ctx));
+    return unary(ctx, cm, RT_CUDA_CLIP);
+}
+HOST_PARAMS(run_clip, run_clip_with_host_bounds, 1, 2)
 
 /* ---- softmax, log_softmax ----------------------------------------------------------- */
 
@@ -414,23 +478,15 @@ static rt_status run_group_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- reductions --------------------------------------------------------------------- */
 
-static rt_status check_reduce(rt_op_ctx *ctx) {
-    RT_RETURN_IF_ERROR(check_float_x(ctx));
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "axes is a tensor (read at each execute); on "
-                          "CUDA, give the axes as an int list");
-    return RT_OK;
-}
-
 static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
-    const int64_t *axes;
-    size_t count;
-    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "axes", &axes, &count));
+    rt_int_param axes; /* an int list, or a tensor read back to the host */
+    RT_RETURN_IF_ERROR(rt_op__int_param(ctx, 1, "axes", true, &axes));
     bool reduced[RT_MAX_RANK] = {false};
-    for (size_t k = 0; k < count; k++) { /* checked by prepare: in range, no repeats */
+    for (size_t k = 0; k < axes.count; k++) { /* checked by prepare: in range, no repeats */
         int32_t d;
-        RT_RETURN_IF_ERROR(rt_op_axis(ctx, axes[k], x->rank, "axes item", &d));
+        RT_RETURN_IF_ERROR(rt_op_axis(ctx, rt_op__int_param_at(&axes, k), x->rank, "axes item",
+                                      &d));
         reduced[d] = true;
     }
     rt_cuda_reduce_params p;
@@ -457,10 +513,11 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
 }
 
 #define DEFINE_REDUCE(symbol, op)                                             \
-    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+    static rt_status reduce_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {    \
         RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
         return reduce(ctx, cm, op);                                           \
-    }
+    }                                                                         \
+    HOST_PARAMS(run_##symbol, reduce_##symbol, 1)
 #define REDUCE_OPS(X)                                                                         \
     X(reduce_sum, RT_CUDA_RSUM) X(reduce_mean, RT_CUDA_RMEAN) X(reduce_prod, RT_CUDA_RPROD)    \
     X(reduce_max, RT_CUDA_RMAX) X(reduce_min, RT_CUDA_RMIN) X(reduce_l1, RT_CUDA_RL1)          \
@@ -528,10 +585,23 @@ static rt_status run_cast(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_cast, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
+/* ---- ops whose parameters may be tensors read at each execute ------------------------ */
+
+HOST_PARAMS(run_expand, rt_cuda__run_expand, 1)
+HOST_PARAMS(run_slice, rt_cuda__run_slice, 1, 2, 3, 4)
+HOST_PARAMS(run_split, rt_cuda__run_split, 2)
+HOST_PARAMS(run_tile, rt_cuda__run_tile, 1)
+HOST_PARAMS(run_trilu, rt_cuda__run_trilu, 1)
+HOST_PARAMS(run_pad, rt_cuda__run_pad, 1)
+HOST_PARAMS(run_constant_of_shape, rt_cuda__run_constant_of_shape, 0)
+HOST_PARAMS(run_one_hot, rt_cuda__run_one_hot, 1)
+HOST_PARAMS(run_cumsum, rt_cuda__run_cumsum, 1)
+HOST_PARAMS(run_topk, rt_cuda__run_topk, 1)
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define UNARY_ENTRY(symbol, kind) {#symbol, check_float_x, run_##symbol},
-#define REDUCE_ENTRY(symbol, op) {#symbol, check_reduce, run_##symbol},
+#define REDUCE_ENTRY(symbol, op) {#symbol, check_float_x, run_##symbol},
 
 static const rt_cuda_op cuda_ops[] = {
     {"add", check_binary, run_add},
@@ -553,7 +623,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"shape", NULL, run_shape},
     {"size", NULL, run_size},
     UNARY_OPS(UNARY_ENTRY)
-    {"clip", check_clip, run_clip},
+    {"clip", check_float_x, run_clip},
     {"softmax", check_float_x, run_softmax},
     {"log_softmax", check_float_x, run_log_softmax},
     {"layer_norm", check_float_x, run_layer_norm},
@@ -574,23 +644,23 @@ static const rt_cuda_op cuda_ops[] = {
     {"scatter_nd", NULL, rt_cuda__run_scatter_nd},
     {"copy_into", NULL, rt_cuda__run_copy_into},
     {"assign", NULL, rt_cuda__run_assign},
-    {"expand", rt_cuda__check_expand, rt_cuda__run_expand},
-    {"slice", rt_cuda__check_slice, rt_cuda__run_slice},
-    {"split", rt_cuda__check_split, rt_cuda__run_split},
-    {"tile", rt_cuda__check_tile, rt_cuda__run_tile},
+    {"expand", NULL, run_expand},
+    {"slice", NULL, run_slice},
+    {"split", NULL, run_split},
+    {"tile", NULL, run_tile},
     {"depth_to_space", NULL, rt_cuda__run_depth_to_space},
     {"space_to_depth", NULL, rt_cuda__run_space_to_depth},
-    {"trilu", rt_cuda__check_trilu, rt_cuda__run_trilu},
-    {"pad", rt_cuda__check_pad, rt_cuda__run_pad},
-    {"constant_of_shape", rt_cuda__check_constant_of_shape, rt_cuda__run_constant_of_shape},
+    {"trilu", NULL, run_trilu},
+    {"pad", NULL, run_pad},
+    {"constant_of_shape", NULL, run_constant_of_shape},
     {"eye_like", NULL, rt_cuda__run_eye_like},
-    {"one_hot", rt_cuda__check_one_hot, rt_cuda__run_one_hot},
+    {"one_hot", NULL, run_one_hot},
     {"range", NULL, rt_cuda__run_range},
     {"resize", rt_cuda__check_resize, rt_cuda__run_resize},
-    {"cumsum", rt_cuda__check_cumsum, rt_cuda__run_cumsum},
+    {"cumsum", NULL, run_cumsum},
     {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
     {"lp_norm", NULL, rt_cuda__run_lp_norm},
-    {"topk", rt_cuda__check_topk, rt_cuda__run_topk},
+    {"topk", NULL, run_topk},
     {"bit_shift_left", NULL, run_bit_shift_left},
     {"bit_shift_right", NULL, run_bit_shift_right},
     {"not", NULL, run_logical_not},

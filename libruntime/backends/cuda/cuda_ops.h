@@ -13,18 +13,25 @@ rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const c
  * where t is broadcast (numpy broadcasting). */
 void rt_cuda__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank);
 
+#define RT_CUDA_HOST_PARAMS 4 /* the most such arguments of one op (slice) */
+
+/* The op's run, with the tensors among its arguments `indices` (small integer parameters:
+ * pads, k, axes, shapes, clip bounds) read back to the host first, after the work queued
+ * before them, and seen by `run` at host copies: the CPU op's own prepare and parameter
+ * readers then work unchanged. A parameter tensor that is also another argument of the
+ * instruction fails cleanly (its kernel would get the host copy). */
+rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
+                                    size_t count,
+                                    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm));
+
 /* cuda_ops_movement.c */
 rt_status rt_cuda__run_copy(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_reshape(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_transpose(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_concat(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_expand(rt_op_ctx *ctx);
 rt_status rt_cuda__run_expand(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_slice(rt_op_ctx *ctx);
 rt_status rt_cuda__run_slice(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_split(rt_op_ctx *ctx);
 rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_tile(rt_op_ctx *ctx);
 rt_status rt_cuda__run_tile(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm);
@@ -35,26 +42,20 @@ rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_assign(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_depth_to_space(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_space_to_depth(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_trilu(rt_op_ctx *ctx);
 rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_pad(rt_op_ctx *ctx);
 rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_generate.c */
-rt_status rt_cuda__check_constant_of_shape(rt_op_ctx *ctx);
 rt_status rt_cuda__run_constant_of_shape(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_one_hot(rt_op_ctx *ctx);
 rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_scan.c */
-rt_status rt_cuda__check_cumsum(rt_op_ctx *ctx);
 rt_status rt_cuda__run_cumsum(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_hardmax(rt_op_ctx *ctx);
 rt_status rt_cuda__run_hardmax(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm);
-rt_status rt_cuda__check_topk(rt_op_ctx *ctx);
 rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_rnn.c */

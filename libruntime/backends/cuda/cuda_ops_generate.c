@@ -20,13 +20,6 @@ static rt_status launch_fill(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_fill_pa
 
 /* ---- constant_of_shape -------------------------------------------------------------- */
 
-rt_status rt_cuda__check_constant_of_shape(rt_op_ctx *ctx) {
-    if (ctx->args[0]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "shape is a tensor (read at each execute); on "
-                          "CUDA, give the shape as an int list");
-    return RT_OK;
-}
-
 /* The value stays on the device: the kernel reads it. */
 rt_status rt_cuda__run_constant_of_shape(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__constant_of_shape_prepare(ctx));
@@ -77,13 +70,6 @@ rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm) {
 }
 
 /* ---- one_hot ------------------------------------------------------------------------ */
-
-rt_status rt_cuda__check_one_hot(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "depth is a tensor (read at each execute); on "
-                          "CUDA, give depth as an int");
-    return RT_OK;
-}
 
 rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__one_hot_prepare(ctx));
