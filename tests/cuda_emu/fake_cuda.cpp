@@ -49,6 +49,7 @@ static inline void __syncthreads() {
 #include "../../libruntime/backends/cuda/kernels/gemm.cu"
 #include "../../libruntime/backends/cuda/kernels/generate.cu"
 #include "../../libruntime/backends/cuda/kernels/movement.cu"
+#include "../../libruntime/backends/cuda/kernels/non_zero.cu"
 #include "../../libruntime/backends/cuda/kernels/norm.cu"
 #include "../../libruntime/backends/cuda/kernels/reduce.cu"
 #include "../../libruntime/backends/cuda/kernels/resize.cu"
@@ -85,7 +86,8 @@ std::map<std::string, kernel_entry> &kernels() {
                                               std::string(#name).find("channel_norm") == 0 ||\
                                               std::string(#name).find("gemm") == 0 ||        \
                                               std::string(#name).find("reduce") == 0 ||      \
-                                              std::string(#name).find("arg_") == 0);
+                                              std::string(#name).find("arg_") == 0 ||        \
+                                              std::string(#name).find("non_zero") == 0);
 #include "../../libruntime/backends/cuda/kernels/kernels.inc"
 #undef RT_CUDA_KERNEL
         return t;

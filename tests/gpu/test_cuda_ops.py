@@ -522,6 +522,36 @@ def test_resize_of_a_dynamic_input_rebuilds_its_tables():
                                            rtol=1e-5, atol=1e-6)
 
 
+# ---- non_zero ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int8", "int64",
+                                   "uint16", "bool"])
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4), (40, 30)], ids=str)
+def test_non_zero(shape, dtype):
+    """Dynamic [rank, count] results; -0.0 is zero and NaN is not; more elements than threads
+    (a chunk per thread) and fewer."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    n = int(np.prod(shape))
+    src = "float32" if dtype == "bfloat16" else dtype
+    x = m.input("x", src, shape)
+    if dtype == "bfloat16":
+        x = m.cast(x, "bfloat16")
+    m.output(m.call("non_zero", x, outputs=[("int64", (len(shape), n), True)])[0])
+    with rt.Program.load(b.to_bytes()) as p:
+        with p.load_method("forward") as cpu, p.load_method("forward", device="cuda") as gpu:
+            for density in (0.3, 0.0, 1.0):
+                v = (RNG.random(shape) < density) * RNG.integers(1, 5, shape)
+                v = v.astype(src)
+                if src.startswith("float") and n > 3:
+                    v.flat[0], v.flat[1], v.flat[2] = -0.0, np.nan, 0.0
+                (want,), (got,) = cpu(v), gpu(v)
+                got = np.asarray(got.to_host())
+                np.testing.assert_array_equal(got, np.asarray(want))
+                np.testing.assert_array_equal(got, np.stack(np.nonzero(
+                    np.where(np.isnan(v), 1, v) if src.startswith("float") else v)))
+
+
 # ---- movement ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])
@@ -1169,10 +1199,11 @@ def test_no_context_or_memory_is_left_behind():
 def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
     b = ProgramBuilder()
     m = b.method("forward")
-    m.output(m.call("non_zero", m.input("x", "float32", (2, 3)),
-                    outputs=[("int64", (2, 6), True)])[0])
+    m.output(m.call("quantize_linear", m.input("x", "float32", (2, 3)),
+                    m.constant(np.array(0.5, np.float32)), None, 0, 0,
+                    outputs=[("int8", (2, 3), False)])[0])
     with rt.Program.load(b.to_bytes()) as p:
-        with pytest.raises(rt.Unsupported, match="non_zero.*no CUDA kernel"):
+        with pytest.raises(rt.Unsupported, match="quantize_linear.*no CUDA kernel"):
             p.load_method("forward", device="cuda")
         p.load_method("forward").close()  # the CPU still runs it
 

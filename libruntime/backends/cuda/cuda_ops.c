@@ -656,6 +656,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"eye_like", NULL, rt_cuda__run_eye_like},
     {"one_hot", NULL, run_one_hot},
     {"range", NULL, rt_cuda__run_range},
+    {"non_zero", rt_cuda__check_non_zero, rt_cuda__run_non_zero},
     {"resize", rt_cuda__check_resize, rt_cuda__run_resize},
     {"cumsum", NULL, run_cumsum},
     {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},

@@ -50,6 +50,8 @@ rt_status rt_cuda__run_constant_of_shape(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_non_zero(rt_op_ctx *ctx);
+rt_status rt_cuda__run_non_zero(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_scan.c */
 rt_status rt_cuda__run_cumsum(rt_op_ctx *ctx, rt_cuda_method *cm);

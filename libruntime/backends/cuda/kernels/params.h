@@ -375,4 +375,21 @@ typedef struct rt_cuda_rnn_params {
     float *y, *y_h, *y_c; /* y_c: lstm only */
 } rt_cuda_rnn_params;
 
+/* non_zero over x (n elements, dense, row-major over sizes), in one block of 256 threads,
+ * each owning a contiguous chunk: non_zero_count writes each chunk's count of nonzero elements
+ * as its exclusive prefix into chunks[thread] and the total into chunks[256];
+ * non_zero_write (count = that total) writes the indices, out [rank, count]. kind says what
+ * is zero: 0 all bits zero, 1 float32 == 0, 2 float64 == 0, 3 float16 / bfloat16 (+-0). */
+#define RT_CUDA_NON_ZERO_CHUNKS 256 /* the threads of the one block (every launch has 256) */
+
+typedef struct rt_cuda_non_zero_params {
+    int64_t n, count;
+    int32_t rank, kind;
+    int32_t elem_size, reserved;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t *chunks;
+    const void *x;
+    int64_t *out;
+} rt_cuda_non_zero_params;
+
 #endif
