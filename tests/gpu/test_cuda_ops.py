@@ -69,6 +69,34 @@ def test_unary(op, params, dtype):
                  "float32" else 1e-12, atol=1e-6 if dtype == "float32" else 1e-12)
 
 
+INT_UNARY = [("abs", ()), ("neg", ()), ("sign", ()), ("relu", ()), ("clip", (-5, 7)),
+             ("clip", (None, 3)), ("clip", (-1000, 100000)), ("clip", (9, 2))]
+SIGNED_ONLY = ("neg", "relu")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16",
+                                   "uint32", "uint64"])
+@pytest.mark.parametrize("op,params", INT_UNARY, ids=[f"{o}{i}" for i, (o, _) in
+                                                      enumerate(INT_UNARY)])
+def test_integer_unary(op, params, dtype):
+    if op in SIGNED_ONLY and dtype.startswith("u"):
+        pytest.skip(f"{op} takes signed integers only (as on the CPU)")
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, (3, 37), dtype=dtype, endpoint=True)
+    x.flat[:4] = [info.min, info.max, 0, 1]  # the most negative value wraps under abs / neg
+    _assert_same(_unary_program(op, dtype, x.shape, *params), x)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint32", "float32"])
+def test_clip_with_tensor_bounds_of_integer_and_float_x(dtype):
+    x = (RNG.standard_normal((4, 9)) * 50).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call("clip", m.input("x", dtype, x.shape), m.input("lo", dtype, ()),
+                    m.input("hi", dtype, (1,)), outputs=[(dtype, x.shape, False)])[0])
+    _assert_same(b.to_bytes(), x, np.array(3, dtype), np.array([40], dtype))
+
+
 @pytest.mark.parametrize("op,params", [("isnan", ()), ("isinf", (True, False)),
                                        ("isinf", (False, True)), ("isinf", (True, True))])
 def test_float_tests_write_bool(op, params):

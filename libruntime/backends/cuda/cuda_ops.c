@@ -7,6 +7,7 @@
  * contents except parameters given as tensors (clip bounds, axes, shapes), which are read back
  * to host copies first (rt_cuda__with_host_params), so they work on device tensors. Then the
  * run launches on the method's stream. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,12 @@ rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const si
 
 static rt_status check_float_x(rt_op_ctx *ctx) {
     return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_FLOAT, "float32 and float64");
+}
+
+/* abs, neg, sign, relu, clip: also their integer forms (the op's prepare narrows further). */
+static rt_status check_numeric_x(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
 }
 
 /* ---- binary ------------------------------------------------------------------------- */
@@ -289,8 +296,73 @@ static double clip_bound(const rt_op_ctx *ctx, size_t i, double none) {
     return none;
 }
 
+/* An integer clip bound in x's dtype, as the CPU takes it: none is the dtype's limit, an int
+ * saturates to its range, a tensor (read back to the host) holds x's dtype. Signed values as
+ * int64, unsigned ones as uint64 bits. */
+static int64_t int_clip_bound(const rt_op_ctx *ctx, size_t i, rt_type type, bool upper) {
+    const rt_value *v = i < ctx->nargs ? ctx->args[i] : NULL;
+    bool is_signed = (RT_TYPES_SIGNED >> (unsigned)type) & 1u;
+    size_t bits = 8 * rt_tensor__type_size(type);
+    int64_t smax = bits == 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1);
+    int64_t smin = -smax - 1;
+    uint64_t umax = bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
+    if (v != NULL && v->kind == RT_VALUE_TENSOR) {
+        const void *d = v->u.t->data;
+        switch (type) {
+        case RT_I8: return *(const int8_t *)d;
+        case RT_I16: return *(const int16_t *)d;
+        case RT_I32: return *(const int32_t *)d;
+        case RT_I64: return *(const int64_t *)d;
+        case RT_U8: return *(const uint8_t *)d;
+        case RT_U16: return *(const uint16_t *)d;
+        case RT_U32: return *(const uint32_t *)d;
+        default: return (int64_t)*(const uint64_t *)d;
+        }
+    }
+    if (v != NULL && v->kind == RT_VALUE_INT) {
+        int64_t b = v->u.i;
+        if (is_signed)
+            return b < smin ? smin : b > smax ? smax : b;
+        return b < 0 ? 0 : (uint64_t)b > umax ? (int64_t)umax : b;
+    }
+    if (is_signed)
+        return upper ? smax : smin;
+    return upper ? (int64_t)umax : 0;
+}
+
+static rt_status unary_int(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, ctx->nargs - 1);
+    rt_cuda_unary_int_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.kind = kind;
+    if (kind == RT_CUDA_CLIP) {
+        p.lo = int_clip_bound(ctx, 1, x->type, false);
+        p.hi = int_clip_bound(ctx, 2, x->type, true);
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (x->type) {
+    case RT_I8: k = RT_CUDA_K_unary_int_i8; break;
+    case RT_I16: k = RT_CUDA_K_unary_int_i16; break;
+    case RT_I32: k = RT_CUDA_K_unary_int_i32; break;
+    case RT_I64: k = RT_CUDA_K_unary_int_i64; break;
+    case RT_U8: k = RT_CUDA_K_unary_int_u8; break;
+    case RT_U16: k = RT_CUDA_K_unary_int_u16; break;
+    case RT_U32: k = RT_CUDA_K_unary_int_u32; break;
+    case RT_U64: k = RT_CUDA_K_unary_int_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA integer kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+}
+
 static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, ctx->nargs - 1);
+    if (rt_tensor__type_is_integer(x->type))
+        return unary_int(ctx, cm, kind);
     rt_cuda_unary_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -600,7 +672,13 @@ HOST_PARAMS(run_topk, rt_cuda__run_topk, 1)
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-#define UNARY_ENTRY(symbol, kind) {#symbol, check_float_x, run_##symbol},
+#define UNARY_ENTRY(symbol, kind)                                                     \
+    {#symbol,                                                                         \
+     kind == RT_CUDA_ABS || kind == RT_CUDA_NEG || kind == RT_CUDA_SIGN ||            \
+             kind == RT_CUDA_RELU                                                     \
+         ? check_numeric_x                                                            \
+         : check_float_x,                                                             \
+     run_##symbol},
 #define REDUCE_ENTRY(symbol, op) {#symbol, check_float_x, run_##symbol},
 
 static const rt_cuda_op cuda_ops[] = {
@@ -623,7 +701,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"shape", NULL, run_shape},
     {"size", NULL, run_size},
     UNARY_OPS(UNARY_ENTRY)
-    {"clip", check_float_x, run_clip},
+    {"clip", check_numeric_x, run_clip},
     {"softmax", check_float_x, run_softmax},
     {"log_softmax", check_float_x, run_log_softmax},
     {"layer_norm", check_float_x, run_layer_norm},

@@ -77,6 +77,54 @@ __device__ inline void unary(const rt_cuda_unary_params &p) {
 extern "C" __global__ void rt_k_unary_f32(rt_cuda_unary_params p) { unary<float>(p); }
 extern "C" __global__ void rt_k_unary_f64(rt_cuda_unary_params p) { unary<double>(p); }
 
+// ---- unary on integers: U is T's unsigned type, for the wrapping negation ----
+
+template <typename T, typename U>
+__device__ inline void unary_int(const rt_cuda_unary_int_params &p) {
+    const bool is_signed = (T)-1 < (T)0;
+    const T lo = is_signed ? (T)p.lo : (T)(uint64_t)p.lo, hi = is_signed ? (T)p.hi
+                                                                        : (T)(uint64_t)p.hi;
+    const T *x = (const T *)p.x;
+    RT_GRID_LOOP(i, p.n) {
+        T v = x[i], r;
+        bool negative = is_signed && (int64_t)v < 0; // no unsigned comparison with 0
+        switch (p.kind) {
+        case RT_CUDA_ABS: r = negative ? (T)(U)((U)0 - (U)v) : v; break;
+        case RT_CUDA_NEG: r = (T)(U)((U)0 - (U)v); break;
+        case RT_CUDA_SIGN: r = v > (T)0 ? (T)1 : negative ? (T)-1 : (T)0; break;
+        case RT_CUDA_RELU: r = v > (T)0 ? v : (T)0; break;
+        case RT_CUDA_CLIP: r = v < lo ? lo : v; r = r > hi ? hi : r; break;
+        default: r = v; break;
+        }
+        ((T *)p.out)[i] = r;
+    }
+}
+
+extern "C" __global__ void rt_k_unary_int_i8(rt_cuda_unary_int_params p) {
+    unary_int<int8_t, uint8_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_i16(rt_cuda_unary_int_params p) {
+    unary_int<int16_t, uint16_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_i32(rt_cuda_unary_int_params p) {
+    unary_int<int32_t, uint32_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_i64(rt_cuda_unary_int_params p) {
+    unary_int<int64_t, uint64_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u8(rt_cuda_unary_int_params p) {
+    unary_int<uint8_t, uint8_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u16(rt_cuda_unary_int_params p) {
+    unary_int<uint16_t, uint16_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u32(rt_cuda_unary_int_params p) {
+    unary_int<uint32_t, uint32_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u64(rt_cuda_unary_int_params p) {
+    unary_int<uint64_t, uint64_t>(p);
+}
+
 // ---- binary with broadcasting ----
 
 template <typename T>

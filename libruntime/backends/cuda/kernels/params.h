@@ -57,6 +57,19 @@ typedef struct rt_cuda_unary_params {
     void *out;
 } rt_cuda_unary_params;
 
+/* abs, neg, sign, relu and clip of an integer x (kernels unary_int_i8 ... _u64), the rules of
+ * ops/unary_kernels.c: abs and neg wrap (the most negative value maps to itself), unsigned abs
+ * is x and sign x != 0. clip's bounds are in x's dtype, held in lo / hi as int64 (signed
+ * types) or as the bits of a uint64 (unsigned). */
+typedef struct rt_cuda_unary_int_params {
+    int64_t n;
+    int32_t kind; /* RT_CUDA_ABS, _NEG, _SIGN, _RELU or _CLIP */
+    int32_t reserved;
+    int64_t lo, hi;
+    const void *x;
+    void *out;
+} rt_cuda_unary_int_params;
+
 /* out (dense, row-major over sizes) = a op b, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_binary_params {
     int64_t n;
