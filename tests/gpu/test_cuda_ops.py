@@ -113,8 +113,6 @@ SHAPES = [((4, 5), (4, 5)), ((2, 3, 4), (3, 1)), ((1,), (6, 1, 2)), ((), (3,))]
 @pytest.mark.parametrize("op", BINARY)
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_binary_broadcasting(op, dtype, shapes):
-    if op in ("div", "pow") and dtype.startswith("int"):
-        pytest.skip("integer div and pow are refused on CUDA (test_refused_dtype_is_named)")
     # Small integers make the comparisons meet every case; div gets no zero divisor.
     a = RNG.integers(-3, 4, shapes[0]).astype(dtype)
     c = RNG.integers(-3, 4, shapes[1]).astype(dtype)
@@ -122,7 +120,7 @@ def test_binary_broadcasting(op, dtype, shapes):
         c[c == 0] = 2
     if op in ("min", "max") and dtype.startswith("float") and a.size > 1:
         a.flat[1] = np.nan  # propagates
-    if op == "pow":
+    if op == "pow" and dtype.startswith("float"):
         a = np.abs(a) + 0.5
     b = ProgramBuilder()
     m = b.method("forward")
@@ -159,6 +157,47 @@ def test_mod(fmod, dtype):
     want, got = _run_both(b.to_bytes(), a, c)
     np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(want[0]))
     np.testing.assert_array_equal(got[0], want[0])  # exact, NaN where both are
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("op", ["div", "mod", "mod_fmod", "pow", "prelu"])
+def test_integer_division_remainder_power_and_prelu(op, dtype):
+    """Truncating division, both remainders, exact wrapping powers (negative exponents too),
+    wrapping prelu products; the most negative value with -1."""
+    info = np.iinfo(dtype)
+    a = RNG.integers(-50, 50, (3, 8)).astype(dtype)
+    c = RNG.integers(-7, 8, (8,)).astype(dtype)
+    a[0, :4] = [info.min, info.min, info.max, -7]
+    c[:4] = [-1, 3, -1, 2]
+    if op == "pow":
+        a[1, :6] = [1, -1, -1, 0, 3, 2]
+        c[4:8] = [-3, 0, 31, 63]
+    elif op != "prelu":
+        c[c == 0] = 5
+    name = "mod" if op.startswith("mod") else op
+    extra = (op == "mod_fmod",) if name == "mod" else ()
+    shape = a.shape
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(name, m.input("a", dtype, shape), m.input("b", dtype, c.shape), *extra,
+                    outputs=[(dtype, shape, False)])[0])
+    _assert_same(b.to_bytes(), a, c)
+
+
+@pytest.mark.parametrize("op", ["div", "mod"])
+def test_an_integer_zero_divisor_fails_the_execute_before_writing(op):
+    b = ProgramBuilder()
+    m = b.method("forward")
+    extra = (False,) if op == "mod" else ()
+    m.output(m.call(op, m.input("a", "int64", (4,)), m.input("b", "int64", (4,)), *extra,
+                    outputs=[("int64", (4,), False)])[0])
+    a = np.array([7, 8, 9, 10], np.int64)
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as gpu:
+        word = "division" if op == "div" else "modulo"
+        with pytest.raises(rt.InvalidArgument, match=f"integer {word} by zero"):
+            gpu(a, np.array([1, 2, 0, 3], np.int64))
+        (y,) = gpu(a, np.array([2, 2, 2, 2], np.int64))  # still usable
+        assert np.asarray(y.to_host()).tolist() == ([3, 4, 4, 5] if op == "div" else [1, 0, 1, 0])
 
 
 def test_not():
@@ -1236,14 +1275,14 @@ def test_an_op_without_a_cuda_kernel_fails_the_load_by_name():
         p.load_method("forward").close()  # the CPU still runs it
 
 
-@pytest.mark.parametrize("op", ["div", "pow"])
+@pytest.mark.parametrize("op", ["div", "mul", "add"])
 def test_refused_dtype_is_named(op):
     b = ProgramBuilder()
     m = b.method("forward")
-    m.output(m.call(op, m.input("a", "int32", (3,)), m.input("b", "int32", (3,)),
-                    outputs=[("int32", (3,), False)])[0])
+    m.output(m.call(op, m.input("a", "int8", (3,)), m.input("b", "int8", (3,)),
+                    outputs=[("int8", (3,), False)])[0])
     with rt.Program.load(b.to_bytes()) as p:
-        with pytest.raises(rt.Unsupported, match=f"{op}.*int32"):
+        with pytest.raises(rt.Unsupported, match=f"{op}.*int8"):
             p.load_method("forward", device="cuda")
         p.load_method("forward").close()
 

@@ -173,8 +173,41 @@ static rt_status check_binary(rt_op_ctx *ctx) {
                                 "float32, float64, int32 and int64");
 }
 
+/* div, mod: integer divisors are checked for a 0 on the device first, the flag living in the
+ * method's device scratch. */
 static rt_status check_div(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_FLOAT, "float32 and float64");
+    RT_RETURN_IF_ERROR(check_binary(ctx));
+    if (rt_tensor__type_is_integer(ARG_T(ctx, 0)->type))
+        rt_cuda__reserve_scratch(ctx->backend, sizeof(int64_t));
+    return RT_OK;
+}
+
+/* Fails with the CPU's message when the integer b holds a 0, before anything is written. */
+static rt_status check_no_zero_divisor(rt_op_ctx *ctx, rt_cuda_method *cm, const char *what) {
+    const rt_tensor_value *b = ARG_T(ctx, 1), *out = ARG_T(ctx, ctx->nargs - 1);
+    if (!rt_tensor__type_is_integer(b->type) || rt_tensor__numel(out) == 0)
+        return RT_OK;
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_cuda_any_zero_params p = {rt_tensor__numel(b), b->data, cm->scratch};
+    int64_t flag = 0;
+    rt_status status = rt_cuda__check(cu->memset_d8_async((CUdeviceptr)(uintptr_t)p.flag, 0,
+                                                          sizeof flag, cm->stream),
+                                      "clearing the zero-divisor flag");
+    if (status != RT_OK)
+        return rt_op_fail(ctx, status, "could not check b for zeros");
+    RT_RETURN_IF_ERROR(rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_any_zero_1, b->elem_size, p.n,
+                                                &p));
+    status = rt_cuda__check(cu->memcpy_dtoh_async(&flag, (CUdeviceptr)(uintptr_t)p.flag,
+                                                  sizeof flag, cm->stream),
+                            "reading the zero-divisor flag");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream),
+                                "reading the zero-divisor flag");
+    if (status != RT_OK)
+        return rt_op_fail(ctx, status, "could not check b for zeros");
+    if (flag != 0)
+        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "integer %s by zero (b holds a 0)", what);
+    return RT_OK;
 }
 
 #define DEFINE_BINARY(symbol, kind)                                           \
@@ -185,7 +218,6 @@ static rt_status check_div(rt_op_ctx *ctx) {
 DEFINE_BINARY(add, RT_CUDA_ADD)
 DEFINE_BINARY(sub, RT_CUDA_SUB)
 DEFINE_BINARY(mul, RT_CUDA_MUL)
-DEFINE_BINARY(div, RT_CUDA_DIV)
 DEFINE_BINARY(less, RT_CUDA_LESS)
 DEFINE_BINARY(equal, RT_CUDA_EQUAL)
 DEFINE_BINARY(less_equal, RT_CUDA_LESS_EQUAL)
@@ -200,8 +232,19 @@ DEFINE_BINARY(logical_not, RT_CUDA_NOT)
 DEFINE_BINARY(bit_shift_left, RT_CUDA_SHIFT_LEFT)
 DEFINE_BINARY(bit_shift_right, RT_CUDA_SHIFT_RIGHT)
 
+static rt_status check_prelu(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", BINARY_TYPES,
+                                "float32, float64, int32 and int64");
+}
+
+static rt_status run_div(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__div_prepare(ctx));
+    RT_RETURN_IF_ERROR(check_no_zero_divisor(ctx, cm, "division"));
+    return binary(ctx, cm, RT_CUDA_DIV);
+}
+
 static rt_status check_pow(rt_op_ctx *ctx) {
-    RT_RETURN_IF_ERROR(check_div(ctx));
+    RT_RETURN_IF_ERROR(check_binary(ctx));
     if (ARG_T(ctx, 1)->type != ARG_T(ctx, 0)->type)
         return rt_op_fail(ctx, RT_UNSUPPORTED, "b has dtype %s; on CUDA the exponent has the "
                           "base's dtype", rt_tensor__type_name(ARG_T(ctx, 1)->type));
@@ -239,10 +282,11 @@ static rt_status run_size(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return write_ints(ctx, cm, ARG_T(ctx, 1)->data, &numel, 1);
 }
 
-/* ---- mod: floats only (an integer divisor of 0 is an error the host would have to see) */
+/* ---- mod: an integer divisor of 0 is an error, found on the device before the kernel runs */
 
 static rt_status run_mod(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__mod_prepare(ctx));
+    RT_RETURN_IF_ERROR(check_no_zero_divisor(ctx, cm, "modulo"));
     bool fmod_form;
     RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "fmod", &fmod_form));
     return binary(ctx, cm, fmod_form ? RT_CUDA_MOD_TRUNC : RT_CUDA_MOD_FLOOR);
@@ -693,7 +737,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"max", check_binary, run_maximum},
     {"pow", check_pow, run_pow},
     {"where", NULL, run_where},
-    {"prelu", check_float_x, run_prelu},
+    {"prelu", check_prelu, run_prelu},
     {"mod", check_div, run_mod},
     {"and", NULL, run_logical_and},
     {"or", NULL, run_logical_or},

@@ -127,6 +127,72 @@ extern "C" __global__ void rt_k_unary_int_u64(rt_cuda_unary_int_params p) {
 
 // ---- binary with broadcasting ----
 
+// div, pow, prelu and mod per type, the rules of ops/elementwise_kernels.c and
+// ops/binary_more_kernels.c. Floats: IEEE division; pow in double, rounded to T; the remainder
+// of fmod, moved into the divisor's sign for the floored form (x mod 0 is NaN). Integers (the
+// host has checked that no divisor is 0): division truncates and MIN / -1 wraps to MIN;
+// MIN mod -1 is 0; pow squares and multiplies, wrapping, a negative exponent giving the
+// integer part of 1 / x^-y; products wrap.
+template <typename T>
+__device__ inline T rt_float_mod(T x, T y, bool floored) {
+    double q = (double)y, r = fmod((double)x, q);
+    if (floored && q != 0.0)
+        r = r != 0.0 ? ((q < 0) != (r < 0) ? r + q : r) : copysign(0.0, q);
+    return (T)r;
+}
+
+template <typename T, typename U>
+__device__ inline T rt_int_div(T x, T y) {
+    return y == 0 ? (T)0 : y == (T)-1 ? (T)(U)((U)0 - (U)x) : (T)(x / y);
+}
+
+template <typename T>
+__device__ inline T rt_int_mod(T x, T y, bool floored) {
+    T r = (y == 0 || y == (T)-1) ? (T)0 : (T)(x % y);
+    return floored && r != 0 && (r < 0) != (y < 0) ? (T)(r + y) : r;
+}
+
+__device__ inline int64_t rt_int_pow(int64_t base, int64_t e) {
+    if (e < 0)
+        return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)base, u = (uint64_t)e;
+    while (u) {
+        if (u & 1u)
+            r *= b;
+        b *= b;
+        u >>= 1;
+    }
+    return (int64_t)r;
+}
+
+__device__ inline float rt_div(float x, float y) { return x / y; }
+__device__ inline double rt_div(double x, double y) { return x / y; }
+__device__ inline int32_t rt_div(int32_t x, int32_t y) { return rt_int_div<int32_t, uint32_t>(x, y); }
+__device__ inline int64_t rt_div(int64_t x, int64_t y) { return rt_int_div<int64_t, uint64_t>(x, y); }
+__device__ inline uint8_t rt_div(uint8_t x, uint8_t y) { return y ? (uint8_t)(x / y) : 0; }
+
+__device__ inline float rt_mod(float x, float y, bool f) { return rt_float_mod(x, y, f); }
+__device__ inline double rt_mod(double x, double y, bool f) { return rt_float_mod(x, y, f); }
+__device__ inline int32_t rt_mod(int32_t x, int32_t y, bool f) { return rt_int_mod(x, y, f); }
+__device__ inline int64_t rt_mod(int64_t x, int64_t y, bool f) { return rt_int_mod(x, y, f); }
+__device__ inline uint8_t rt_mod(uint8_t x, uint8_t y, bool) { return y ? (uint8_t)(x % y) : 0; }
+
+__device__ inline float rt_pow(float x, float y) { return (float)pow((double)x, (double)y); }
+__device__ inline double rt_pow(double x, double y) { return pow(x, y); }
+__device__ inline int32_t rt_pow(int32_t x, int32_t y) { return (int32_t)rt_int_pow(x, y); }
+__device__ inline int64_t rt_pow(int64_t x, int64_t y) { return rt_int_pow(x, y); }
+__device__ inline uint8_t rt_pow(uint8_t x, uint8_t y) { return (uint8_t)rt_int_pow(x, y); }
+
+__device__ inline float rt_prelu(float x, float s) { return x < 0.0f ? x * s : x; }
+__device__ inline double rt_prelu(double x, double s) { return x < 0.0 ? x * s : x; }
+__device__ inline int32_t rt_prelu(int32_t x, int32_t s) {
+    return x < 0 ? (int32_t)((uint32_t)x * (uint32_t)s) : x;
+}
+__device__ inline int64_t rt_prelu(int64_t x, int64_t s) {
+    return x < 0 ? (int64_t)((uint64_t)x * (uint64_t)s) : x;
+}
+__device__ inline uint8_t rt_prelu(uint8_t x, uint8_t) { return x; }
+
 template <typename T>
 __device__ inline void binary(const rt_cuda_binary_params &p) {
     const T *a = (const T *)p.a, *b = (const T *)p.b;
@@ -143,25 +209,17 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
         case RT_CUDA_ADD: ((T *)p.out)[i] = x + y; break;
         case RT_CUDA_SUB: ((T *)p.out)[i] = x - y; break;
         case RT_CUDA_MUL: ((T *)p.out)[i] = x * y; break;
-        case RT_CUDA_DIV: ((T *)p.out)[i] = x / y; break; // float only (host refuses ints)
+        case RT_CUDA_DIV: ((T *)p.out)[i] = rt_div(x, y); break;
         case RT_CUDA_LESS: ((uint8_t *)p.out)[i] = x < y; break;
         case RT_CUDA_EQUAL: ((uint8_t *)p.out)[i] = x == y; break;
         case RT_CUDA_LESS_EQUAL: ((uint8_t *)p.out)[i] = x <= y; break;
         // NaN propagates (numpy.minimum); for integers x != x is false.
         case RT_CUDA_MIN: ((T *)p.out)[i] = x != x ? x : y != y ? y : x < y ? x : y; break;
         case RT_CUDA_MAX: ((T *)p.out)[i] = x != x ? x : y != y ? y : x > y ? x : y; break;
-        // In double, rounded to T, as ops/binary_more_kernels.c (float bases only).
-        case RT_CUDA_POW: ((T *)p.out)[i] = (T)pow((double)x, (double)y); break;
-        case RT_CUDA_PRELU: ((T *)p.out)[i] = (double)x < 0.0 ? (T)(x * y) : x; break;
-        case RT_CUDA_MOD_TRUNC: ((T *)p.out)[i] = (T)fmod((double)x, (double)y); break;
-        case RT_CUDA_MOD_FLOOR: {
-            // The sign of the divisor, as Python's %; x mod 0 is NaN (from fmod).
-            double q = (double)y, r = fmod((double)x, q);
-            if (q != 0.0)
-                r = r != 0.0 ? ((q < 0) != (r < 0) ? r + q : r) : copysign(0.0, q);
-            ((T *)p.out)[i] = (T)r;
-            break;
-        }
+        case RT_CUDA_POW: ((T *)p.out)[i] = rt_pow(x, y); break;
+        case RT_CUDA_PRELU: ((T *)p.out)[i] = rt_prelu(x, y); break;
+        case RT_CUDA_MOD_TRUNC: ((T *)p.out)[i] = rt_mod(x, y, false); break;
+        case RT_CUDA_MOD_FLOOR: ((T *)p.out)[i] = rt_mod(x, y, true); break;
         case RT_CUDA_NOT: ((uint8_t *)p.out)[i] = !x; break;
         case RT_CUDA_AND: ((uint8_t *)p.out)[i] = x && y; break;
         case RT_CUDA_OR: ((uint8_t *)p.out)[i] = x || y; break;
@@ -170,6 +228,21 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
         }
     }
 }
+
+// ---- a zero among integer divisors ----
+
+template <typename E>
+__device__ inline void any_zero(const rt_cuda_any_zero_params &p) {
+    RT_GRID_LOOP(i, p.n) {
+        if (((const E *)p.x)[i] == 0)
+            *p.flag = 1; // every writer writes the same value
+    }
+}
+
+extern "C" __global__ void rt_k_any_zero_1(rt_cuda_any_zero_params p) { any_zero<uint8_t>(p); }
+extern "C" __global__ void rt_k_any_zero_2(rt_cuda_any_zero_params p) { any_zero<uint16_t>(p); }
+extern "C" __global__ void rt_k_any_zero_4(rt_cuda_any_zero_params p) { any_zero<uint32_t>(p); }
+extern "C" __global__ void rt_k_any_zero_8(rt_cuda_any_zero_params p) { any_zero<uint64_t>(p); }
 
 // ---- where: one kernel per element size ----
 

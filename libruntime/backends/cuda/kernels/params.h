@@ -70,6 +70,14 @@ typedef struct rt_cuda_unary_int_params {
     void *out;
 } rt_cuda_unary_int_params;
 
+/* *flag = 1 when one of x's n elements is all zero bits (kernels any_zero_1 ... _8): the
+ * integer divisors of div and mod, checked before the division runs. */
+typedef struct rt_cuda_any_zero_params {
+    int64_t n;
+    const void *x;
+    int64_t *flag;
+} rt_cuda_any_zero_params;
+
 /* out (dense, row-major over sizes) = a op b, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_binary_params {
     int64_t n;
