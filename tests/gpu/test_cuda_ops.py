@@ -363,14 +363,55 @@ def test_reductions(op, axes, keepdims, dtype):
     _assert_same(b.to_bytes(), x, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+INT_REDUCTIONS = ["reduce_sum", "reduce_prod", "reduce_l1", "reduce_sum_square", "reduce_max",
+                  "reduce_min"]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16",
+                                   "uint32", "uint64", "bool"])
+@pytest.mark.parametrize("axes,keepdims", [([1], False), ([0, 2], True), ([], False),
+                                           ([0, 1, 2], False)], ids=str)
+@pytest.mark.parametrize("op", INT_REDUCTIONS)
+def test_integer_and_bool_reductions(op, axes, keepdims, dtype):
+    """Wrapping 64-bit accumulation (exact in any order), the integer extremes, any / all."""
+    if dtype == "bool" and op not in ("reduce_max", "reduce_min"):
+        pytest.skip("bool has max and min only (as on the CPU)")
+    shape_of_x = {"[1]": (3, 300, 2), "[]": (2, 3, 2)}.get(str(axes), (4, 3, 5))
+    if dtype == "bool":
+        x = RNG.random(shape_of_x) < 0.97  # mostly true: all() varies
+    else:
+        info = np.iinfo(dtype)
+        x = RNG.integers(info.min, info.max, shape_of_x, dtype=dtype, endpoint=True)
+    shape = [1 if d in axes else n for d, n in enumerate(x.shape)] if keepdims else \
+        [n for d, n in enumerate(x.shape) if d not in axes]
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.call(op, m.input("x", dtype, x.shape), list(axes), keepdims,
+                    outputs=[(dtype, tuple(shape), False)])[0])
+    _assert_same(b.to_bytes(), x)
+
+
+def test_empty_integer_reductions_give_the_identities():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xi, xb = m.input("x", "int16", (3, 0)), m.input("y", "bool", (2, 0))
+    for op in INT_REDUCTIONS:
+        m.output(m.call(op, xi, [1], False, outputs=[("int16", (3,), False)])[0])
+    for op in ("reduce_max", "reduce_min"):
+        m.output(m.call(op, xb, [1], False, outputs=[("bool", (2,), False)])[0])
+    _assert_same(b.to_bytes(), np.zeros((3, 0), np.int16), np.zeros((2, 0), bool))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("last", [False, True])
 @pytest.mark.parametrize("axis,keepdims", [(1, False), (0, True), (-1, False)])
 @pytest.mark.parametrize("op", ["argmax", "argmin"])
 def test_argmax_argmin(op, axis, keepdims, last, dtype):
     # Few distinct values: ties everywhere; a long axis 1 spans several threads' stretches.
     x = RNG.integers(-2, 3, (3, 600, 2) if axis == 1 else (3, 5, 4)).astype(dtype)
-    if dtype != "int32":
+    if dtype == "int64":  # values a double cannot tell apart
+        x = x + np.int64(2**62)
+    if dtype.startswith("float"):
         x[1, 1, 1] = x[1, 4, 1] = x[2, 3, 0] = np.nan
         if axis == 1:
             x[0, 300, 0] = x[0, 555, 0] = np.nan

@@ -624,7 +624,21 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     }
     p.x = x->data;
     p.out = out->data;
-    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_reduce_f32 : RT_CUDA_K_reduce_f64;
+    rt_cuda_kernel k;
+    switch (x->type) {
+    case RT_F32: k = RT_CUDA_K_reduce_f32; break;
+    case RT_F64: k = RT_CUDA_K_reduce_f64; break;
+    case RT_I8: k = RT_CUDA_K_reduce_i8; break;
+    case RT_I16: k = RT_CUDA_K_reduce_i16; break;
+    case RT_I32: k = RT_CUDA_K_reduce_i32; break;
+    case RT_I64: k = RT_CUDA_K_reduce_i64; break;
+    case RT_U8: k = RT_CUDA_K_reduce_u8; break;
+    case RT_U16: k = RT_CUDA_K_reduce_u16; break;
+    case RT_U32: k = RT_CUDA_K_reduce_u32; break;
+    case RT_U64: k = RT_CUDA_K_reduce_u64; break;
+    case RT_BOOL: k = RT_CUDA_K_reduce_bool; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA reduction kernel for this dtype");
+    }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n_out, 1), 1, 1, &p);
 }
 
@@ -641,13 +655,19 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     X(reduce_log_sum_exp, RT_CUDA_RLOG_SUM_EXP) X(reduce_sum_square, RT_CUDA_RSUM_SQUARE)
 REDUCE_OPS(DEFINE_REDUCE)
 
+/* The op's prepare narrows these to its own dtypes (sum ... integers, max / min also bool). */
+static rt_status check_reduce(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC | RT_TYPE_BIT(RT_BOOL),
+                                "float32, float64, the integer types and bool");
+}
+
 /* ---- argmax, argmin ----------------------------------------------------------------- */
 
-/* Values travel as doubles, exact for these types (int64 is not). */
+/* Values compare as doubles (exact for these types) or, for int64, as int64. */
 static rt_status check_arg(rt_op_ctx *ctx) {
     return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x",
-                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32),
-                                "float32, float64 and int32");
+                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64),
+                                "float32, float64, int32 and int64");
 }
 
 static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
@@ -674,8 +694,9 @@ static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
     p.smallest = smallest;
     p.x = x->data;
     p.out = out->data;
-    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_arg_f32
-                       : x->type == RT_F64 ? RT_CUDA_K_arg_f64 : RT_CUDA_K_arg_i32;
+    rt_cuda_kernel k = x->type == RT_F32   ? RT_CUDA_K_arg_f32
+                       : x->type == RT_F64 ? RT_CUDA_K_arg_f64
+                       : x->type == RT_I32 ? RT_CUDA_K_arg_i32 : RT_CUDA_K_arg_i64;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
 }
 
@@ -723,7 +744,7 @@ HOST_PARAMS(run_topk, rt_cuda__run_topk, 1)
          ? check_numeric_x                                                            \
          : check_float_x,                                                             \
      run_##symbol},
-#define REDUCE_ENTRY(symbol, op) {#symbol, check_float_x, run_##symbol},
+#define REDUCE_ENTRY(symbol, op) {#symbol, check_reduce, run_##symbol},
 
 static const rt_cuda_op cuda_ops[] = {
     {"add", check_binary, run_add},
