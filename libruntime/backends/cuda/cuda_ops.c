@@ -29,59 +29,85 @@ rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const c
                       expected);
 }
 
-rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
-                                    size_t count,
-                                    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm)) {
-    rt_tensor_value *params[RT_CUDA_HOST_PARAMS];
-    void *device[RT_CUDA_HOST_PARAMS];
-    size_t offsets[RT_CUDA_HOST_PARAMS], total = 0, n = 0;
+rt_status rt_cuda__host_params_begin(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
+                                     size_t count, rt_cuda_host_params *state) {
+    memset(state, 0, sizeof *state);
+    size_t offsets[RT_CUDA_HOST_PARAMS], total = 0;
     for (size_t k = 0; k < count && k < RT_CUDA_HOST_PARAMS; k++) {
         size_t i = indices[k];
         if (i >= ctx->nargs || ctx->args[i]->kind != RT_VALUE_TENSOR)
             continue;
         rt_tensor_value *t = ctx->args[i]->u.t;
-        for (size_t j = 0; j < ctx->nargs; j++) {
-            bool is_param = false;
-            for (size_t q = 0; q < count; q++)
-                is_param = is_param || indices[q] == j;
-            if (!is_param && ctx->args[j]->kind == RT_VALUE_TENSOR && ctx->args[j]->u.t == t)
-                return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is both a parameter read "
-                                  "on the host and argument %zu; on CUDA, pass a copy", i, j);
-        }
-        params[n] = t;
-        offsets[n] = total;
+        bool seen = false; /* one tensor named twice is read once */
+        for (size_t q = 0; q < state->count; q++)
+            seen = seen || state->params[q] == t;
+        if (seen)
+            continue;
+        state->params[state->count] = t;
+        offsets[state->count++] = total;
         total += (rt_tensor__nbytes(t) + 7) / 8 * 8;
-        n++;
     }
-    if (n == 0)
-        return run(ctx, cm);
-    char *host = malloc(total > 0 ? total : 8);
-    if (host == NULL)
+    if (state->count == 0)
+        return RT_OK;
+    state->host = malloc(total > 0 ? total : 8);
+    if (state->host == NULL) {
+        state->count = 0;
         return rt_error__oom("parameters read back from the device");
+    }
     const rt_cuda_driver *cu = cm->device->cu;
     rt_status status = RT_OK;
-    for (size_t k = 0; k < n && status == RT_OK; k++) {
-        size_t bytes = rt_tensor__nbytes(params[k]);
+    for (size_t k = 0; k < state->count && status == RT_OK; k++) {
+        size_t bytes = rt_tensor__nbytes(state->params[k]);
         if (bytes > 0)
-            status = rt_cuda__check(cu->memcpy_dtoh_async(host + offsets[k],
+            status = rt_cuda__check(cu->memcpy_dtoh_async(state->host + offsets[k],
                                                           (CUdeviceptr)(uintptr_t)
-                                                          params[k]->data, bytes, cm->stream),
+                                                          state->params[k]->data, bytes,
+                                                          cm->stream),
                                     "reading parameters back");
     }
     if (status == RT_OK)
         status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading parameters back");
     if (status != RT_OK) {
-        free(host);
+        free(state->host);
+        state->host = NULL;
+        state->count = 0;
         return rt_op_fail(ctx, status, "could not read its tensor parameters back");
     }
-    for (size_t k = 0; k < n; k++) {
-        device[k] = params[k]->data;
-        params[k]->data = host + offsets[k];
+    for (size_t k = 0; k < state->count; k++) {
+        state->device[k] = state->params[k]->data;
+        state->params[k]->data = state->host + offsets[k];
     }
-    status = run(ctx, cm);
-    for (size_t k = 0; k < n; k++)
-        params[k]->data = device[k];
-    free(host);
+    return RT_OK;
+}
+
+void rt_cuda__host_params_end(rt_cuda_host_params *state) {
+    for (size_t k = 0; k < state->count; k++)
+        state->params[k]->data = state->device[k];
+    free(state->host);
+    memset(state, 0, sizeof *state);
+}
+
+rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
+                                    size_t count,
+                                    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm)) {
+    for (size_t k = 0; k < count; k++) {
+        size_t i = indices[k];
+        if (i >= ctx->nargs || ctx->args[i]->kind != RT_VALUE_TENSOR)
+            continue;
+        for (size_t j = 0; j < ctx->nargs; j++) {
+            bool is_param = false;
+            for (size_t q = 0; q < count; q++)
+                is_param = is_param || indices[q] == j;
+            if (!is_param && ctx->args[j]->kind == RT_VALUE_TENSOR &&
+                ctx->args[j]->u.t == ctx->args[i]->u.t)
+                return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is both a parameter read "
+                                  "on the host and argument %zu; on CUDA, pass a copy", i, j);
+        }
+    }
+    rt_cuda_host_params state;
+    RT_RETURN_IF_ERROR(rt_cuda__host_params_begin(ctx, cm, indices, count, &state));
+    rt_status status = run(ctx, cm);
+    rt_cuda__host_params_end(&state);
     return status;
 }
 
@@ -817,6 +843,13 @@ static const rt_cuda_op cuda_ops[] = {
     {"lstm", rt_cuda__check_lstm, rt_cuda__run_lstm},
     {"gru", rt_cuda__check_gru, rt_cuda__run_gru},
     {"rnn", rt_cuda__check_rnn, rt_cuda__run_rnn},
+    {"quantize_linear", NULL, rt_cuda__run_quantize_linear},
+    {"dequantize_linear", NULL, rt_cuda__run_dequantize_linear},
+    {"dynamic_quantize_linear", NULL, rt_cuda__run_dynamic_quantize_linear},
+    {"matmul_integer", NULL, rt_cuda__run_matmul_integer},
+    {"qlinear_matmul", NULL, rt_cuda__run_qlinear_matmul},
+    {"conv_integer", NULL, rt_cuda__run_conv_integer},
+    {"qlinear_conv", NULL, rt_cuda__run_qlinear_conv},
     {"max_pool2d", check_float_x, rt_cuda__run_max_pool2d},
     {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
 };

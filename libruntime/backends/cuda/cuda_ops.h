@@ -15,11 +15,23 @@ void rt_cuda__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t ra
 
 #define RT_CUDA_HOST_PARAMS 4 /* the most such arguments of one op (slice) */
 
-/* The op's run, with the tensors among its arguments `indices` (small integer parameters:
- * pads, k, axes, shapes, clip bounds) read back to the host first, after the work queued
- * before them, and seen by `run` at host copies: the CPU op's own prepare and parameter
- * readers then work unchanged. A parameter tensor that is also another argument of the
- * instruction fails cleanly (its kernel would get the host copy). */
+/* Tensors among an op's arguments `indices` (small parameters: pads, k, axes, shapes, clip
+ * bounds, per-tensor zero points) read back to the host, after the work queued before them,
+ * and seen at host copies until _end puts the device pointers back: the CPU op's own prepare
+ * and parameter readers then work unchanged. */
+typedef struct rt_cuda_host_params {
+    rt_tensor_value *params[RT_CUDA_HOST_PARAMS];
+    void *device[RT_CUDA_HOST_PARAMS];
+    size_t count;
+    char *host;
+} rt_cuda_host_params;
+
+rt_status rt_cuda__host_params_begin(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
+                                     size_t count, rt_cuda_host_params *state);
+void rt_cuda__host_params_end(rt_cuda_host_params *state);
+
+/* The op's whole run between _begin and _end. A parameter tensor that is also another
+ * argument of the instruction fails cleanly (its kernel would get the host copy). */
 rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
                                     size_t count,
                                     rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm));
@@ -67,6 +79,15 @@ rt_status rt_cuda__check_gru(rt_op_ctx *ctx);
 rt_status rt_cuda__run_gru(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_rnn(rt_op_ctx *ctx);
 rt_status rt_cuda__run_rnn(rt_op_ctx *ctx, rt_cuda_method *cm);
+
+/* cuda_ops_quant.c */
+rt_status rt_cuda__run_quantize_linear(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_dequantize_linear(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_dynamic_quantize_linear(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_matmul_integer(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_qlinear_matmul(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_conv_integer(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_qlinear_conv(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_resize.c */
 rt_status rt_cuda__check_resize(rt_op_ctx *ctx);

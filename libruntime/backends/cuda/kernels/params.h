@@ -413,4 +413,63 @@ typedef struct rt_cuda_non_zero_params {
     int64_t *out;
 } rt_cuda_non_zero_params;
 
+/* quantize_linear (quantize 1) and dequantize_linear (0), the rules of ops/quant.c: x viewed
+ * as [outer, length, inner] around the quantization axis; a parameter is single (one element)
+ * or indexed by the axis position (block 0) or by (outer, axis position / block, inner) with
+ * `blocks` blocks. float_type and int_type are RT_CUDA_* codes; zero may be NULL. */
+typedef struct rt_cuda_quant_params {
+    int64_t n, outer, length, inner, block, blocks;
+    int64_t lo, hi; /* the integer type's range */
+    int32_t quantize, float_type, int_type, scale_single, zero_single, reserved;
+    const void *x, *scale, *zero;
+    void *out;
+} rt_cuda_quant_params;
+
+/* dynamic_quantize_linear's range pass (kernel quant_range, one block): lo = min(0, min x),
+ * hi = max(0, max x) skipping NaN, then y_scale and y_zero_point in float32 as the CPU. */
+typedef struct rt_cuda_quant_range_params {
+    int64_t n;
+    const float *x;
+    float *scale;
+    uint8_t *zero;
+} rt_cuda_quant_range_params;
+
+/* A zero point or scale of qmatmul: element (batch, row or column j) at
+ * data[sum(batch index * batch_strides) + j * stride] (ops/quant.h's rt_quant_mm_param). */
+typedef struct rt_cuda_qparam {
+    const void *data; /* NULL: absent (0) */
+    int32_t type;
+    int32_t reserved;
+    int64_t stride;
+    int64_t batch_strides[RT_CUDA_RANK];
+} rt_cuda_qparam;
+
+/* matmul_integer (requant 0: int32 out) and qlinear_matmul (requant 1), one thread per output
+ * element: sum over k of (a - za) * (b - zb), wrapping in 32 bits, then requantized with
+ * (sa * sb) / y_scale computed in the scales' type. */
+typedef struct rt_cuda_qmatmul_params {
+    int64_t m, n, k, batch_count;
+    int32_t batch_rank, a_type, b_type, out_type, scale_type, requant;
+    int64_t batch_sizes[RT_CUDA_RANK];
+    int64_t a_batch_strides[RT_CUDA_RANK], b_batch_strides[RT_CUDA_RANK];
+    rt_cuda_qparam za, zb, sa, sb;
+    int64_t y_zero, lo, hi;
+    const void *a, *b, *y_scale;
+    void *out;
+} rt_cuda_qmatmul_params;
+
+/* conv_integer (requant 0) and qlinear_conv (requant 1), one thread per output element; taps
+ * in the padding contribute nothing; w's zero point and scale are per tensor or per output
+ * channel; qlinear_conv adds bias[o] (wrapping) before requantizing. */
+typedef struct rt_cuda_qconv_params {
+    int64_t batch, channels, height, width, out_channels, kernel_h, kernel_w, out_h, out_w;
+    int64_t groups, stride[2], dilation[2], pad[4];
+    int32_t x_type, w_type, scale_type, out_type, requant, x_zero;
+    int32_t w_zero_type, w_zero_per_channel, w_scale_per_channel, reserved;
+    int64_t y_zero, lo, hi;
+    const void *x, *w, *w_zero, *x_scale, *w_scale, *y_scale;
+    const int32_t *bias;
+    void *out;
+} rt_cuda_qconv_params;
+
 #endif
