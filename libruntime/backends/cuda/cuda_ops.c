@@ -171,6 +171,13 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     p.b = b->data;
     p.out = out->data;
     rt_cuda_kernel k;
+    if (kind == RT_CUDA_POW_MIXED) { /* bases float32, float64, int32, int64 (prepare) */
+        p.b_type = (int32_t)b->type;
+        k = a->type == RT_F32   ? RT_CUDA_K_pow_mixed_f32
+            : a->type == RT_F64 ? RT_CUDA_K_pow_mixed_f64
+            : a->type == RT_I32 ? RT_CUDA_K_pow_mixed_i32 : RT_CUDA_K_pow_mixed_i64;
+        return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    }
     bool shift = kind == RT_CUDA_SHIFT_LEFT || kind == RT_CUDA_SHIFT_RIGHT;
     switch (shift ? (int)a->type + 100 : (int)a->type) {
     case RT_I8 + 100: k = RT_CUDA_K_shift_i8; break;
@@ -183,20 +190,25 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     case RT_U64 + 100: k = RT_CUDA_K_shift_u64; break;
     case RT_F32: k = RT_CUDA_K_binary_f32; break;
     case RT_F64: k = RT_CUDA_K_binary_f64; break;
+    case RT_I8: k = RT_CUDA_K_binary_i8; break;
+    case RT_I16: k = RT_CUDA_K_binary_i16; break;
     case RT_I32: k = RT_CUDA_K_binary_i32; break;
     case RT_I64: k = RT_CUDA_K_binary_i64; break;
+    case RT_U8: k = RT_CUDA_K_binary_u8; break;
+    case RT_U16: k = RT_CUDA_K_binary_u16; break;
+    case RT_U32: k = RT_CUDA_K_binary_u32; break;
+    case RT_U64: k = RT_CUDA_K_binary_u64; break;
     case RT_BOOL: k = RT_CUDA_K_binary_bool; break;
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA binary kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
-#define BINARY_TYPES \
-    (RT_TYPE_BIT(RT_F32) | RT_TYPE_BIT(RT_F64) | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64))
-
+/* The op's prepare narrows these to its own dtypes (pow's base: float32, float64, int32,
+ * int64). */
 static rt_status check_binary(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", BINARY_TYPES,
-                                "float32, float64, int32 and int64");
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
 }
 
 /* div, mod: integer divisors are checked for a 0 on the device first, the flag living in the
@@ -249,7 +261,6 @@ DEFINE_BINARY(equal, RT_CUDA_EQUAL)
 DEFINE_BINARY(less_equal, RT_CUDA_LESS_EQUAL)
 DEFINE_BINARY(minimum, RT_CUDA_MIN)
 DEFINE_BINARY(maximum, RT_CUDA_MAX)
-DEFINE_BINARY(pow, RT_CUDA_POW)
 DEFINE_BINARY(prelu, RT_CUDA_PRELU)
 DEFINE_BINARY(logical_and, RT_CUDA_AND)
 DEFINE_BINARY(logical_or, RT_CUDA_OR)
@@ -258,9 +269,14 @@ DEFINE_BINARY(logical_not, RT_CUDA_NOT)
 DEFINE_BINARY(bit_shift_left, RT_CUDA_SHIFT_LEFT)
 DEFINE_BINARY(bit_shift_right, RT_CUDA_SHIFT_RIGHT)
 
+static rt_status check_equal(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_NUMERIC | RT_TYPE_BIT(RT_BOOL),
+                                "float32, float64, the integer types and bool");
+}
+
 static rt_status check_prelu(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", BINARY_TYPES,
-                                "float32, float64, int32 and int64");
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
 }
 
 static rt_status run_div(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -269,12 +285,13 @@ static rt_status run_div(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return binary(ctx, cm, RT_CUDA_DIV);
 }
 
-static rt_status check_pow(rt_op_ctx *ctx) {
-    RT_RETURN_IF_ERROR(check_binary(ctx));
-    if (ARG_T(ctx, 1)->type != ARG_T(ctx, 0)->type)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "b has dtype %s; on CUDA the exponent has the "
-                          "base's dtype", rt_tensor__type_name(ARG_T(ctx, 1)->type));
-    return RT_OK;
+/* An exponent of another dtype than the base's goes to the pow_mixed kernels. */
+static rt_status run_pow(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__pow_prepare(ctx));
+    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, 1);
+    if (a->type == b->type)
+        return binary(ctx, cm, RT_CUDA_POW);
+    return binary(ctx, cm, RT_CUDA_POW_MIXED);
 }
 
 /* ---- shape, size: host-known values written to the device -------------------------- */
@@ -689,11 +706,10 @@ static rt_status check_reduce(rt_op_ctx *ctx) {
 
 /* ---- argmax, argmin ----------------------------------------------------------------- */
 
-/* Values compare as doubles (exact for these types) or, for int64, as int64. */
+/* Floats compare as doubles, integers in their own type. */
 static rt_status check_arg(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x",
-                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64),
-                                "float32, float64, int32 and int64");
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
 }
 
 static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
@@ -720,9 +736,20 @@ static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
     p.smallest = smallest;
     p.x = x->data;
     p.out = out->data;
-    rt_cuda_kernel k = x->type == RT_F32   ? RT_CUDA_K_arg_f32
-                       : x->type == RT_F64 ? RT_CUDA_K_arg_f64
-                       : x->type == RT_I32 ? RT_CUDA_K_arg_i32 : RT_CUDA_K_arg_i64;
+    rt_cuda_kernel k;
+    switch (x->type) {
+    case RT_F32: k = RT_CUDA_K_arg_f32; break;
+    case RT_F64: k = RT_CUDA_K_arg_f64; break;
+    case RT_I8: k = RT_CUDA_K_arg_i8; break;
+    case RT_I16: k = RT_CUDA_K_arg_i16; break;
+    case RT_I32: k = RT_CUDA_K_arg_i32; break;
+    case RT_I64: k = RT_CUDA_K_arg_i64; break;
+    case RT_U8: k = RT_CUDA_K_arg_u8; break;
+    case RT_U16: k = RT_CUDA_K_arg_u16; break;
+    case RT_U32: k = RT_CUDA_K_arg_u32; break;
+    case RT_U64: k = RT_CUDA_K_arg_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA argmax kernel for this dtype");
+    }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
 }
 
@@ -778,11 +805,11 @@ static const rt_cuda_op cuda_ops[] = {
     {"mul", check_binary, run_mul},
     {"div", check_div, run_div},
     {"less", check_binary, run_less},
-    {"equal", check_binary, run_equal},
+    {"equal", check_equal, run_equal},
     {"less_equal", check_binary, run_less_equal},
     {"min", check_binary, run_minimum},
     {"max", check_binary, run_maximum},
-    {"pow", check_pow, run_pow},
+    {"pow", check_binary, run_pow},
     {"where", NULL, run_where},
     {"prelu", check_prelu, run_prelu},
     {"mod", check_div, run_mod},
@@ -850,7 +877,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"qlinear_matmul", NULL, rt_cuda__run_qlinear_matmul},
     {"conv_integer", NULL, rt_cuda__run_conv_integer},
     {"qlinear_conv", NULL, rt_cuda__run_qlinear_conv},
-    {"max_pool2d", check_float_x, rt_cuda__run_max_pool2d},
+    {"max_pool2d", check_numeric_x, rt_cuda__run_max_pool2d},
     {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
 };
 

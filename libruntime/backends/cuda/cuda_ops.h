@@ -108,8 +108,8 @@ typedef struct rt_cuda_gemm_problem {
     int64_t batch_count;
     rt_activation act;
 } rt_cuda_gemm_problem;
-/* The products of g on the method's stream: cuBLAS when installed, else the tiled kernel
- * (float32 or float64). */
+/* The products of g on the method's stream: cuBLAS when installed (float32, float64), else
+ * the tiled kernel (also int32 and int64, wrapping). */
 rt_status rt_cuda__gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g);
 
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx);

@@ -42,7 +42,7 @@ static bool flat_stride(const int64_t *sizes, const int64_t *strides, int32_t ra
     return true;
 }
 
-static size_t elem_size(rt_type type) { return type == RT_F64 ? 8 : 4; }
+static size_t elem_size(rt_type type) { return type == RT_F64 || type == RT_I64 ? 8 : 4; }
 
 static rt_status bias_act(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     if (g->row_bias == NULL && g->col_bias == NULL && g->act.kind == RT_ACT_NONE)
@@ -143,7 +143,9 @@ static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_g
         return rt_op_fail(ctx, RT_UNSUPPORTED, "the product has too many columns (%lld) for "
                           "the CUDA kernel's grid", (long long)g->n);
     unsigned grid_y = (unsigned)(tiles_m < MAX_GRID_Z ? tiles_m : MAX_GRID_Z);
-    rt_cuda_kernel k = g->type == RT_F64 ? RT_CUDA_K_gemm_f64 : RT_CUDA_K_gemm_f32;
+    rt_cuda_kernel k = g->type == RT_F64   ? RT_CUDA_K_gemm_f64
+                       : g->type == RT_I32 ? RT_CUDA_K_gemm_u32
+                       : g->type == RT_I64 ? RT_CUDA_K_gemm_u64 : RT_CUDA_K_gemm_f32;
     for (int64_t first = 0; first < g->batch_count; first += MAX_GRID_Z) {
         int64_t left = g->batch_count - first;
         p.batch_offset = first;
@@ -157,7 +159,8 @@ static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_g
 rt_status rt_cuda__gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     if (g->batch_count == 0 || g->m == 0 || g->n == 0)
         return RT_OK;
-    if (cm->blas != NULL && g->m <= 0x7fffffff && g->n <= 0x7fffffff && g->k <= 0x7fffffff &&
+    bool is_float = g->type == RT_F32 || g->type == RT_F64; /* cuBLAS has no integer GEMM */
+    if (cm->blas != NULL && is_float && g->m <= 0x7fffffff && g->n <= 0x7fffffff && g->k <= 0x7fffffff &&
         g->batch_count <= 0x7fffffff)
         return gemm_blas(ctx, cm, g);
     return gemm_kernel(ctx, cm, g);
@@ -165,8 +168,11 @@ rt_status rt_cuda__gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_p
 
 /* ---- matmul ------------------------------------------------------------------------- */
 
+/* The integer products (int32, int64, wrapping) take the built-in kernel. */
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_FLOAT, "float32 and float64");
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a",
+                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64),
+                                "float32, float64, int32 and int64");
 }
 
 rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -342,7 +348,7 @@ rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
 /* ---- pooling ------------------------------------------------------------------------ */
 
 static rt_status pool(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_pool_params *p,
-                      rt_cuda_kernel f32, rt_cuda_kernel f64) {
+                      rt_cuda_kernel k) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 6);
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
@@ -353,8 +359,8 @@ static rt_status pool(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_pool_params *p
     p->out_w = out->sizes[3];
     p->x = x->data;
     p->out = out->data;
-    return rt_cuda__op_launch(ctx, cm, x->type == RT_F64 ? f64 : f32,
-                              rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1, p);
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
+                              p);
 }
 
 rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -365,7 +371,21 @@ rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, p.stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", p.pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 4, "dilation", 1, p.dilation));
-    return pool(ctx, cm, &p, RT_CUDA_K_max_pool2d_f32, RT_CUDA_K_max_pool2d_f64);
+    rt_cuda_kernel k;
+    switch (ARG_T(ctx, 0)->type) {
+    case RT_F32: k = RT_CUDA_K_max_pool2d_f32; break;
+    case RT_F64: k = RT_CUDA_K_max_pool2d_f64; break;
+    case RT_I8: k = RT_CUDA_K_max_pool2d_i8; break;
+    case RT_I16: k = RT_CUDA_K_max_pool2d_i16; break;
+    case RT_I32: k = RT_CUDA_K_max_pool2d_i32; break;
+    case RT_I64: k = RT_CUDA_K_max_pool2d_i64; break;
+    case RT_U8: k = RT_CUDA_K_max_pool2d_u8; break;
+    case RT_U16: k = RT_CUDA_K_max_pool2d_u16; break;
+    case RT_U32: k = RT_CUDA_K_max_pool2d_u32; break;
+    case RT_U64: k = RT_CUDA_K_max_pool2d_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA max_pool2d kernel for this dtype");
+    }
+    return pool(ctx, cm, &p, k);
 }
 
 rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -379,5 +399,6 @@ rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "count_include_pad", &include_pad));
     p.count_include_pad = include_pad;
     p.dilation[0] = p.dilation[1] = 1;
-    return pool(ctx, cm, &p, RT_CUDA_K_avg_pool2d_f32, RT_CUDA_K_avg_pool2d_f64);
+    return pool(ctx, cm, &p, ARG_T(ctx, 0)->type == RT_F64 ? RT_CUDA_K_avg_pool2d_f64
+                                                         : RT_CUDA_K_avg_pool2d_f32);
 }

@@ -79,7 +79,17 @@ extern "C" __global__ void rt_k_conv_transpose2d_f64(rt_cuda_conv_params p) {
     conv_transpose2d<double>(p);
 }
 
-// Padding never wins; a window with no input element gives -inf; NaN propagates.
+// The start of a max: -inf, or an integer type's minimum.
+template <typename T> __device__ inline T pool_lowest() { return (T)0; } // unsigned
+template <> __device__ inline float pool_lowest<float>() { return -INFINITY; }
+template <> __device__ inline double pool_lowest<double>() { return -INFINITY; }
+template <> __device__ inline int8_t pool_lowest<int8_t>() { return INT8_MIN; }
+template <> __device__ inline int16_t pool_lowest<int16_t>() { return INT16_MIN; }
+template <> __device__ inline int32_t pool_lowest<int32_t>() { return INT32_MIN; }
+template <> __device__ inline int64_t pool_lowest<int64_t>() { return INT64_MIN; }
+
+// Padding never wins; a window with no input element gives -inf (integers: the minimum); NaN
+// propagates.
 template <typename T>
 __device__ inline void max_pool2d(const rt_cuda_pool_params &p) {
     const int64_t total = p.planes * p.out_h * p.out_w;
@@ -87,7 +97,7 @@ __device__ inline void max_pool2d(const rt_cuda_pool_params &p) {
         int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h, plane = i / (p.out_w * p.out_h);
         const T *x = (const T *)p.x + plane * p.height * p.width;
         int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
-        T best = -(T)INFINITY;
+        T best = pool_lowest<T>();
         for (int64_t kh = 0; kh < p.kernel[0]; kh++) {
             int64_t ih = h0 + kh * p.dilation[0];
             if (ih < 0 || ih >= p.height)
@@ -133,5 +143,19 @@ __device__ inline void avg_pool2d(const rt_cuda_pool_params &p) {
 
 extern "C" __global__ void rt_k_max_pool2d_f32(rt_cuda_pool_params p) { max_pool2d<float>(p); }
 extern "C" __global__ void rt_k_max_pool2d_f64(rt_cuda_pool_params p) { max_pool2d<double>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i8(rt_cuda_pool_params p) { max_pool2d<int8_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i16(rt_cuda_pool_params p) { max_pool2d<int16_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i32(rt_cuda_pool_params p) { max_pool2d<int32_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i64(rt_cuda_pool_params p) { max_pool2d<int64_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_u8(rt_cuda_pool_params p) { max_pool2d<uint8_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_u16(rt_cuda_pool_params p) {
+    max_pool2d<uint16_t>(p);
+}
+extern "C" __global__ void rt_k_max_pool2d_u32(rt_cuda_pool_params p) {
+    max_pool2d<uint32_t>(p);
+}
+extern "C" __global__ void rt_k_max_pool2d_u64(rt_cuda_pool_params p) {
+    max_pool2d<uint64_t>(p);
+}
 extern "C" __global__ void rt_k_avg_pool2d_f32(rt_cuda_pool_params p) { avg_pool2d<float>(p); }
 extern "C" __global__ void rt_k_avg_pool2d_f64(rt_cuda_pool_params p) { avg_pool2d<double>(p); }

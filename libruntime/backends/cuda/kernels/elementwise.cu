@@ -132,7 +132,7 @@ extern "C" __global__ void rt_k_unary_int_u64(rt_cuda_unary_int_params p) {
 // of fmod, moved into the divisor's sign for the floored form (x mod 0 is NaN). Integers (the
 // host has checked that no divisor is 0): division truncates and MIN / -1 wraps to MIN;
 // MIN mod -1 is 0; pow squares and multiplies, wrapping, a negative exponent giving the
-// integer part of 1 / x^-y; products wrap.
+// integer part of 1 / x^-y; products wrap; unsigned prelu is x.
 template <typename T>
 __device__ inline T rt_float_mod(T x, T y, bool floored) {
     double q = (double)y, r = fmod((double)x, q);
@@ -141,15 +141,35 @@ __device__ inline T rt_float_mod(T x, T y, bool floored) {
     return (T)r;
 }
 
-template <typename T, typename U>
-__device__ inline T rt_int_div(T x, T y) {
-    return y == 0 ? (T)0 : y == (T)-1 ? (T)(U)((U)0 - (U)x) : (T)(x / y);
+// Integer types: U is T's unsigned type (the wrapping arithmetic), SIGNED whether T is signed.
+template <typename T> struct rt_int;
+template <> struct rt_int<int8_t> { typedef uint8_t U; static const bool SIGNED = true; };
+template <> struct rt_int<int16_t> { typedef uint16_t U; static const bool SIGNED = true; };
+template <> struct rt_int<int32_t> { typedef uint32_t U; static const bool SIGNED = true; };
+template <> struct rt_int<int64_t> { typedef uint64_t U; static const bool SIGNED = true; };
+template <> struct rt_int<uint8_t> { typedef uint8_t U; static const bool SIGNED = false; };
+template <> struct rt_int<uint16_t> { typedef uint16_t U; static const bool SIGNED = false; };
+template <> struct rt_int<uint32_t> { typedef uint32_t U; static const bool SIGNED = false; };
+template <> struct rt_int<uint64_t> { typedef uint64_t U; static const bool SIGNED = false; };
+
+// x < 0 without comparing an unsigned value with 0.
+template <typename T>
+__device__ inline bool rt_negative(T x) { return rt_int<T>::SIGNED && (int64_t)x < 0; }
+
+template <typename T>
+__device__ inline T rt_div(T x, T y) {
+    typedef typename rt_int<T>::U U;
+    if (y == 0)
+        return (T)0;
+    if (rt_int<T>::SIGNED && y == (T)-1)
+        return (T)(U)((U)0 - (U)x);
+    return (T)(x / y);
 }
 
 template <typename T>
-__device__ inline T rt_int_mod(T x, T y, bool floored) {
-    T r = (y == 0 || y == (T)-1) ? (T)0 : (T)(x % y);
-    return floored && r != 0 && (r < 0) != (y < 0) ? (T)(r + y) : r;
+__device__ inline T rt_mod(T x, T y, bool floored) {
+    T r = (y == 0 || (rt_int<T>::SIGNED && y == (T)-1)) ? (T)0 : (T)(x % y);
+    return floored && r != 0 && rt_negative(r) != rt_negative(y) ? (T)(r + y) : r;
 }
 
 __device__ inline int64_t rt_int_pow(int64_t base, int64_t e) {
@@ -165,33 +185,23 @@ __device__ inline int64_t rt_int_pow(int64_t base, int64_t e) {
     return (int64_t)r;
 }
 
+template <typename T>
+__device__ inline T rt_pow(T x, T y) { return (T)rt_int_pow((int64_t)x, (int64_t)y); }
+
+template <typename T>
+__device__ inline T rt_prelu(T x, T s) {
+    typedef typename rt_int<T>::U U;
+    return rt_negative(x) ? (T)(U)((U)x * (U)s) : x;
+}
+
 __device__ inline float rt_div(float x, float y) { return x / y; }
 __device__ inline double rt_div(double x, double y) { return x / y; }
-__device__ inline int32_t rt_div(int32_t x, int32_t y) { return rt_int_div<int32_t, uint32_t>(x, y); }
-__device__ inline int64_t rt_div(int64_t x, int64_t y) { return rt_int_div<int64_t, uint64_t>(x, y); }
-__device__ inline uint8_t rt_div(uint8_t x, uint8_t y) { return y ? (uint8_t)(x / y) : 0; }
-
 __device__ inline float rt_mod(float x, float y, bool f) { return rt_float_mod(x, y, f); }
 __device__ inline double rt_mod(double x, double y, bool f) { return rt_float_mod(x, y, f); }
-__device__ inline int32_t rt_mod(int32_t x, int32_t y, bool f) { return rt_int_mod(x, y, f); }
-__device__ inline int64_t rt_mod(int64_t x, int64_t y, bool f) { return rt_int_mod(x, y, f); }
-__device__ inline uint8_t rt_mod(uint8_t x, uint8_t y, bool) { return y ? (uint8_t)(x % y) : 0; }
-
 __device__ inline float rt_pow(float x, float y) { return (float)pow((double)x, (double)y); }
 __device__ inline double rt_pow(double x, double y) { return pow(x, y); }
-__device__ inline int32_t rt_pow(int32_t x, int32_t y) { return (int32_t)rt_int_pow(x, y); }
-__device__ inline int64_t rt_pow(int64_t x, int64_t y) { return rt_int_pow(x, y); }
-__device__ inline uint8_t rt_pow(uint8_t x, uint8_t y) { return (uint8_t)rt_int_pow(x, y); }
-
 __device__ inline float rt_prelu(float x, float s) { return x < 0.0f ? x * s : x; }
 __device__ inline double rt_prelu(double x, double s) { return x < 0.0 ? x * s : x; }
-__device__ inline int32_t rt_prelu(int32_t x, int32_t s) {
-    return x < 0 ? (int32_t)((uint32_t)x * (uint32_t)s) : x;
-}
-__device__ inline int64_t rt_prelu(int64_t x, int64_t s) {
-    return x < 0 ? (int64_t)((uint64_t)x * (uint64_t)s) : x;
-}
-__device__ inline uint8_t rt_prelu(uint8_t x, uint8_t) { return x; }
 
 template <typename T>
 __device__ inline void binary(const rt_cuda_binary_params &p) {
@@ -273,6 +283,108 @@ extern "C" __global__ void rt_k_binary_f64(rt_cuda_binary_params p) { binary<dou
 extern "C" __global__ void rt_k_binary_i32(rt_cuda_binary_params p) { binary<int32_t>(p); }
 extern "C" __global__ void rt_k_binary_i64(rt_cuda_binary_params p) { binary<int64_t>(p); }
 extern "C" __global__ void rt_k_binary_bool(rt_cuda_binary_params p) { binary<uint8_t>(p); }
+extern "C" __global__ void rt_k_binary_i8(rt_cuda_binary_params p) { binary<int8_t>(p); }
+extern "C" __global__ void rt_k_binary_i16(rt_cuda_binary_params p) { binary<int16_t>(p); }
+extern "C" __global__ void rt_k_binary_u8(rt_cuda_binary_params p) { binary<uint8_t>(p); }
+extern "C" __global__ void rt_k_binary_u16(rt_cuda_binary_params p) { binary<uint16_t>(p); }
+extern "C" __global__ void rt_k_binary_u32(rt_cuda_binary_params p) { binary<uint32_t>(p); }
+extern "C" __global__ void rt_k_binary_u64(rt_cuda_binary_params p) { binary<uint64_t>(p); }
+
+// ---- pow with an exponent of another dtype, as ops/binary_more_kernels.c: a float base in
+// double; an integer base exact and wrapping for integer exponents (unsigned ones never
+// negative), through double for float ones, truncated and saturated (NaN gives 0) ----
+
+__device__ inline double pow_exponent_double(const void *b, int type, int64_t i) {
+    switch (type) {
+    case RT_CUDA_F32: return ((const float *)b)[i];
+    case RT_CUDA_F64: return ((const double *)b)[i];
+    case RT_CUDA_I8: return ((const int8_t *)b)[i];
+    case RT_CUDA_I16: return ((const int16_t *)b)[i];
+    case RT_CUDA_I32: return ((const int32_t *)b)[i];
+    case RT_CUDA_I64: return (double)((const int64_t *)b)[i];
+    case RT_CUDA_U8: return ((const uint8_t *)b)[i];
+    case RT_CUDA_U16: return ((const uint16_t *)b)[i];
+    case RT_CUDA_U32: return ((const uint32_t *)b)[i];
+    default: return (double)((const uint64_t *)b)[i];
+    }
+}
+
+__device__ inline uint64_t pow_exponent_bits(const void *b, int type, int64_t i) {
+    switch (type) {
+    case RT_CUDA_I8: return (uint64_t)(int64_t)((const int8_t *)b)[i];
+    case RT_CUDA_I16: return (uint64_t)(int64_t)((const int16_t *)b)[i];
+    case RT_CUDA_I32: return (uint64_t)(int64_t)((const int32_t *)b)[i];
+    case RT_CUDA_I64: return (uint64_t)((const int64_t *)b)[i];
+    case RT_CUDA_U8: return ((const uint8_t *)b)[i];
+    case RT_CUDA_U16: return ((const uint16_t *)b)[i];
+    case RT_CUDA_U32: return ((const uint32_t *)b)[i];
+    default: return ((const uint64_t *)b)[i];
+    }
+}
+
+__device__ inline uint64_t rt_uint_pow(uint64_t base, uint64_t e) {
+    uint64_t r = 1;
+    while (e) {
+        if (e & 1u)
+            r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return r;
+}
+
+// An integer base (int32 or int64) raised to exponent i of b.
+template <typename T>
+__device__ inline T pow_int_base(T x, const rt_cuda_binary_params &p, int64_t i) {
+    if (p.b_type == RT_CUDA_F32 || p.b_type == RT_CUDA_F64) {
+        double v = pow((double)x, pow_exponent_double(p.b, p.b_type, i));
+        double hi = sizeof(T) == 4 ? 2147483647.0 : 9223372036854775808.0;
+        double lo = sizeof(T) == 4 ? -2147483648.0 : -9223372036854775808.0;
+        if (v != v)
+            return (T)0;
+        if (v >= hi)
+            return sizeof(T) == 4 ? (T)INT32_MAX : (T)INT64_MAX;
+        if (v <= lo)
+            return sizeof(T) == 4 ? (T)INT32_MIN : (T)INT64_MIN;
+        return (T)v;
+    }
+    bool unsigned_exponent = p.b_type == RT_CUDA_U8 || p.b_type == RT_CUDA_U16 ||
+                             p.b_type == RT_CUDA_U32 || p.b_type == RT_CUDA_U64;
+    uint64_t e = pow_exponent_bits(p.b, p.b_type, i);
+    if (unsigned_exponent)
+        return (T)rt_uint_pow((uint64_t)(int64_t)x, e);
+    return (T)rt_int_pow((int64_t)x, (int64_t)e);
+}
+
+template <typename T, bool FLOAT_BASE>
+__device__ inline void pow_mixed(const rt_cuda_binary_params &p) {
+    const T *a = (const T *)p.a;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, ao = 0, bo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t index = rest % p.sizes[d];
+            rest /= p.sizes[d];
+            ao += index * p.a_strides[d];
+            bo += index * p.b_strides[d];
+        }
+        T x = a[ao];
+        ((T *)p.out)[i] = FLOAT_BASE ? (T)pow((double)x, pow_exponent_double(p.b, p.b_type, bo))
+                                     : pow_int_base(x, p, bo);
+    }
+}
+
+extern "C" __global__ void rt_k_pow_mixed_f32(rt_cuda_binary_params p) {
+    pow_mixed<float, true>(p);
+}
+extern "C" __global__ void rt_k_pow_mixed_f64(rt_cuda_binary_params p) {
+    pow_mixed<double, true>(p);
+}
+extern "C" __global__ void rt_k_pow_mixed_i32(rt_cuda_binary_params p) {
+    pow_mixed<int32_t, false>(p);
+}
+extern "C" __global__ void rt_k_pow_mixed_i64(rt_cuda_binary_params p) {
+    pow_mixed<int64_t, false>(p);
+}
 
 // ---- bit shifts, as ops/binary_more_kernels.c ----
 

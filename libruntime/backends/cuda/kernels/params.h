@@ -31,7 +31,8 @@ enum {
     RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL,
     RT_CUDA_LESS_EQUAL, RT_CUDA_MIN, RT_CUDA_MAX, RT_CUDA_POW, RT_CUDA_PRELU, RT_CUDA_AND,
     RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT,
-    RT_CUDA_SHIFT_LEFT, RT_CUDA_SHIFT_RIGHT
+    RT_CUDA_SHIFT_LEFT, RT_CUDA_SHIFT_RIGHT,
+    RT_CUDA_POW_MIXED /* host side only: pow with an exponent of another dtype (pow_mixed_*) */
 };
 
 /* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
@@ -83,6 +84,8 @@ typedef struct rt_cuda_binary_params {
     int64_t n;
     int32_t kind;
     int32_t rank;
+    int32_t b_type; /* pow_mixed_*: the exponent's dtype (RT_CUDA_* code); else unused */
+    int32_t reserved;
     int64_t sizes[RT_CUDA_RANK];
     int64_t a_strides[RT_CUDA_RANK];
     int64_t b_strides[RT_CUDA_RANK];

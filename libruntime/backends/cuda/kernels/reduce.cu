@@ -200,7 +200,7 @@ __device__ inline bool arg_better(V v, int64_t i, V w, int64_t j, bool last, boo
     return smallest ? v < w : v > w;
 }
 
-// V holds the values exactly: double for the floats and int32, int64 for int64.
+// V holds the values exactly: double for the floats, the integer type itself otherwise.
 template <typename T, typename V>
 __device__ inline void arg_reduce(const rt_cuda_arg_params &p) {
     __shared__ V values[RT_BLOCK];
@@ -237,5 +237,17 @@ __device__ inline void arg_reduce(const rt_cuda_arg_params &p) {
 
 extern "C" __global__ void rt_k_arg_f32(rt_cuda_arg_params p) { arg_reduce<float, double>(p); }
 extern "C" __global__ void rt_k_arg_f64(rt_cuda_arg_params p) { arg_reduce<double, double>(p); }
-extern "C" __global__ void rt_k_arg_i32(rt_cuda_arg_params p) { arg_reduce<int32_t, double>(p); }
+extern "C" __global__ void rt_k_arg_i8(rt_cuda_arg_params p) { arg_reduce<int8_t, int8_t>(p); }
+extern "C" __global__ void rt_k_arg_i16(rt_cuda_arg_params p) { arg_reduce<int16_t, int16_t>(p); }
+extern "C" __global__ void rt_k_arg_i32(rt_cuda_arg_params p) { arg_reduce<int32_t, int32_t>(p); }
 extern "C" __global__ void rt_k_arg_i64(rt_cuda_arg_params p) { arg_reduce<int64_t, int64_t>(p); }
+extern "C" __global__ void rt_k_arg_u8(rt_cuda_arg_params p) { arg_reduce<uint8_t, uint8_t>(p); }
+extern "C" __global__ void rt_k_arg_u16(rt_cuda_arg_params p) {
+    arg_reduce<uint16_t, uint16_t>(p);
+}
+extern "C" __global__ void rt_k_arg_u32(rt_cuda_arg_params p) {
+    arg_reduce<uint32_t, uint32_t>(p);
+}
+extern "C" __global__ void rt_k_arg_u64(rt_cuda_arg_params p) {
+    arg_reduce<uint64_t, uint64_t>(p);
+}
