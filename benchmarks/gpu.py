@@ -2,14 +2,14 @@
 
     python benchmarks/gpu.py [--out results.md] [--quick]
 
-Models (tests/onnx_models.py): mlp (batch 64), small_cnn (batch 16), transformer_block (batch 8)
-and mobilenet (batch 8, 224x224), plus 4096^3 matmuls in float32 and bfloat16 (ours in bfloat16
-casts to float32 and back around a float32 matmul: there is no bfloat16 matmul op; the table
-notes it). Both sides get their input already on the GPU and are timed to completion
+Models (tests/onnx_models.py): mlp (batch 64), small_cnn (batch 16), transformer_block (batch
+8) and mobilenet (batch 8, 224x224), plus 4096^3 matmuls in float32 and bfloat16 (ours in
+bfloat16 casts to float32 and back around a float32 matmul: there is no bfloat16 matmul op; the
+table notes it). Both sides get their input already on the GPU and are timed to completion
 (libruntime's execute returns when the results are ready; torch is synchronized after each
-call), median of many runs after a warm-up. torch runs the same ONNX graph op by op (eager) with the same weights; float32
-matmuls run without TF32 on both sides (torch's default). Ratios are ours / torch: below 1.0 we
-are faster. A benchmark, never a test: nothing asserts on time.
+call), median of many runs after a warm-up. torch runs the same ONNX graph op by op (eager)
+with the same weights; float32 matmuls run without TF32 on both sides (torch's default). Ratios
+are ours / torch: below 1.0 we are faster. A benchmark, never a test: nothing asserts on time.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 /* cuda_ops_nn.c: matrix products (matmul, linear, linear_act), convolutions (conv2d,
  * conv2d_act, conv_transpose2d) and pooling on CUDA. Products go through cuBLAS when it is
- * installed, else the tiled kernel of kernels/gemm.cu; biases and fused activations follow in the kernel's epilogue or, after
- * cuBLAS, in one elementwise pass. */
+ * installed, else the tiled kernel of kernels/gemm.cu; biases and fused activations follow in
+ * the kernel's epilogue or, after cuBLAS, in one elementwise pass. */
 #include <stdio.h>
 #include <string.h>
 
@@ -160,8 +160,8 @@ rt_status rt_cuda__gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_p
     if (g->batch_count == 0 || g->m == 0 || g->n == 0)
         return RT_OK;
     bool is_float = g->type == RT_F32 || g->type == RT_F64; /* cuBLAS has no integer GEMM */
-    if (cm->blas != NULL && is_float && g->m <= 0x7fffffff && g->n <= 0x7fffffff && g->k <= 0x7fffffff &&
-        g->batch_count <= 0x7fffffff)
+    if (cm->blas != NULL && is_float && g->m <= 0x7fffffff && g->n <= 0x7fffffff &&
+        g->k <= 0x7fffffff && g->batch_count <= 0x7fffffff)
         return gemm_blas(ctx, cm, g);
     return gemm_kernel(ctx, cm, g);
 }
