@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <math.h>
 
+#include "ops/matmul_shape.h"
 #include "ops/op_util.h"
 
 /* Integer types a quantized tensor may have. */
@@ -115,5 +116,46 @@ static inline rt_status rt_quant__check_read(rt_op_ctx *ctx, const rt_tensor_val
     RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, t, what));
     return rt_op__check_disjoint(ctx, out, "out", t, what);
 }
+
+/* ---- the plans of the integer products, for another backend (the CUDA one) --------------- */
+
+/* A zero point or scale of matmul_integer / qlinear_matmul: element (batch, row or column j)
+ * is at data[sum(batch index * batch_strides) + j * stride]. */
+typedef struct rt_quant_mm_param {
+    const void *data; /* NULL: absent */
+    rt_type type;
+    int64_t stride;
+    int64_t batch_strides[RT_MAX_RANK]; /* aligned to the output's batch dimensions */
+} rt_quant_mm_param;
+
+typedef struct rt_quant_mm_plan {
+    rt_matmul_dims dims;
+    rt_type a_type, b_type, scale_type, out_type;
+    rt_quant_mm_param za, zb, sa, sb; /* zero points; scales (qlinear_matmul only) */
+    const void *y_scale;              /* NULL: int32 out (matmul_integer) */
+    int64_t y_zero, lo, hi;
+} rt_quant_mm_plan;
+
+/* The instruction's arguments checked for the current sizes, out's sizes set, and the plan
+ * (requant: qlinear_matmul, else matmul_integer). Reads y_zero_point's element. */
+rt_status rt_quant__matmul_plan(rt_op_ctx *ctx, bool requant, rt_quant_mm_plan *plan);
+
+typedef struct rt_quant_conv_plan {
+    int64_t batch, channels, height, width;   /* x */
+    int64_t out_channels, kernel_h, kernel_w; /* w */
+    int64_t out_h, out_w, groups;
+    int64_t stride[2], dilation[2], pad[4];   /* pad: top, left, bottom, right */
+    rt_type x_type, w_type, scale_type, out_type;
+    int32_t x_zero;
+    const rt_tensor_value *w_zero;  /* NULL, one element or one per output channel */
+    const rt_tensor_value *w_scale; /* qlinear_conv: one element or one per output channel */
+    const void *x_scale, *y_scale;  /* y_scale NULL: int32 out (conv_integer) */
+    const int32_t *bias;            /* may be NULL */
+    int64_t y_zero, lo, hi;
+} rt_quant_conv_plan;
+
+/* As rt_quant__matmul_plan for conv_integer / qlinear_conv. Reads x_zero_point's and
+ * y_zero_point's elements. */
+rt_status rt_quant__conv_plan(rt_op_ctx *ctx, bool requant, rt_quant_conv_plan *plan);
 
 #endif

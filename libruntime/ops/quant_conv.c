@@ -365,3 +365,27 @@ rt_status rt_ops__qlinear_conv_run(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(qlinear_conv_setup(ctx, &q));
     return qconv_run(ctx, &q);
 }
+
+rt_status rt_quant__conv_plan(rt_op_ctx *ctx, bool requant, rt_quant_conv_plan *plan) {
+    qconv_args q;
+    RT_RETURN_IF_ERROR(requant ? qlinear_conv_setup(ctx, &q) : conv_integer_setup(ctx, &q));
+    const qconv_dims *d = &q.dims;
+    const qconv_job *job = &q.job;
+    memset(plan, 0, sizeof *plan);
+    plan->batch = d->batch, plan->channels = d->channels;
+    plan->height = d->height, plan->width = d->width;
+    plan->out_channels = d->out_channels, plan->kernel_h = d->kernel_h;
+    plan->kernel_w = d->kernel_w, plan->out_h = d->out_h, plan->out_w = d->out_w;
+    plan->groups = d->groups;
+    memcpy(plan->stride, d->stride, sizeof plan->stride);
+    memcpy(plan->dilation, d->dilation, sizeof plan->dilation);
+    memcpy(plan->pad, d->pad, sizeof plan->pad);
+    plan->x_type = job->x_type, plan->w_type = job->w_type;
+    plan->scale_type = job->scale_type, plan->out_type = job->out_type;
+    plan->x_zero = job->x_zero;
+    plan->w_zero = job->w_zero, plan->w_scale = job->w_scale;
+    plan->x_scale = job->x_scale, plan->y_scale = job->y_scale;
+    plan->bias = job->bias;
+    plan->y_zero = job->y_zero, plan->lo = job->lo, plan->hi = job->hi;
+    return RT_OK;
+}

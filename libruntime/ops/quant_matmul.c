@@ -13,14 +13,7 @@
 
 /* ---- parameters ------------------------------------------------------------------------- */
 
-/* A zero point or scale: element (batch, row or column j) is at
- * data[sum(batch index * batch_strides) + j * stride]. */
-typedef struct qmm_param {
-    const void *data; /* NULL: absent */
-    rt_type type;
-    int64_t stride;
-    int64_t batch_strides[RT_MAX_RANK]; /* aligned to the output's batch dimensions */
-} qmm_param;
+typedef rt_quant_mm_param qmm_param; /* quant.h */
 
 /* The batch dimensions of p (operand's rank, >= 2) against the output's. */
 static bool param_batch(const rt_tensor_value *p, const rt_matmul_dims *d, qmm_param *out) {
@@ -340,4 +333,17 @@ rt_status rt_ops__qlinear_matmul_run(rt_op_ctx *ctx) {
     qmm_args q;
     RT_RETURN_IF_ERROR(qlinear_matmul_setup(ctx, &q));
     return qmm_run(ctx, &q);
+}
+
+rt_status rt_quant__matmul_plan(rt_op_ctx *ctx, bool requant, rt_quant_mm_plan *plan) {
+    qmm_args q;
+    RT_RETURN_IF_ERROR(requant ? qlinear_matmul_setup(ctx, &q) : matmul_integer_setup(ctx, &q));
+    memset(plan, 0, sizeof *plan);
+    plan->dims = q.dims;
+    plan->a_type = q.job.a_type, plan->b_type = q.job.b_type;
+    plan->scale_type = q.job.scale_type, plan->out_type = q.job.out_type;
+    plan->za = q.job.za, plan->zb = q.job.zb, plan->sa = q.job.sa, plan->sb = q.job.sb;
+    plan->y_scale = q.job.y_scale;
+    plan->y_zero = q.job.y_zero, plan->lo = q.job.lo, plan->hi = q.job.hi;
+    return RT_OK;
 }

@@ -10,10 +10,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/movement.h"
 #include "ops/ops.h"
+#include "ops/resize.h"
 
 enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC, MODE_COUNT };
 enum {
@@ -463,6 +465,62 @@ static void fill_value(rt_type type, double v, uint64_t *bits) {
     *bits = u.u64;
 }
 
+/* The tables at `next` (scratch_bytes for out's current sizes) for the current sizes. */
+static void build_tables(const resize_args *a, int64_t *next, resize_job *job) {
+    const rt_tensor_value *x = a->x, *out = a->out;
+    int64_t strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(strides, x->rank, x->sizes, NULL);
+    job->a = a;
+    job->num_active = 0;
+    for (int32_t d = 0; d < x->rank; d++) {
+        int64_t n = a->taps[d], size = out->sizes[d];
+        job->offsets[d] = next;
+        job->weights[d] = (double *)(void *)(next + size * n);
+        job->outside[d] = next + 2 * size * n;
+        next += size * (2 * n + 1);
+        for (int64_t o = 0; o < size; o++) {
+            if (a->identity[d]) {
+                job->offsets[d][o] = o * strides[d];
+                job->weights[d][o] = 1.0;
+                job->outside[d][o] = 0;
+            } else {
+                coordinate_taps(a, d, o, strides[d], job->offsets[d] + o * n,
+                                job->weights[d] + o * n, &job->outside[d][o]);
+            }
+        }
+        if (n > 1)
+            job->active[job->num_active++] = d;
+    }
+}
+
+rt_status rt_ops__resize_tables(rt_op_ctx *ctx, rt_resize_tables *t) {
+    resize_args a;
+    memset(t, 0, sizeof *t);
+    RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
+    size_t need;
+    if (!scratch_bytes(&a, a.out->sizes, &need))
+        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
+    t->rank = a.x->rank;
+    t->nearest = a.mode == MODE_NEAREST;
+    t->extrapolation = a.extrapolation;
+    fill_value(a.x->type, a.extrapolation, &t->fill);
+    if (rt_tensor__numel(a.out) == 0)
+        return RT_OK;
+    t->table = malloc(need > 0 ? need : 8);
+    if (t->table == NULL)
+        return rt_error__oom("resize tables");
+    t->table_bytes = need;
+    resize_job job;
+    build_tables(&a, t->table, &job);
+    for (int32_t d = 0; d < t->rank; d++) {
+        t->taps[d] = a.taps[d];
+        t->offsets_at[d] = job.offsets[d] - t->table;
+        t->weights_at[d] = (int64_t *)(void *)job.weights[d] - t->table;
+        t->outside_at[d] = job.outside[d] - t->table;
+    }
+    return RT_OK;
+}
+
 rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
     resize_args a;
     RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
@@ -472,28 +530,8 @@ rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
     size_t need;
     if (!scratch_bytes(&a, out->sizes, &need) || need > ctx->scratch_bytes || !ctx->scratch)
         return rt_op_fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
-    resize_job job = {.a = &a, .num_active = 0};
-    int64_t strides[RT_MAX_RANK], *next = ctx->scratch;
-    rt_tensor__dense_strides(strides, x->rank, x->sizes, NULL);
-    for (int32_t d = 0; d < x->rank; d++) {
-        int64_t n = a.taps[d], size = out->sizes[d];
-        job.offsets[d] = next;
-        job.weights[d] = (double *)(void *)(next + size * n);
-        job.outside[d] = next + 2 * size * n;
-        next += size * (2 * n + 1);
-        for (int64_t o = 0; o < size; o++) {
-            if (a.identity[d]) {
-                job.offsets[d][o] = o * strides[d];
-                job.weights[d][o] = 1.0;
-                job.outside[d][o] = 0;
-            } else {
-                coordinate_taps(&a, d, o, strides[d], job.offsets[d] + o * n,
-                                job.weights[d] + o * n, &job.outside[d][o]);
-            }
-        }
-        if (n > 1)
-            job.active[job.num_active++] = d;
-    }
+    resize_job job;
+    build_tables(&a, ctx->scratch, &job);
     if (a.mode == MODE_NEAREST) {
         /* One tap each: a gather through the offsets, -1 marking extrapolated positions. */
         for (int32_t d = 0; d < x->rank; d++)

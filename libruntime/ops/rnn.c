@@ -194,7 +194,7 @@ static rt_status check_shapes(rt_op_ctx *ctx, rt_rnn_args *a) {
     return RT_OK;
 }
 
-static rt_status rnn_setup(rt_op_ctx *ctx, rt_rnn_args *a, rt_rnn_cell cell) {
+rt_status rt_rnn__setup(rt_op_ctx *ctx, rt_rnn_args *a, rt_rnn_cell cell) {
     bool lstm = cell == RT_RNN_CELL_LSTM;
     size_t params = lstm ? 8 : 6, outs = params + (cell == RT_RNN_CELL_RNN ? 5 : 6);
     *a = (rt_rnn_args){.cell = cell};
@@ -221,7 +221,7 @@ static rt_status rnn_setup(rt_op_ctx *ctx, rt_rnn_args *a, rt_rnn_cell cell) {
 
 static rt_status rnn_prepare(rt_op_ctx *ctx, rt_rnn_cell cell) {
     rt_rnn_args a;
-    RT_RETURN_IF_ERROR(rnn_setup(ctx, &a, cell));
+    RT_RETURN_IF_ERROR(rt_rnn__setup(ctx, &a, cell));
     if (!rt_rnn__scratch_bytes(&a, rt_threadpool__hardware_threads(), &ctx->scratch_bytes))
         return rt_op_fail(ctx, RT_INVALID_PROGRAM, "the working memory for seq %" PRId64
                           ", batch %" PRId64 " and hidden %" PRId64 " overflows",
@@ -229,9 +229,10 @@ static rt_status rnn_prepare(rt_op_ctx *ctx, rt_rnn_cell cell) {
     return RT_OK;
 }
 
-static rt_status check_lengths(rt_op_ctx *ctx, const rt_rnn_args *a) {
+rt_status rt_rnn__check_lengths(rt_op_ctx *ctx, const rt_rnn_args *a, const void *lens) {
     for (int64_t b = 0; a->seq_lens && b < a->batch; b++) {
-        int64_t len = rt_mv__index_at(a->seq_lens, b);
+        int64_t len = a->seq_lens->type == RT_I32 ? ((const int32_t *)lens)[b]
+                                                  : ((const int64_t *)lens)[b];
         if (len < 0 || len > a->seq)
             return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "sequence_lens[%" PRId64 "] is %" PRId64
                               ", outside [0, %" PRId64 "] (the sequence length of x)",
@@ -243,8 +244,8 @@ static rt_status check_lengths(rt_op_ctx *ctx, const rt_rnn_args *a) {
 static rt_status rnn_run(rt_op_ctx *ctx, rt_rnn_cell cell) {
     rt_rnn_args a;
     size_t need;
-    RT_RETURN_IF_ERROR(rnn_setup(ctx, &a, cell));
-    RT_RETURN_IF_ERROR(check_lengths(ctx, &a));
+    RT_RETURN_IF_ERROR(rt_rnn__setup(ctx, &a, cell));
+    RT_RETURN_IF_ERROR(rt_rnn__check_lengths(ctx, &a, a.seq_lens ? a.seq_lens->data : NULL));
     /* The current sizes never exceed the planned ones; this guards the arithmetic anyway. */
     if (!rt_rnn__scratch_bytes(&a, rt_op__slot_threads(ctx), &need) || need > ctx->scratch_bytes)
         return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "the working memory for these sizes exceeds "

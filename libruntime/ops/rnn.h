@@ -1,5 +1,6 @@
 /* rnn.h: the recurrent layers lstm, gru and rnn (ONNX LSTM, GRU, RNN), shared by rnn.c
- * (arguments and checks) and rnn_kernels.c (the computation). float32 only. */
+ * (arguments and checks) and rnn_kernels.c (the computation), and by the CUDA backend
+ * (backends/cuda/cuda_ops_rnn.c). float32 only. */
 #ifndef RT_OPS_RNN_H
 #define RT_OPS_RNN_H
 
@@ -46,6 +47,14 @@ typedef struct rt_rnn_args {
     bool input_forget, linear_before_reset;
     int64_t seq, batch, input, hidden, dirs, gates; /* current sizes */
 } rt_rnn_args;
+
+/* The arguments of a `cell` instruction for the current sizes, checked (dtypes, ranks and
+ * aliasing only while preparing), out's sizes set; reads no tensor contents. */
+rt_status rt_rnn__setup(rt_op_ctx *ctx, rt_rnn_args *a, rt_rnn_cell cell);
+
+/* Fails naming the item unless every sequence_lens item (read from `lens`, a host copy of
+ * a->seq_lens's elements) lies in [0, seq]. */
+rt_status rt_rnn__check_lengths(rt_op_ctx *ctx, const rt_rnn_args *a, const void *lens);
 
 /* Scratch bytes for the sizes in `a` (the bounds, in prepare) with up to `threads` threads;
  * false when the size overflows. */

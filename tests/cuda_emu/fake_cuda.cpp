@@ -40,6 +40,12 @@ static unsigned current_thread;
 #define __global__
 #define __shared__ static
 #define __launch_bounds__(n)
+// The rounding intrinsics kernels use to keep a product and a sum from fusing into an fma
+// (the host compiler does not contract across them either at -std=c++17).
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline void __syncthreads() {
     swapcontext(&thread_context[current_thread], &scheduler);
 }
@@ -49,8 +55,12 @@ static inline void __syncthreads() {
 #include "../../libruntime/backends/cuda/kernels/gemm.cu"
 #include "../../libruntime/backends/cuda/kernels/generate.cu"
 #include "../../libruntime/backends/cuda/kernels/movement.cu"
+#include "../../libruntime/backends/cuda/kernels/non_zero.cu"
 #include "../../libruntime/backends/cuda/kernels/norm.cu"
+#include "../../libruntime/backends/cuda/kernels/quant.cu"
 #include "../../libruntime/backends/cuda/kernels/reduce.cu"
+#include "../../libruntime/backends/cuda/kernels/resize.cu"
+#include "../../libruntime/backends/cuda/kernels/rnn.cu"
 #include "../../libruntime/backends/cuda/kernels/scan.cu"
 
 typedef int CUresult;
@@ -83,7 +93,9 @@ std::map<std::string, kernel_entry> &kernels() {
                                               std::string(#name).find("channel_norm") == 0 ||\
                                               std::string(#name).find("gemm") == 0 ||        \
                                               std::string(#name).find("reduce") == 0 ||      \
-                                              std::string(#name).find("arg_") == 0);
+                                              std::string(#name).find("arg_") == 0 ||        \
+                                              std::string(#name).find("non_zero") == 0 ||    \
+                                              std::string(#name).find("quant_range") == 0);
 #include "../../libruntime/backends/cuda/kernels/kernels.inc"
 #undef RT_CUDA_KERNEL
         return t;

@@ -129,12 +129,14 @@ rt_status rt_cuda__method_finish_load(rt_method *m) {
             return CM_ERROR(m, RT_UNSUPPORTED, "instruction %u calls op '%s', which has no CUDA "
                             "kernel in this build (see docs/cuda.md); load the method on the "
                             "cpu", i, ins->op->name);
+        ins->ctx.backend = cm;
         if (cm->ops[i]->check != NULL) {
             /* The check sees the planned bounds, as prepare did. */
             RT_RETURN_IF_ERROR(cm->ops[i]->check(&ins->ctx));
         }
-        ins->ctx.backend = cm;
     }
+    if (cm->scratch_bytes > 0)
+        RT_RETURN_IF_ERROR(rt_cuda__method_alloc(m, cm->scratch_bytes, NULL, &cm->scratch));
     return upload_constants(m);
 }
 
@@ -311,6 +313,26 @@ rt_status rt_cuda__op_launch(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel 
         return rt_op_fail(ctx, status, "%s", reason);
     }
     return RT_OK;
+}
+
+void rt_cuda__reserve_scratch(rt_cuda_method *cm, size_t bytes) {
+    if (bytes > cm->scratch_bytes)
+        cm->scratch_bytes = bytes;
+}
+
+rt_status rt_cuda__upload_scratch(rt_op_ctx *ctx, rt_cuda_method *cm, const void *host,
+                                  size_t bytes) {
+    if (bytes > cm->scratch_bytes)
+        return rt_op_fail(ctx, RT_INTERNAL, "its tables need %zu bytes of device scratch, more "
+                          "than the %zu planned at load", bytes, cm->scratch_bytes);
+    if (bytes == 0)
+        return RT_OK;
+    /* From pageable memory the driver takes the bytes before it returns. */
+    rt_status status = rt_cuda__check(cm->device->cu->memcpy_htod_async(device_ptr(cm->scratch),
+                                                                        host, bytes,
+                                                                        cm->stream),
+                                      "uploading tables to the device");
+    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "could not upload its tables");
 }
 
 bool rt_cuda__sized_kernel(rt_cuda_kernel first, size_t elem, rt_cuda_kernel *out) {

@@ -29,6 +29,10 @@ struct rt_cuda_method {
     size_t num_buffers, buffers_capacity;
     const rt_cuda_op **ops; /* per instruction; NULL for jumps */
     bool profile;
+    /* Device memory shared by the instructions for tables they upload before their kernels
+     * (resize); sized at load by rt_cuda__reserve_scratch, used in stream order. */
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 /* Load: set up the device (fails naming why it is unavailable), the stream and cuBLAS. */
@@ -54,6 +58,13 @@ rt_status rt_cuda__run_instruction(rt_method *m, uint32_t pc);
 rt_status rt_cuda__read_condition(rt_method *m, const rt_tensor_value *t, bool *out);
 
 /* Helpers for the op launchers (cuda_ops*.c). */
+
+/* At load (an op's check): the instruction needs `bytes` of cm->scratch at its runs. */
+void rt_cuda__reserve_scratch(rt_cuda_method *cm, size_t bytes);
+/* At run: `bytes` of host memory copied into cm->scratch on the method's stream (the host
+ * buffer may be reused once it returns); fails naming the op when the reserve is too small. */
+rt_status rt_cuda__upload_scratch(rt_op_ctx *ctx, rt_cuda_method *cm, const void *host,
+                                  size_t bytes);
 rt_status rt_cuda__op_launch(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel kernel,
                              unsigned grid_x, unsigned grid_y, unsigned grid_z, void *params);
 

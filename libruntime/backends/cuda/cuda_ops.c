@@ -4,12 +4,15 @@
  *
  * Each run first calls the op's own (CPU) prepare, which checks the arguments for the current
  * sizes and gives the outputs their sizes, exactly as the CPU run does. Prepares read no tensor
- * contents except parameters given as tensors (clip bounds, axes, shapes), which the load-time
- * checks here refuse, so they work on device tensors. Then the run launches on the method's
- * stream. */
+ * contents except parameters given as tensors (clip bounds, axes, shapes), which are read back
+ * to host copies first (rt_cuda__with_host_params), so they work on device tensors. Then the
+ * run launches on the method's stream. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
+#include "ops/int_param.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -26,8 +29,104 @@ rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const c
                       expected);
 }
 
+rt_status rt_cuda__host_params_begin(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
+                                     size_t count, rt_cuda_host_params *state) {
+    memset(state, 0, sizeof *state);
+    size_t offsets[RT_CUDA_HOST_PARAMS], total = 0;
+    for (size_t k = 0; k < count && k < RT_CUDA_HOST_PARAMS; k++) {
+        size_t i = indices[k];
+        if (i >= ctx->nargs || ctx->args[i]->kind != RT_VALUE_TENSOR)
+            continue;
+        rt_tensor_value *t = ctx->args[i]->u.t;
+        bool seen = false; /* one tensor named twice is read once */
+        for (size_t q = 0; q < state->count; q++)
+            seen = seen || state->params[q] == t;
+        if (seen)
+            continue;
+        state->params[state->count] = t;
+        offsets[state->count++] = total;
+        total += (rt_tensor__nbytes(t) + 7) / 8 * 8;
+    }
+    if (state->count == 0)
+        return RT_OK;
+    state->host = malloc(total > 0 ? total : 8);
+    if (state->host == NULL) {
+        state->count = 0;
+        return rt_error__oom("parameters read back from the device");
+    }
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = RT_OK;
+    for (size_t k = 0; k < state->count && status == RT_OK; k++) {
+        size_t bytes = rt_tensor__nbytes(state->params[k]);
+        if (bytes > 0)
+            status = rt_cuda__check(cu->memcpy_dtoh_async(state->host + offsets[k],
+                                                          (CUdeviceptr)(uintptr_t)
+                                                          state->params[k]->data, bytes,
+                                                          cm->stream),
+                                    "reading parameters back");
+    }
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading parameters back");
+    if (status != RT_OK) {
+        free(state->host);
+        state->host = NULL;
+        state->count = 0;
+        return rt_op_fail(ctx, status, "could not read its tensor parameters back");
+    }
+    for (size_t k = 0; k < state->count; k++) {
+        state->device[k] = state->params[k]->data;
+        state->params[k]->data = state->host + offsets[k];
+    }
+    return RT_OK;
+}
+
+void rt_cuda__host_params_end(rt_cuda_host_params *state) {
+    for (size_t k = 0; k < state->count; k++)
+        state->params[k]->data = state->device[k];
+    free(state->host);
+    memset(state, 0, sizeof *state);
+}
+
+rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
+                                    size_t count,
+                                    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm)) {
+    for (size_t k = 0; k < count; k++) {
+        size_t i = indices[k];
+        if (i >= ctx->nargs || ctx->args[i]->kind != RT_VALUE_TENSOR)
+            continue;
+        for (size_t j = 0; j < ctx->nargs; j++) {
+            bool is_param = false;
+            for (size_t q = 0; q < count; q++)
+                is_param = is_param || indices[q] == j;
+            if (!is_param && ctx->args[j]->kind == RT_VALUE_TENSOR &&
+                ctx->args[j]->u.t == ctx->args[i]->u.t)
+                return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is both a parameter read "
+                                  "on the host and argument %zu; on CUDA, pass a copy", i, j);
+        }
+    }
+    rt_cuda_host_params state;
+    RT_RETURN_IF_ERROR(rt_cuda__host_params_begin(ctx, cm, indices, count, &state));
+    rt_status status = run(ctx, cm);
+    rt_cuda__host_params_end(&state);
+    return status;
+}
+
+/* run_name: `run` with the listed arguments read back when they are tensors. */
+#define HOST_PARAMS(run_name, run, ...)                                                  \
+    static rt_status run_name(rt_op_ctx *ctx, rt_cuda_method *cm) {                      \
+        static const size_t params[] = {__VA_ARGS__};                                    \
+        return rt_cuda__with_host_params(ctx, cm, params, sizeof params / sizeof params[0], \
+                                         run);                                          \
+    }
+
 static rt_status check_float_x(rt_op_ctx *ctx) {
     return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_FLOAT, "float32 and float64");
+}
+
+/* abs, neg, sign, relu, clip: also their integer forms (the op's prepare narrows further). */
+static rt_status check_numeric_x(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
 }
 
 /* ---- binary ------------------------------------------------------------------------- */
@@ -72,6 +171,13 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     p.b = b->data;
     p.out = out->data;
     rt_cuda_kernel k;
+    if (kind == RT_CUDA_POW_MIXED) { /* bases float32, float64, int32, int64 (prepare) */
+        p.b_type = (int32_t)b->type;
+        k = a->type == RT_F32   ? RT_CUDA_K_pow_mixed_f32
+            : a->type == RT_F64 ? RT_CUDA_K_pow_mixed_f64
+            : a->type == RT_I32 ? RT_CUDA_K_pow_mixed_i32 : RT_CUDA_K_pow_mixed_i64;
+        return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
+    }
     bool shift = kind == RT_CUDA_SHIFT_LEFT || kind == RT_CUDA_SHIFT_RIGHT;
     switch (shift ? (int)a->type + 100 : (int)a->type) {
     case RT_I8 + 100: k = RT_CUDA_K_shift_i8; break;
@@ -84,24 +190,62 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     case RT_U64 + 100: k = RT_CUDA_K_shift_u64; break;
     case RT_F32: k = RT_CUDA_K_binary_f32; break;
     case RT_F64: k = RT_CUDA_K_binary_f64; break;
+    case RT_I8: k = RT_CUDA_K_binary_i8; break;
+    case RT_I16: k = RT_CUDA_K_binary_i16; break;
     case RT_I32: k = RT_CUDA_K_binary_i32; break;
     case RT_I64: k = RT_CUDA_K_binary_i64; break;
+    case RT_U8: k = RT_CUDA_K_binary_u8; break;
+    case RT_U16: k = RT_CUDA_K_binary_u16; break;
+    case RT_U32: k = RT_CUDA_K_binary_u32; break;
+    case RT_U64: k = RT_CUDA_K_binary_u64; break;
     case RT_BOOL: k = RT_CUDA_K_binary_bool; break;
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA binary kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
-#define BINARY_TYPES \
-    (RT_TYPE_BIT(RT_F32) | RT_TYPE_BIT(RT_F64) | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64))
-
+/* The op's prepare narrows these to its own dtypes (pow's base: float32, float64, int32,
+ * int64). */
 static rt_status check_binary(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", BINARY_TYPES,
-                                "float32, float64, int32 and int64");
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
 }
 
+/* div, mod: integer divisors are checked for a 0 on the device first, the flag living in the
+ * method's device scratch. */
 static rt_status check_div(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_FLOAT, "float32 and float64");
+    RT_RETURN_IF_ERROR(check_binary(ctx));
+    if (rt_tensor__type_is_integer(ARG_T(ctx, 0)->type))
+        rt_cuda__reserve_scratch(ctx->backend, sizeof(int64_t));
+    return RT_OK;
+}
+
+/* Fails with the CPU's message when the integer b holds a 0, before anything is written. */
+static rt_status check_no_zero_divisor(rt_op_ctx *ctx, rt_cuda_method *cm, const char *what) {
+    const rt_tensor_value *b = ARG_T(ctx, 1), *out = ARG_T(ctx, ctx->nargs - 1);
+    if (!rt_tensor__type_is_integer(b->type) || rt_tensor__numel(out) == 0)
+        return RT_OK;
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_cuda_any_zero_params p = {rt_tensor__numel(b), b->data, cm->scratch};
+    int64_t flag = 0;
+    rt_status status = rt_cuda__check(cu->memset_d8_async((CUdeviceptr)(uintptr_t)p.flag, 0,
+                                                          sizeof flag, cm->stream),
+                                      "clearing the zero-divisor flag");
+    if (status != RT_OK)
+        return rt_op_fail(ctx, status, "could not check b for zeros");
+    RT_RETURN_IF_ERROR(rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_any_zero_1, b->elem_size, p.n,
+                                                &p));
+    status = rt_cuda__check(cu->memcpy_dtoh_async(&flag, (CUdeviceptr)(uintptr_t)p.flag,
+                                                  sizeof flag, cm->stream),
+                            "reading the zero-divisor flag");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream),
+                                "reading the zero-divisor flag");
+    if (status != RT_OK)
+        return rt_op_fail(ctx, status, "could not check b for zeros");
+    if (flag != 0)
+        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "integer %s by zero (b holds a 0)", what);
+    return RT_OK;
 }
 
 #define DEFINE_BINARY(symbol, kind)                                           \
@@ -112,13 +256,11 @@ static rt_status check_div(rt_op_ctx *ctx) {
 DEFINE_BINARY(add, RT_CUDA_ADD)
 DEFINE_BINARY(sub, RT_CUDA_SUB)
 DEFINE_BINARY(mul, RT_CUDA_MUL)
-DEFINE_BINARY(div, RT_CUDA_DIV)
 DEFINE_BINARY(less, RT_CUDA_LESS)
 DEFINE_BINARY(equal, RT_CUDA_EQUAL)
 DEFINE_BINARY(less_equal, RT_CUDA_LESS_EQUAL)
 DEFINE_BINARY(minimum, RT_CUDA_MIN)
 DEFINE_BINARY(maximum, RT_CUDA_MAX)
-DEFINE_BINARY(pow, RT_CUDA_POW)
 DEFINE_BINARY(prelu, RT_CUDA_PRELU)
 DEFINE_BINARY(logical_and, RT_CUDA_AND)
 DEFINE_BINARY(logical_or, RT_CUDA_OR)
@@ -127,12 +269,29 @@ DEFINE_BINARY(logical_not, RT_CUDA_NOT)
 DEFINE_BINARY(bit_shift_left, RT_CUDA_SHIFT_LEFT)
 DEFINE_BINARY(bit_shift_right, RT_CUDA_SHIFT_RIGHT)
 
-static rt_status check_pow(rt_op_ctx *ctx) {
-    RT_RETURN_IF_ERROR(check_div(ctx));
-    if (ARG_T(ctx, 1)->type != ARG_T(ctx, 0)->type)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "b has dtype %s; on CUDA the exponent has the "
-                          "base's dtype", rt_tensor__type_name(ARG_T(ctx, 1)->type));
-    return RT_OK;
+static rt_status check_equal(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_NUMERIC | RT_TYPE_BIT(RT_BOOL),
+                                "float32, float64, the integer types and bool");
+}
+
+static rt_status check_prelu(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
+}
+
+static rt_status run_div(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__div_prepare(ctx));
+    RT_RETURN_IF_ERROR(check_no_zero_divisor(ctx, cm, "division"));
+    return binary(ctx, cm, RT_CUDA_DIV);
+}
+
+/* An exponent of another dtype than the base's goes to the pow_mixed kernels. */
+static rt_status run_pow(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__pow_prepare(ctx));
+    const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, 1);
+    if (a->type == b->type)
+        return binary(ctx, cm, RT_CUDA_POW);
+    return binary(ctx, cm, RT_CUDA_POW_MIXED);
 }
 
 /* ---- shape, size: host-known values written to the device -------------------------- */
@@ -166,10 +325,11 @@ static rt_status run_size(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return write_ints(ctx, cm, ARG_T(ctx, 1)->data, &numel, 1);
 }
 
-/* ---- mod: floats only (an integer divisor of 0 is an error the host would have to see) */
+/* ---- mod: an integer divisor of 0 is an error, found on the device before the kernel runs */
 
 static rt_status run_mod(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__mod_prepare(ctx));
+    RT_RETURN_IF_ERROR(check_no_zero_divisor(ctx, cm, "modulo"));
     bool fmod_form;
     RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "fmod", &fmod_form));
     return binary(ctx, cm, fmod_form ? RT_CUDA_MOD_TRUNC : RT_CUDA_MOD_FLOOR);
@@ -209,18 +369,87 @@ static rt_status run_where(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- unary -------------------------------------------------------------------------- */
 
-/* A clip bound: none (no bound), an int or a double; tensors are refused at load. */
+/* A clip bound: none (no bound), an int, a double, or a one-element tensor of x's dtype
+ * (float32 or float64) read back to the host (rt_cuda__with_host_params). */
 static double clip_bound(const rt_op_ctx *ctx, size_t i, double none) {
     const rt_value *v = i < ctx->nargs ? ctx->args[i] : NULL;
     if (v != NULL && v->kind == RT_VALUE_INT)
         return (double)v->u.i;
     if (v != NULL && v->kind == RT_VALUE_DOUBLE)
         return v->u.d;
+    if (v != NULL && v->kind == RT_VALUE_TENSOR) /* prepare checked: one element of x's dtype */
+        return v->u.t->type == RT_F32 ? (double)*(const float *)v->u.t->data
+                                      : *(const double *)v->u.t->data;
     return none;
+}
+
+/* An integer clip bound in x's dtype, as the CPU takes it: none is the dtype's limit, an int
+ * saturates to its range, a tensor (read back to the host) holds x's dtype. Signed values as
+ * int64, unsigned ones as uint64 bits. */
+static int64_t int_clip_bound(const rt_op_ctx *ctx, size_t i, rt_type type, bool upper) {
+    const rt_value *v = i < ctx->nargs ? ctx->args[i] : NULL;
+    bool is_signed = (RT_TYPES_SIGNED >> (unsigned)type) & 1u;
+    size_t bits = 8 * rt_tensor__type_size(type);
+    int64_t smax = bits == 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1);
+    int64_t smin = -smax - 1;
+    uint64_t umax = bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
+    if (v != NULL && v->kind == RT_VALUE_TENSOR) {
+        const void *d = v->u.t->data;
+        switch (type) {
+        case RT_I8: return *(const int8_t *)d;
+        case RT_I16: return *(const int16_t *)d;
+        case RT_I32: return *(const int32_t *)d;
+        case RT_I64: return *(const int64_t *)d;
+        case RT_U8: return *(const uint8_t *)d;
+        case RT_U16: return *(const uint16_t *)d;
+        case RT_U32: return *(const uint32_t *)d;
+        default: return (int64_t)*(const uint64_t *)d;
+        }
+    }
+    if (v != NULL && v->kind == RT_VALUE_INT) {
+        int64_t b = v->u.i;
+        if (is_signed)
+            return b < smin ? smin : b > smax ? smax : b;
+        return b < 0 ? 0 : (uint64_t)b > umax ? (int64_t)umax : b;
+    }
+    if (is_signed)
+        return upper ? smax : smin;
+    return upper ? (int64_t)umax : 0;
+}
+
+static rt_status unary_int(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, ctx->nargs - 1);
+    rt_cuda_unary_int_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(out);
+    if (p.n == 0)
+        return RT_OK;
+    p.kind = kind;
+    if (kind == RT_CUDA_CLIP) {
+        p.lo = int_clip_bound(ctx, 1, x->type, false);
+        p.hi = int_clip_bound(ctx, 2, x->type, true);
+    }
+    p.x = x->data;
+    p.out = out->data;
+    rt_cuda_kernel k;
+    switch (x->type) {
+    case RT_I8: k = RT_CUDA_K_unary_int_i8; break;
+    case RT_I16: k = RT_CUDA_K_unary_int_i16; break;
+    case RT_I32: k = RT_CUDA_K_unary_int_i32; break;
+    case RT_I64: k = RT_CUDA_K_unary_int_i64; break;
+    case RT_U8: k = RT_CUDA_K_unary_int_u8; break;
+    case RT_U16: k = RT_CUDA_K_unary_int_u16; break;
+    case RT_U32: k = RT_CUDA_K_unary_int_u32; break;
+    case RT_U64: k = RT_CUDA_K_unary_int_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA integer kernel for this dtype");
+    }
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
 static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, ctx->nargs - 1);
+    if (rt_tensor__type_is_integer(x->type))
+        return unary_int(ctx, cm, kind);
     rt_cuda_unary_params p;
     memset(&p, 0, sizeof p);
     p.n = rt_tensor__numel(out);
@@ -260,16 +489,6 @@ static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
-static rt_status check_clip(rt_op_ctx *ctx) {
-    RT_RETURN_IF_ERROR(check_float_x(ctx));
-    for (size_t i = 1; i <= 2; i++)
-        if (ctx->args[i]->kind == RT_VALUE_TENSOR)
-            return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu (%s) is a tensor; on CUDA, "
-                              "clip takes its bounds as ints or doubles", i,
-                              i == 1 ? "min" : "max");
-    return RT_OK;
-}
-
 #define DEFINE_UNARY(symbol, kind)                                            \
     static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
         RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
@@ -286,7 +505,11 @@ static rt_status check_clip(rt_op_ctx *ctx) {
     X(hard_swish, RT_CUDA_HARD_SWISH) X(mish, RT_CUDA_MISH) X(isnan, RT_CUDA_ISNAN)            \
     X(isinf, RT_CUDA_ISINF) X(relu, RT_CUDA_RELU)
 UNARY_OPS(DEFINE_UNARY)
-DEFINE_UNARY(clip, RT_CUDA_CLIP)
+static rt_status run_clip_with_host_bounds(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__clip_prepare(ctx));
+    return unary(ctx, cm, RT_CUDA_CLIP);
+}
+HOST_PARAMS(run_clip, run_clip_with_host_bounds, 1, 2)
 
 /* ---- softmax, log_softmax ----------------------------------------------------------- */
 
@@ -414,23 +637,15 @@ static rt_status run_group_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- reductions --------------------------------------------------------------------- */
 
-static rt_status check_reduce(rt_op_ctx *ctx) {
-    RT_RETURN_IF_ERROR(check_float_x(ctx));
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "axes is a tensor (read at each execute); on "
-                          "CUDA, give the axes as an int list");
-    return RT_OK;
-}
-
 static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
-    const int64_t *axes;
-    size_t count;
-    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "axes", &axes, &count));
+    rt_int_param axes; /* an int list, or a tensor read back to the host */
+    RT_RETURN_IF_ERROR(rt_op__int_param(ctx, 1, "axes", true, &axes));
     bool reduced[RT_MAX_RANK] = {false};
-    for (size_t k = 0; k < count; k++) { /* checked by prepare: in range, no repeats */
+    for (size_t k = 0; k < axes.count; k++) { /* checked by prepare: in range, no repeats */
         int32_t d;
-        RT_RETURN_IF_ERROR(rt_op_axis(ctx, axes[k], x->rank, "axes item", &d));
+        RT_RETURN_IF_ERROR(rt_op_axis(ctx, rt_op__int_param_at(&axes, k), x->rank, "axes item",
+                                      &d));
         reduced[d] = true;
     }
     rt_cuda_reduce_params p;
@@ -452,15 +667,30 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     }
     p.x = x->data;
     p.out = out->data;
-    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_reduce_f32 : RT_CUDA_K_reduce_f64;
+    rt_cuda_kernel k;
+    switch (x->type) {
+    case RT_F32: k = RT_CUDA_K_reduce_f32; break;
+    case RT_F64: k = RT_CUDA_K_reduce_f64; break;
+    case RT_I8: k = RT_CUDA_K_reduce_i8; break;
+    case RT_I16: k = RT_CUDA_K_reduce_i16; break;
+    case RT_I32: k = RT_CUDA_K_reduce_i32; break;
+    case RT_I64: k = RT_CUDA_K_reduce_i64; break;
+    case RT_U8: k = RT_CUDA_K_reduce_u8; break;
+    case RT_U16: k = RT_CUDA_K_reduce_u16; break;
+    case RT_U32: k = RT_CUDA_K_reduce_u32; break;
+    case RT_U64: k = RT_CUDA_K_reduce_u64; break;
+    case RT_BOOL: k = RT_CUDA_K_reduce_bool; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA reduction kernel for this dtype");
+    }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n_out, 1), 1, 1, &p);
 }
 
 #define DEFINE_REDUCE(symbol, op)                                             \
-    static rt_status run_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {       \
+    static rt_status reduce_##symbol(rt_op_ctx *ctx, rt_cuda_method *cm) {    \
         RT_RETURN_IF_ERROR(rt_ops__##symbol##_prepare(ctx));                  \
         return reduce(ctx, cm, op);                                           \
-    }
+    }                                                                         \
+    HOST_PARAMS(run_##symbol, reduce_##symbol, 1)
 #define REDUCE_OPS(X)                                                                         \
     X(reduce_sum, RT_CUDA_RSUM) X(reduce_mean, RT_CUDA_RMEAN) X(reduce_prod, RT_CUDA_RPROD)    \
     X(reduce_max, RT_CUDA_RMAX) X(reduce_min, RT_CUDA_RMIN) X(reduce_l1, RT_CUDA_RL1)          \
@@ -468,13 +698,18 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     X(reduce_log_sum_exp, RT_CUDA_RLOG_SUM_EXP) X(reduce_sum_square, RT_CUDA_RSUM_SQUARE)
 REDUCE_OPS(DEFINE_REDUCE)
 
+/* The op's prepare narrows these to its own dtypes (sum ... integers, max / min also bool). */
+static rt_status check_reduce(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC | RT_TYPE_BIT(RT_BOOL),
+                                "float32, float64, the integer types and bool");
+}
+
 /* ---- argmax, argmin ----------------------------------------------------------------- */
 
-/* Values travel as doubles, exact for these types (int64 is not). */
+/* Floats compare as doubles, integers in their own type. */
 static rt_status check_arg(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x",
-                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32),
-                                "float32, float64 and int32");
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC,
+                                "float32, float64 and the integer types");
 }
 
 static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
@@ -501,8 +736,20 @@ static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
     p.smallest = smallest;
     p.x = x->data;
     p.out = out->data;
-    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_arg_f32
-                       : x->type == RT_F64 ? RT_CUDA_K_arg_f64 : RT_CUDA_K_arg_i32;
+    rt_cuda_kernel k;
+    switch (x->type) {
+    case RT_F32: k = RT_CUDA_K_arg_f32; break;
+    case RT_F64: k = RT_CUDA_K_arg_f64; break;
+    case RT_I8: k = RT_CUDA_K_arg_i8; break;
+    case RT_I16: k = RT_CUDA_K_arg_i16; break;
+    case RT_I32: k = RT_CUDA_K_arg_i32; break;
+    case RT_I64: k = RT_CUDA_K_arg_i64; break;
+    case RT_U8: k = RT_CUDA_K_arg_u8; break;
+    case RT_U16: k = RT_CUDA_K_arg_u16; break;
+    case RT_U32: k = RT_CUDA_K_arg_u32; break;
+    case RT_U64: k = RT_CUDA_K_arg_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA argmax kernel for this dtype");
+    }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
 }
 
@@ -528,9 +775,28 @@ static rt_status run_cast(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_cast, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
+/* ---- ops whose parameters may be tensors read at each execute ------------------------ */
+
+HOST_PARAMS(run_expand, rt_cuda__run_expand, 1)
+HOST_PARAMS(run_slice, rt_cuda__run_slice, 1, 2, 3, 4)
+HOST_PARAMS(run_split, rt_cuda__run_split, 2)
+HOST_PARAMS(run_tile, rt_cuda__run_tile, 1)
+HOST_PARAMS(run_trilu, rt_cuda__run_trilu, 1)
+HOST_PARAMS(run_pad, rt_cuda__run_pad, 1)
+HOST_PARAMS(run_constant_of_shape, rt_cuda__run_constant_of_shape, 0)
+HOST_PARAMS(run_one_hot, rt_cuda__run_one_hot, 1)
+HOST_PARAMS(run_cumsum, rt_cuda__run_cumsum, 1)
+HOST_PARAMS(run_topk, rt_cuda__run_topk, 1)
+
 /* ---- the table ---------------------------------------------------------------------- */
 
-#define UNARY_ENTRY(symbol, kind) {#symbol, check_float_x, run_##symbol},
+#define UNARY_ENTRY(symbol, kind)                                                     \
+    {#symbol,                                                                         \
+     kind == RT_CUDA_ABS || kind == RT_CUDA_NEG || kind == RT_CUDA_SIGN ||            \
+             kind == RT_CUDA_RELU                                                     \
+         ? check_numeric_x                                                            \
+         : check_float_x,                                                             \
+     run_##symbol},
 #define REDUCE_ENTRY(symbol, op) {#symbol, check_reduce, run_##symbol},
 
 static const rt_cuda_op cuda_ops[] = {
@@ -539,13 +805,13 @@ static const rt_cuda_op cuda_ops[] = {
     {"mul", check_binary, run_mul},
     {"div", check_div, run_div},
     {"less", check_binary, run_less},
-    {"equal", check_binary, run_equal},
+    {"equal", check_equal, run_equal},
     {"less_equal", check_binary, run_less_equal},
     {"min", check_binary, run_minimum},
     {"max", check_binary, run_maximum},
-    {"pow", check_pow, run_pow},
+    {"pow", check_binary, run_pow},
     {"where", NULL, run_where},
-    {"prelu", check_float_x, run_prelu},
+    {"prelu", check_prelu, run_prelu},
     {"mod", check_div, run_mod},
     {"and", NULL, run_logical_and},
     {"or", NULL, run_logical_or},
@@ -553,7 +819,7 @@ static const rt_cuda_op cuda_ops[] = {
     {"shape", NULL, run_shape},
     {"size", NULL, run_size},
     UNARY_OPS(UNARY_ENTRY)
-    {"clip", check_clip, run_clip},
+    {"clip", check_numeric_x, run_clip},
     {"softmax", check_float_x, run_softmax},
     {"log_softmax", check_float_x, run_log_softmax},
     {"layer_norm", check_float_x, run_layer_norm},
@@ -574,22 +840,24 @@ static const rt_cuda_op cuda_ops[] = {
     {"scatter_nd", NULL, rt_cuda__run_scatter_nd},
     {"copy_into", NULL, rt_cuda__run_copy_into},
     {"assign", NULL, rt_cuda__run_assign},
-    {"expand", rt_cuda__check_expand, rt_cuda__run_expand},
-    {"slice", rt_cuda__check_slice, rt_cuda__run_slice},
-    {"split", rt_cuda__check_split, rt_cuda__run_split},
-    {"tile", rt_cuda__check_tile, rt_cuda__run_tile},
+    {"expand", NULL, run_expand},
+    {"slice", NULL, run_slice},
+    {"split", NULL, run_split},
+    {"tile", NULL, run_tile},
     {"depth_to_space", NULL, rt_cuda__run_depth_to_space},
     {"space_to_depth", NULL, rt_cuda__run_space_to_depth},
-    {"trilu", rt_cuda__check_trilu, rt_cuda__run_trilu},
-    {"pad", rt_cuda__check_pad, rt_cuda__run_pad},
-    {"constant_of_shape", rt_cuda__check_constant_of_shape, rt_cuda__run_constant_of_shape},
+    {"trilu", NULL, run_trilu},
+    {"pad", NULL, run_pad},
+    {"constant_of_shape", NULL, run_constant_of_shape},
     {"eye_like", NULL, rt_cuda__run_eye_like},
-    {"one_hot", rt_cuda__check_one_hot, rt_cuda__run_one_hot},
+    {"one_hot", NULL, run_one_hot},
     {"range", NULL, rt_cuda__run_range},
-    {"cumsum", rt_cuda__check_cumsum, rt_cuda__run_cumsum},
+    {"non_zero", rt_cuda__check_non_zero, rt_cuda__run_non_zero},
+    {"resize", rt_cuda__check_resize, rt_cuda__run_resize},
+    {"cumsum", NULL, run_cumsum},
     {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
     {"lp_norm", NULL, rt_cuda__run_lp_norm},
-    {"topk", rt_cuda__check_topk, rt_cuda__run_topk},
+    {"topk", NULL, run_topk},
     {"bit_shift_left", NULL, run_bit_shift_left},
     {"bit_shift_right", NULL, run_bit_shift_right},
     {"not", NULL, run_logical_not},
@@ -598,7 +866,18 @@ static const rt_cuda_op cuda_ops[] = {
     {"linear_act", check_float_x, rt_cuda__run_linear_act},
     {"conv2d", check_float_x, rt_cuda__run_conv2d},
     {"conv2d_act", check_float_x, rt_cuda__run_conv2d_act},
-    {"max_pool2d", check_float_x, rt_cuda__run_max_pool2d},
+    {"conv_transpose2d", check_float_x, rt_cuda__run_conv_transpose2d},
+    {"lstm", rt_cuda__check_lstm, rt_cuda__run_lstm},
+    {"gru", rt_cuda__check_gru, rt_cuda__run_gru},
+    {"rnn", rt_cuda__check_rnn, rt_cuda__run_rnn},
+    {"quantize_linear", NULL, rt_cuda__run_quantize_linear},
+    {"dequantize_linear", NULL, rt_cuda__run_dequantize_linear},
+    {"dynamic_quantize_linear", NULL, rt_cuda__run_dynamic_quantize_linear},
+    {"matmul_integer", NULL, rt_cuda__run_matmul_integer},
+    {"qlinear_matmul", NULL, rt_cuda__run_qlinear_matmul},
+    {"conv_integer", NULL, rt_cuda__run_conv_integer},
+    {"qlinear_conv", NULL, rt_cuda__run_qlinear_conv},
+    {"max_pool2d", check_numeric_x, rt_cuda__run_max_pool2d},
     {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
 };
 

@@ -1,7 +1,7 @@
 /* cuda_ops_generate.c: the CUDA side of the ops that make tensors from parameters
- * (constant_of_shape, eye_like, one_hot: any dtype; range: the CPU's numeric dtypes).
- * Shape-giving parameters (shape, depth) must be literal ints on CUDA: a tensor would be read
- * on the host at each execute. */
+ * (constant_of_shape, eye_like, one_hot: any dtype; range: the CPU's numeric dtypes) and of
+ * non_zero (any dtype), whose output sizes depend on the data. Shape-giving parameters given
+ * as tensors are read back to the host first (rt_cuda__with_host_params). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,13 +19,6 @@ static rt_status launch_fill(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_fill_pa
 }
 
 /* ---- constant_of_shape -------------------------------------------------------------- */
-
-rt_status rt_cuda__check_constant_of_shape(rt_op_ctx *ctx) {
-    if (ctx->args[0]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "shape is a tensor (read at each execute); on "
-                          "CUDA, give the shape as an int list");
-    return RT_OK;
-}
 
 /* The value stays on the device: the kernel reads it. */
 rt_status rt_cuda__run_constant_of_shape(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -77,13 +70,6 @@ rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm) {
 }
 
 /* ---- one_hot ------------------------------------------------------------------------ */
-
-rt_status rt_cuda__check_one_hot(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "depth is a tensor (read at each execute); on "
-                          "CUDA, give depth as an int");
-    return RT_OK;
-}
 
 rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__one_hot_prepare(ctx));
@@ -156,4 +142,52 @@ rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm) {
     }
     free(host);
     return status;
+}
+
+/* ---- non_zero ----------------------------------------------------------------------- */
+
+/* The chunk counts (and the total) live in the method's device scratch. */
+#define NON_ZERO_SCRATCH ((RT_CUDA_NON_ZERO_CHUNKS + 1) * sizeof(int64_t))
+
+rt_status rt_cuda__check_non_zero(rt_op_ctx *ctx) {
+    rt_cuda__reserve_scratch(ctx->backend, NON_ZERO_SCRATCH);
+    return RT_OK;
+}
+
+/* One block counts, the host reads the total back (the output's size depends on it), one
+ * block writes. */
+rt_status rt_cuda__run_non_zero(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__non_zero_prepare(ctx));
+    rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 1);
+    rt_cuda_non_zero_params p;
+    memset(&p, 0, sizeof p);
+    p.n = rt_tensor__numel(x);
+    p.rank = x->rank;
+    memcpy(p.sizes, x->sizes, (size_t)x->rank * sizeof *p.sizes);
+    p.kind = x->type == RT_F32 ? 1 : x->type == RT_F64 ? 2
+             : x->type == RT_F16 || x->type == RT_BF16 ? 3 : 0;
+    p.elem_size = (int32_t)x->elem_size;
+    p.chunks = cm->scratch;
+    p.x = x->data;
+    p.out = out->data;
+    int64_t count = 0;
+    if (p.n > 0) {
+        RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_non_zero_count, 1, 1, 1, &p));
+        const rt_cuda_driver *cu = cm->device->cu;
+        rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(&count, (CUdeviceptr)(uintptr_t)
+                                                               (p.chunks + RT_CUDA_NON_ZERO_CHUNKS),
+                                                               sizeof count, cm->stream),
+                                          "reading the count of nonzero elements");
+        if (status == RT_OK)
+            status = rt_cuda__check(cu->stream_synchronize(cm->stream),
+                                    "reading the count of nonzero elements");
+        if (status != RT_OK)
+            return rt_op_fail(ctx, status, "could not read the count of nonzero elements");
+    }
+    int64_t sizes[2] = {x->rank, count};
+    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, out, "out", 2, sizes));
+    if (count == 0)
+        return RT_OK;
+    p.count = count;
+    return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_non_zero_write, 1, 1, 1, &p);
 }

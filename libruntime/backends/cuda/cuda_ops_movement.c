@@ -89,13 +89,6 @@ rt_status rt_cuda__run_concat(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- expand ------------------------------------------------------------------------- */
 
-rt_status rt_cuda__check_expand(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "shape is a tensor (read at each execute); on "
-                          "CUDA, give the shape as an int list");
-    return RT_OK;
-}
-
 /* out = x broadcast: a strided copy reading x with stride 0 along broadcast dimensions. */
 rt_status rt_cuda__run_expand(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__expand_prepare(ctx));
@@ -107,14 +100,6 @@ rt_status rt_cuda__run_expand(rt_op_ctx *ctx, rt_cuda_method *cm) {
 }
 
 /* ---- slice -------------------------------------------------------------------------- */
-
-rt_status rt_cuda__check_slice(rt_op_ctx *ctx) {
-    for (size_t i = 1; i <= 4; i++)
-        if (ctx->args[i]->kind == RT_VALUE_TENSOR)
-            return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is a tensor (read at each "
-                              "execute); on CUDA, slice takes its parameters as int lists", i);
-    return RT_OK;
-}
 
 /* out = x[start :: step] per dimension: a strided copy starting inside x. */
 rt_status rt_cuda__run_slice(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -136,13 +121,6 @@ rt_status rt_cuda__run_slice(rt_op_ctx *ctx, rt_cuda_method *cm) {
 }
 
 /* ---- tile --------------------------------------------------------------------------- */
-
-rt_status rt_cuda__check_tile(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "repeats is a tensor (read at each execute); on "
-                          "CUDA, give the repeats as an int list");
-    return RT_OK;
-}
 
 rt_status rt_cuda__run_tile(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__tile_prepare(ctx));
@@ -166,13 +144,6 @@ rt_status rt_cuda__run_tile(rt_op_ctx *ctx, rt_cuda_method *cm) {
 }
 
 /* ---- split -------------------------------------------------------------------------- */
-
-rt_status rt_cuda__check_split(rt_op_ctx *ctx) {
-    if (ctx->args[2]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "sizes is a tensor (read at each execute); on "
-                          "CUDA, give the sizes as an int list");
-    return RT_OK;
-}
 
 /* Each part a strided copy of its stretch of x; prepare gave every part its size. */
 rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -481,13 +452,6 @@ rt_status rt_cuda__run_space_to_depth(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- trilu -------------------------------------------------------------------------- */
 
-rt_status rt_cuda__check_trilu(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "k is a tensor (read at each execute); on CUDA, "
-                          "give k as an int");
-    return RT_OK;
-}
-
 rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__trilu_prepare(ctx));
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
@@ -497,7 +461,7 @@ rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
     if (p.n == 0)
         return RT_OK;
     bool upper;
-    rt_mv_ints k_arg; /* an int or a one-int list here (check_trilu refused a tensor) */
+    rt_mv_ints k_arg; /* an int, a one-int list, or a tensor read back to the host */
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "k", false, &k_arg));
     p.k = rt_mv__ints_at(&k_arg, 0);
     RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "upper", &upper));
@@ -512,13 +476,6 @@ rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
 }
 
 /* ---- pad ---------------------------------------------------------------------------- */
-
-rt_status rt_cuda__check_pad(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "pads is a tensor (read at each execute); on "
-                          "CUDA, give the pads as an int list");
-    return RT_OK;
-}
 
 /* Crop first (negative pads), then pad around what is kept, as the CPU; the pads were checked
  * by prepare. The fill value stays on the device: the kernel reads it. */

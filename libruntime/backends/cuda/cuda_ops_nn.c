@@ -1,7 +1,7 @@
-/* cuda_ops_nn.c: matrix products (matmul, linear, linear_act), convolutions and pooling on
- * CUDA. Products go through cuBLAS when it is installed, else the tiled kernel of
- * kernels/gemm.cu; biases and fused activations follow in the kernel's epilogue or, after
- * cuBLAS, in one elementwise pass. */
+/* cuda_ops_nn.c: matrix products (matmul, linear, linear_act), convolutions (conv2d,
+ * conv2d_act, conv_transpose2d) and pooling on CUDA. Products go through cuBLAS when it is
+ * installed, else the tiled kernel of kernels/gemm.cu; biases and fused activations follow in
+ * the kernel's epilogue or, after cuBLAS, in one elementwise pass. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,21 +12,6 @@
 
 #define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
 #define MAX_GRID_Z 65535
-
-/* A batch of row-major products C = A @ B (+ biases, activation). */
-typedef struct gemm_problem {
-    rt_type type;
-    int64_t m, n, k;
-    bool trans_b; /* b stored [n, k] */
-    const void *a, *b, *row_bias, *col_bias;
-    void *c;
-    int32_t batch_rank;
-    int64_t batch_sizes[RT_MAX_RANK];
-    int64_t a_batch_strides[RT_MAX_RANK];
-    int64_t b_batch_strides[RT_MAX_RANK];
-    int64_t batch_count;
-    rt_activation act;
-} gemm_problem;
 
 static rt_status fail_with_last(rt_op_ctx *ctx, rt_status status) {
     char reason[512];
@@ -57,9 +42,9 @@ static bool flat_stride(const int64_t *sizes, const int64_t *strides, int32_t ra
     return true;
 }
 
-static size_t elem_size(rt_type type) { return type == RT_F64 ? 8 : 4; }
+static size_t elem_size(rt_type type) { return type == RT_F64 || type == RT_I64 ? 8 : 4; }
 
-static rt_status bias_act(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+static rt_status bias_act(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     if (g->row_bias == NULL && g->col_bias == NULL && g->act.kind == RT_ACT_NONE)
         return RT_OK;
     rt_cuda_bias_act_params p;
@@ -77,7 +62,7 @@ static rt_status bias_act(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
 
-static rt_status gemm_blas(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+static rt_status gemm_blas(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     size_t es = elem_size(g->type);
     int64_t c_matrix = g->m * g->n;
     if (g->k == 0) {
@@ -129,7 +114,7 @@ static rt_status gemm_blas(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_proble
     return bias_act(ctx, cm, g);
 }
 
-static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     rt_cuda_gemm_params p;
     memset(&p, 0, sizeof p);
     p.m = g->m;
@@ -158,7 +143,9 @@ static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_prob
         return rt_op_fail(ctx, RT_UNSUPPORTED, "the product has too many columns (%lld) for "
                           "the CUDA kernel's grid", (long long)g->n);
     unsigned grid_y = (unsigned)(tiles_m < MAX_GRID_Z ? tiles_m : MAX_GRID_Z);
-    rt_cuda_kernel k = g->type == RT_F64 ? RT_CUDA_K_gemm_f64 : RT_CUDA_K_gemm_f32;
+    rt_cuda_kernel k = g->type == RT_F64   ? RT_CUDA_K_gemm_f64
+                       : g->type == RT_I32 ? RT_CUDA_K_gemm_u32
+                       : g->type == RT_I64 ? RT_CUDA_K_gemm_u64 : RT_CUDA_K_gemm_f32;
     for (int64_t first = 0; first < g->batch_count; first += MAX_GRID_Z) {
         int64_t left = g->batch_count - first;
         p.batch_offset = first;
@@ -169,19 +156,23 @@ static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_prob
     return RT_OK;
 }
 
-static rt_status gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const gemm_problem *g) {
+rt_status rt_cuda__gemm(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_gemm_problem *g) {
     if (g->batch_count == 0 || g->m == 0 || g->n == 0)
         return RT_OK;
-    if (cm->blas != NULL && g->m <= 0x7fffffff && g->n <= 0x7fffffff && g->k <= 0x7fffffff &&
-        g->batch_count <= 0x7fffffff)
+    bool is_float = g->type == RT_F32 || g->type == RT_F64; /* cuBLAS has no integer GEMM */
+    if (cm->blas != NULL && is_float && g->m <= 0x7fffffff && g->n <= 0x7fffffff &&
+        g->k <= 0x7fffffff && g->batch_count <= 0x7fffffff)
         return gemm_blas(ctx, cm, g);
     return gemm_kernel(ctx, cm, g);
 }
 
 /* ---- matmul ------------------------------------------------------------------------- */
 
+/* The integer products (int32, int64, wrapping) take the built-in kernel. */
 rt_status rt_cuda__check_matmul(rt_op_ctx *ctx) {
-    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a", RT_TYPES_FLOAT, "float32 and float64");
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "a",
+                                RT_TYPES_FLOAT | RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64),
+                                "float32, float64, int32 and int64");
 }
 
 rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -191,7 +182,7 @@ rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t rank;
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(rt_op__matmul_shape(ctx, a, b, &d, &rank, sizes));
-    gemm_problem g;
+    rt_cuda_gemm_problem g;
     memset(&g, 0, sizeof g);
     g.type = a->type;
     g.m = d.m;
@@ -205,7 +196,7 @@ rt_status rt_cuda__run_matmul(rt_op_ctx *ctx, rt_cuda_method *cm) {
     memcpy(g.a_batch_strides, d.a_batch_strides, sizeof g.a_batch_strides);
     memcpy(g.b_batch_strides, d.b_batch_strides, sizeof g.b_batch_strides);
     g.batch_count = d.batch_count;
-    return gemm(ctx, cm, &g);
+    return rt_cuda__gemm(ctx, cm, &g);
 }
 
 /* ---- linear, linear_act ------------------------------------------------------------- */
@@ -215,7 +206,7 @@ static rt_status linear(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *w = ARG_T(ctx, 1), *out = ARG_T(ctx, out_index);
     rt_tensor_value *bias;
     RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
-    gemm_problem g;
+    rt_cuda_gemm_problem g;
     memset(&g, 0, sizeof g);
     if (fused)
         RT_RETURN_IF_ERROR(rt_op__activation(ctx, 3, &g.act));
@@ -231,7 +222,7 @@ static rt_status linear(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     g.c = out->data;
     g.col_bias = bias ? bias->data : NULL;
     g.batch_count = 1;
-    return gemm(ctx, cm, &g);
+    return rt_cuda__gemm(ctx, cm, &g);
 }
 
 rt_status rt_cuda__run_linear(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -276,7 +267,7 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
                      p.pad[3] == 0;
     if (pointwise && cm->blas != NULL) {
         /* A 1x1 convolution is, per image, out [O, H*W] = w [O, C] @ x [C, H*W]. */
-        gemm_problem g;
+        rt_cuda_gemm_problem g;
         memset(&g, 0, sizeof g);
         g.type = x->type;
         g.m = p.out_channels;
@@ -291,7 +282,7 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
         g.batch_sizes[0] = p.batch;
         g.b_batch_strides[0] = p.channels * g.n;
         g.batch_count = p.batch;
-        return gemm(ctx, cm, &g);
+        return rt_cuda__gemm(ctx, cm, &g);
     }
     p.act = act.kind;
     p.lo = act.lo;
@@ -315,10 +306,49 @@ rt_status rt_cuda__run_conv2d_act(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return conv2d(ctx, cm, true);
 }
 
+/* ---- conv_transpose2d --------------------------------------------------------------- */
+
+rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__conv_transpose2d_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *w = ARG_T(ctx, 1), *out = ARG_T(ctx, 8);
+    rt_tensor_value *bias;
+    rt_cuda_conv_params p;
+    memset(&p, 0, sizeof p);
+    const int64_t *padding;
+    size_t count;
+    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 3, "stride", 1, p.stride));
+    /* [h, w] or [top, left, bottom, right], possibly negative: prepare checked it */
+    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 4, "padding", &padding, &count));
+    for (size_t i = 0; i < 4; i++)
+        p.pad[i] = padding[count == 4 ? i : i % 2];
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 6, "dilation", 1, p.dilation));
+    RT_RETURN_IF_ERROR(rt_op_int(ctx, 7, "groups", &p.groups));
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    p.batch = x->sizes[0];
+    p.channels = x->sizes[1];
+    p.height = x->sizes[2];
+    p.width = x->sizes[3];
+    p.out_channels = out->sizes[1];
+    p.kernel_h = w->sizes[2];
+    p.kernel_w = w->sizes[3];
+    p.out_h = out->sizes[2];
+    p.out_w = out->sizes[3];
+    p.x = x->data;
+    p.w = w->data;
+    p.bias = bias ? bias->data : NULL;
+    p.out = out->data;
+    rt_cuda_kernel k = x->type == RT_F64 ? RT_CUDA_K_conv_transpose2d_f64
+                                         : RT_CUDA_K_conv_transpose2d_f32;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
+                              &p);
+}
+
 /* ---- pooling ------------------------------------------------------------------------ */
 
 static rt_status pool(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_pool_params *p,
-                      rt_cuda_kernel f32, rt_cuda_kernel f64) {
+                      rt_cuda_kernel k) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 6);
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
@@ -329,8 +359,8 @@ static rt_status pool(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_pool_params *p
     p->out_w = out->sizes[3];
     p->x = x->data;
     p->out = out->data;
-    return rt_cuda__op_launch(ctx, cm, x->type == RT_F64 ? f64 : f32,
-                              rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1, p);
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
+                              p);
 }
 
 rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -341,7 +371,21 @@ rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, p.stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", p.pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 4, "dilation", 1, p.dilation));
-    return pool(ctx, cm, &p, RT_CUDA_K_max_pool2d_f32, RT_CUDA_K_max_pool2d_f64);
+    rt_cuda_kernel k;
+    switch (ARG_T(ctx, 0)->type) {
+    case RT_F32: k = RT_CUDA_K_max_pool2d_f32; break;
+    case RT_F64: k = RT_CUDA_K_max_pool2d_f64; break;
+    case RT_I8: k = RT_CUDA_K_max_pool2d_i8; break;
+    case RT_I16: k = RT_CUDA_K_max_pool2d_i16; break;
+    case RT_I32: k = RT_CUDA_K_max_pool2d_i32; break;
+    case RT_I64: k = RT_CUDA_K_max_pool2d_i64; break;
+    case RT_U8: k = RT_CUDA_K_max_pool2d_u8; break;
+    case RT_U16: k = RT_CUDA_K_max_pool2d_u16; break;
+    case RT_U32: k = RT_CUDA_K_max_pool2d_u32; break;
+    case RT_U64: k = RT_CUDA_K_max_pool2d_u64; break;
+    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA max_pool2d kernel for this dtype");
+    }
+    return pool(ctx, cm, &p, k);
 }
 
 rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -355,5 +399,6 @@ rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "count_include_pad", &include_pad));
     p.count_include_pad = include_pad;
     p.dilation[0] = p.dilation[1] = 1;
-    return pool(ctx, cm, &p, RT_CUDA_K_avg_pool2d_f32, RT_CUDA_K_avg_pool2d_f64);
+    return pool(ctx, cm, &p, ARG_T(ctx, 0)->type == RT_F64 ? RT_CUDA_K_avg_pool2d_f64
+                                                         : RT_CUDA_K_avg_pool2d_f32);
 }

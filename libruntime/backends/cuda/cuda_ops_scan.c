@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
+#include "ops/int_param.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -21,23 +22,17 @@ static void split_axis(rt_cuda_scan_params *p, const rt_tensor_value *x, int32_t
     }
 }
 
-rt_status rt_cuda__check_cumsum(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "axis is a tensor (read at each execute); on "
-                          "CUDA, give the axis as an int");
-    return RT_OK;
-}
-
 rt_status rt_cuda__run_cumsum(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__cumsum_prepare(ctx));
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
     if (rt_tensor__numel(x) == 0)
         return RT_OK;
-    int64_t axis_arg;
+    rt_int_param axis_arg; /* an int, or a tensor read back to the host */
     int32_t axis;
     bool exclusive, reverse;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int_param(ctx, 1, "axis", false, &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op_axis(ctx, rt_op__int_param_at(&axis_arg, 0), x->rank, "axis",
+                                  &axis));
     RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "exclusive", &exclusive));
     RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "reverse", &reverse));
     rt_cuda_scan_params p;
@@ -103,13 +98,6 @@ rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.out = out->data;
     rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_lp_norm_f32 : RT_CUDA_K_lp_norm_f64;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 256), 1, 1, &p);
-}
-
-rt_status rt_cuda__check_topk(rt_op_ctx *ctx) {
-    if (ctx->args[1]->kind == RT_VALUE_TENSOR)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "k is a tensor (read at each execute); on CUDA, "
-                          "give k as an int");
-    return RT_OK;
 }
 
 /* Always sorted (as the CPU, whatever `sorted` says): each element's rank is its position. */

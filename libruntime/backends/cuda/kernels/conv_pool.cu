@@ -1,6 +1,6 @@
-// conv_pool.cu: direct 2-D convolution (any groups, so depthwise too) and max / average
-// pooling over [N, C, H, W], one thread per output element. Window rules follow ops/conv.c and
-// ops/pool.c (PyTorch's).
+// conv_pool.cu: direct 2-D convolution (any groups, so depthwise too), transposed convolution
+// and max / average pooling over [N, C, H, W], one thread per output element. Window rules
+// follow ops/conv.c, ops/conv_transpose.c and ops/pool.c (PyTorch's).
 #include "common.cuh"
 
 template <typename T>
@@ -38,7 +38,58 @@ __device__ inline void conv2d(const rt_cuda_conv_params &p) {
 extern "C" __global__ void rt_k_conv2d_f32(rt_cuda_conv_params p) { conv2d<float>(p); }
 extern "C" __global__ void rt_k_conv2d_f64(rt_cuda_conv_params p) { conv2d<double>(p); }
 
-// Padding never wins; a window with no input element gives -inf; NaN propagates.
+// Transposed convolution gathered per output element: w is [C, O / groups, kH, kW]; output
+// (oh, ow) takes tap (kh, kw) of input channel c from x[c, ih, iw] when
+// oh = ih * stride - top + kh * dilation lands exactly (likewise for ow). Sums in T, starting
+// from the bias, like ops/conv_transpose.c (whose order of terms differs).
+template <typename T>
+__device__ inline void conv_transpose2d(const rt_cuda_conv_params &p) {
+    const T *x = (const T *)p.x, *w = (const T *)p.w, *bias = (const T *)p.bias;
+    const int64_t group_in = p.channels / p.groups, group_out = p.out_channels / p.groups;
+    const int64_t total = p.batch * p.out_channels * p.out_h * p.out_w;
+    RT_GRID_LOOP(i, total) {
+        int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h;
+        int64_t oc = i / (p.out_w * p.out_h) % p.out_channels;
+        int64_t n = i / (p.out_w * p.out_h * p.out_channels);
+        int64_t g = oc / group_out, og = oc % group_out;
+        T acc = bias ? bias[oc] : (T)0;
+        for (int64_t kh = 0; kh < p.kernel_h; kh++) {
+            int64_t sh = oh + p.pad[0] - kh * p.dilation[0];
+            if (sh < 0 || sh % p.stride[0] != 0 || sh / p.stride[0] >= p.height)
+                continue;
+            int64_t ih = sh / p.stride[0];
+            for (int64_t kw = 0; kw < p.kernel_w; kw++) {
+                int64_t sw = ow + p.pad[1] - kw * p.dilation[1];
+                if (sw < 0 || sw % p.stride[1] != 0 || sw / p.stride[1] >= p.width)
+                    continue;
+                int64_t iw = sw / p.stride[1];
+                for (int64_t c = g * group_in; c < (g + 1) * group_in; c++)
+                    acc += x[((n * p.channels + c) * p.height + ih) * p.width + iw] *
+                           w[((c * group_out + og) * p.kernel_h + kh) * p.kernel_w + kw];
+            }
+        }
+        ((T *)p.out)[i] = acc;
+    }
+}
+
+extern "C" __global__ void rt_k_conv_transpose2d_f32(rt_cuda_conv_params p) {
+    conv_transpose2d<float>(p);
+}
+extern "C" __global__ void rt_k_conv_transpose2d_f64(rt_cuda_conv_params p) {
+    conv_transpose2d<double>(p);
+}
+
+// The start of a max: -inf, or an integer type's minimum.
+template <typename T> __device__ inline T pool_lowest() { return (T)0; } // unsigned
+template <> __device__ inline float pool_lowest<float>() { return -INFINITY; }
+template <> __device__ inline double pool_lowest<double>() { return -INFINITY; }
+template <> __device__ inline int8_t pool_lowest<int8_t>() { return INT8_MIN; }
+template <> __device__ inline int16_t pool_lowest<int16_t>() { return INT16_MIN; }
+template <> __device__ inline int32_t pool_lowest<int32_t>() { return INT32_MIN; }
+template <> __device__ inline int64_t pool_lowest<int64_t>() { return INT64_MIN; }
+
+// Padding never wins; a window with no input element gives -inf (integers: the minimum); NaN
+// propagates.
 template <typename T>
 __device__ inline void max_pool2d(const rt_cuda_pool_params &p) {
     const int64_t total = p.planes * p.out_h * p.out_w;
@@ -46,7 +97,7 @@ __device__ inline void max_pool2d(const rt_cuda_pool_params &p) {
         int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h, plane = i / (p.out_w * p.out_h);
         const T *x = (const T *)p.x + plane * p.height * p.width;
         int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
-        T best = -(T)INFINITY;
+        T best = pool_lowest<T>();
         for (int64_t kh = 0; kh < p.kernel[0]; kh++) {
             int64_t ih = h0 + kh * p.dilation[0];
             if (ih < 0 || ih >= p.height)
@@ -92,5 +143,19 @@ __device__ inline void avg_pool2d(const rt_cuda_pool_params &p) {
 
 extern "C" __global__ void rt_k_max_pool2d_f32(rt_cuda_pool_params p) { max_pool2d<float>(p); }
 extern "C" __global__ void rt_k_max_pool2d_f64(rt_cuda_pool_params p) { max_pool2d<double>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i8(rt_cuda_pool_params p) { max_pool2d<int8_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i16(rt_cuda_pool_params p) { max_pool2d<int16_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i32(rt_cuda_pool_params p) { max_pool2d<int32_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_i64(rt_cuda_pool_params p) { max_pool2d<int64_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_u8(rt_cuda_pool_params p) { max_pool2d<uint8_t>(p); }
+extern "C" __global__ void rt_k_max_pool2d_u16(rt_cuda_pool_params p) {
+    max_pool2d<uint16_t>(p);
+}
+extern "C" __global__ void rt_k_max_pool2d_u32(rt_cuda_pool_params p) {
+    max_pool2d<uint32_t>(p);
+}
+extern "C" __global__ void rt_k_max_pool2d_u64(rt_cuda_pool_params p) {
+    max_pool2d<uint64_t>(p);
+}
 extern "C" __global__ void rt_k_avg_pool2d_f32(rt_cuda_pool_params p) { avg_pool2d<float>(p); }
 extern "C" __global__ void rt_k_avg_pool2d_f64(rt_cuda_pool_params p) { avg_pool2d<double>(p); }

@@ -77,7 +77,131 @@ __device__ inline void unary(const rt_cuda_unary_params &p) {
 extern "C" __global__ void rt_k_unary_f32(rt_cuda_unary_params p) { unary<float>(p); }
 extern "C" __global__ void rt_k_unary_f64(rt_cuda_unary_params p) { unary<double>(p); }
 
+// ---- unary on integers: U is T's unsigned type, for the wrapping negation ----
+
+template <typename T, typename U>
+__device__ inline void unary_int(const rt_cuda_unary_int_params &p) {
+    const bool is_signed = (T)-1 < (T)0;
+    const T lo = is_signed ? (T)p.lo : (T)(uint64_t)p.lo, hi = is_signed ? (T)p.hi
+                                                                        : (T)(uint64_t)p.hi;
+    const T *x = (const T *)p.x;
+    RT_GRID_LOOP(i, p.n) {
+        T v = x[i], r;
+        bool negative = is_signed && (int64_t)v < 0; // no unsigned comparison with 0
+        switch (p.kind) {
+        case RT_CUDA_ABS: r = negative ? (T)(U)((U)0 - (U)v) : v; break;
+        case RT_CUDA_NEG: r = (T)(U)((U)0 - (U)v); break;
+        case RT_CUDA_SIGN: r = v > (T)0 ? (T)1 : negative ? (T)-1 : (T)0; break;
+        case RT_CUDA_RELU: r = v > (T)0 ? v : (T)0; break;
+        case RT_CUDA_CLIP: r = v < lo ? lo : v; r = r > hi ? hi : r; break;
+        default: r = v; break;
+        }
+        ((T *)p.out)[i] = r;
+    }
+}
+
+extern "C" __global__ void rt_k_unary_int_i8(rt_cuda_unary_int_params p) {
+    unary_int<int8_t, uint8_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_i16(rt_cuda_unary_int_params p) {
+    unary_int<int16_t, uint16_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_i32(rt_cuda_unary_int_params p) {
+    unary_int<int32_t, uint32_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_i64(rt_cuda_unary_int_params p) {
+    unary_int<int64_t, uint64_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u8(rt_cuda_unary_int_params p) {
+    unary_int<uint8_t, uint8_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u16(rt_cuda_unary_int_params p) {
+    unary_int<uint16_t, uint16_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u32(rt_cuda_unary_int_params p) {
+    unary_int<uint32_t, uint32_t>(p);
+}
+extern "C" __global__ void rt_k_unary_int_u64(rt_cuda_unary_int_params p) {
+    unary_int<uint64_t, uint64_t>(p);
+}
+
 // ---- binary with broadcasting ----
+
+// div, pow, prelu and mod per type, the rules of ops/elementwise_kernels.c and
+// ops/binary_more_kernels.c. Floats: IEEE division; pow in double, rounded to T; the remainder
+// of fmod, moved into the divisor's sign for the floored form (x mod 0 is NaN). Integers (the
+// host has checked that no divisor is 0): division truncates and MIN / -1 wraps to MIN;
+// MIN mod -1 is 0; pow squares and multiplies, wrapping, a negative exponent giving the
+// integer part of 1 / x^-y; products wrap; unsigned prelu is x.
+template <typename T>
+__device__ inline T rt_float_mod(T x, T y, bool floored) {
+    double q = (double)y, r = fmod((double)x, q);
+    if (floored && q != 0.0)
+        r = r != 0.0 ? ((q < 0) != (r < 0) ? r + q : r) : copysign(0.0, q);
+    return (T)r;
+}
+
+// Integer types: U is T's unsigned type (the wrapping arithmetic), SIGNED whether T is signed.
+template <typename T> struct rt_int;
+template <> struct rt_int<int8_t> { typedef uint8_t U; static const bool SIGNED = true; };
+template <> struct rt_int<int16_t> { typedef uint16_t U; static const bool SIGNED = true; };
+template <> struct rt_int<int32_t> { typedef uint32_t U; static const bool SIGNED = true; };
+template <> struct rt_int<int64_t> { typedef uint64_t U; static const bool SIGNED = true; };
+template <> struct rt_int<uint8_t> { typedef uint8_t U; static const bool SIGNED = false; };
+template <> struct rt_int<uint16_t> { typedef uint16_t U; static const bool SIGNED = false; };
+template <> struct rt_int<uint32_t> { typedef uint32_t U; static const bool SIGNED = false; };
+template <> struct rt_int<uint64_t> { typedef uint64_t U; static const bool SIGNED = false; };
+
+// x < 0 without comparing an unsigned value with 0.
+template <typename T>
+__device__ inline bool rt_negative(T x) { return rt_int<T>::SIGNED && (int64_t)x < 0; }
+
+template <typename T>
+__device__ inline T rt_div(T x, T y) {
+    typedef typename rt_int<T>::U U;
+    if (y == 0)
+        return (T)0;
+    if (rt_int<T>::SIGNED && y == (T)-1)
+        return (T)(U)((U)0 - (U)x);
+    return (T)(x / y);
+}
+
+template <typename T>
+__device__ inline T rt_mod(T x, T y, bool floored) {
+    T r = (y == 0 || (rt_int<T>::SIGNED && y == (T)-1)) ? (T)0 : (T)(x % y);
+    return floored && r != 0 && rt_negative(r) != rt_negative(y) ? (T)(r + y) : r;
+}
+
+__device__ inline int64_t rt_int_pow(int64_t base, int64_t e) {
+    if (e < 0)
+        return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)base, u = (uint64_t)e;
+    while (u) {
+        if (u & 1u)
+            r *= b;
+        b *= b;
+        u >>= 1;
+    }
+    return (int64_t)r;
+}
+
+template <typename T>
+__device__ inline T rt_pow(T x, T y) { return (T)rt_int_pow((int64_t)x, (int64_t)y); }
+
+template <typename T>
+__device__ inline T rt_prelu(T x, T s) {
+    typedef typename rt_int<T>::U U;
+    return rt_negative(x) ? (T)(U)((U)x * (U)s) : x;
+}
+
+__device__ inline float rt_div(float x, float y) { return x / y; }
+__device__ inline double rt_div(double x, double y) { return x / y; }
+__device__ inline float rt_mod(float x, float y, bool f) { return rt_float_mod(x, y, f); }
+__device__ inline double rt_mod(double x, double y, bool f) { return rt_float_mod(x, y, f); }
+__device__ inline float rt_pow(float x, float y) { return (float)pow((double)x, (double)y); }
+__device__ inline double rt_pow(double x, double y) { return pow(x, y); }
+__device__ inline float rt_prelu(float x, float s) { return x < 0.0f ? x * s : x; }
+__device__ inline double rt_prelu(double x, double s) { return x < 0.0 ? x * s : x; }
 
 template <typename T>
 __device__ inline void binary(const rt_cuda_binary_params &p) {
@@ -95,25 +219,17 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
         case RT_CUDA_ADD: ((T *)p.out)[i] = x + y; break;
         case RT_CUDA_SUB: ((T *)p.out)[i] = x - y; break;
         case RT_CUDA_MUL: ((T *)p.out)[i] = x * y; break;
-        case RT_CUDA_DIV: ((T *)p.out)[i] = x / y; break; // float only (host refuses ints)
+        case RT_CUDA_DIV: ((T *)p.out)[i] = rt_div(x, y); break;
         case RT_CUDA_LESS: ((uint8_t *)p.out)[i] = x < y; break;
         case RT_CUDA_EQUAL: ((uint8_t *)p.out)[i] = x == y; break;
         case RT_CUDA_LESS_EQUAL: ((uint8_t *)p.out)[i] = x <= y; break;
         // NaN propagates (numpy.minimum); for integers x != x is false.
         case RT_CUDA_MIN: ((T *)p.out)[i] = x != x ? x : y != y ? y : x < y ? x : y; break;
         case RT_CUDA_MAX: ((T *)p.out)[i] = x != x ? x : y != y ? y : x > y ? x : y; break;
-        // In double, rounded to T, as ops/binary_more_kernels.c (float bases only).
-        case RT_CUDA_POW: ((T *)p.out)[i] = (T)pow((double)x, (double)y); break;
-        case RT_CUDA_PRELU: ((T *)p.out)[i] = (double)x < 0.0 ? (T)(x * y) : x; break;
-        case RT_CUDA_MOD_TRUNC: ((T *)p.out)[i] = (T)fmod((double)x, (double)y); break;
-        case RT_CUDA_MOD_FLOOR: {
-            // The sign of the divisor, as Python's %; x mod 0 is NaN (from fmod).
-            double q = (double)y, r = fmod((double)x, q);
-            if (q != 0.0)
-                r = r != 0.0 ? ((q < 0) != (r < 0) ? r + q : r) : copysign(0.0, q);
-            ((T *)p.out)[i] = (T)r;
-            break;
-        }
+        case RT_CUDA_POW: ((T *)p.out)[i] = rt_pow(x, y); break;
+        case RT_CUDA_PRELU: ((T *)p.out)[i] = rt_prelu(x, y); break;
+        case RT_CUDA_MOD_TRUNC: ((T *)p.out)[i] = rt_mod(x, y, false); break;
+        case RT_CUDA_MOD_FLOOR: ((T *)p.out)[i] = rt_mod(x, y, true); break;
         case RT_CUDA_NOT: ((uint8_t *)p.out)[i] = !x; break;
         case RT_CUDA_AND: ((uint8_t *)p.out)[i] = x && y; break;
         case RT_CUDA_OR: ((uint8_t *)p.out)[i] = x || y; break;
@@ -122,6 +238,21 @@ __device__ inline void binary(const rt_cuda_binary_params &p) {
         }
     }
 }
+
+// ---- a zero among integer divisors ----
+
+template <typename E>
+__device__ inline void any_zero(const rt_cuda_any_zero_params &p) {
+    RT_GRID_LOOP(i, p.n) {
+        if (((const E *)p.x)[i] == 0)
+            *p.flag = 1; // every writer writes the same value
+    }
+}
+
+extern "C" __global__ void rt_k_any_zero_1(rt_cuda_any_zero_params p) { any_zero<uint8_t>(p); }
+extern "C" __global__ void rt_k_any_zero_2(rt_cuda_any_zero_params p) { any_zero<uint16_t>(p); }
+extern "C" __global__ void rt_k_any_zero_4(rt_cuda_any_zero_params p) { any_zero<uint32_t>(p); }
+extern "C" __global__ void rt_k_any_zero_8(rt_cuda_any_zero_params p) { any_zero<uint64_t>(p); }
 
 // ---- where: one kernel per element size ----
 
@@ -152,6 +283,108 @@ extern "C" __global__ void rt_k_binary_f64(rt_cuda_binary_params p) { binary<dou
 extern "C" __global__ void rt_k_binary_i32(rt_cuda_binary_params p) { binary<int32_t>(p); }
 extern "C" __global__ void rt_k_binary_i64(rt_cuda_binary_params p) { binary<int64_t>(p); }
 extern "C" __global__ void rt_k_binary_bool(rt_cuda_binary_params p) { binary<uint8_t>(p); }
+extern "C" __global__ void rt_k_binary_i8(rt_cuda_binary_params p) { binary<int8_t>(p); }
+extern "C" __global__ void rt_k_binary_i16(rt_cuda_binary_params p) { binary<int16_t>(p); }
+extern "C" __global__ void rt_k_binary_u8(rt_cuda_binary_params p) { binary<uint8_t>(p); }
+extern "C" __global__ void rt_k_binary_u16(rt_cuda_binary_params p) { binary<uint16_t>(p); }
+extern "C" __global__ void rt_k_binary_u32(rt_cuda_binary_params p) { binary<uint32_t>(p); }
+extern "C" __global__ void rt_k_binary_u64(rt_cuda_binary_params p) { binary<uint64_t>(p); }
+
+// ---- pow with an exponent of another dtype, as ops/binary_more_kernels.c: a float base in
+// double; an integer base exact and wrapping for integer exponents (unsigned ones never
+// negative), through double for float ones, truncated and saturated (NaN gives 0) ----
+
+__device__ inline double pow_exponent_double(const void *b, int type, int64_t i) {
+    switch (type) {
+    case RT_CUDA_F32: return ((const float *)b)[i];
+    case RT_CUDA_F64: return ((const double *)b)[i];
+    case RT_CUDA_I8: return ((const int8_t *)b)[i];
+    case RT_CUDA_I16: return ((const int16_t *)b)[i];
+    case RT_CUDA_I32: return ((const int32_t *)b)[i];
+    case RT_CUDA_I64: return (double)((const int64_t *)b)[i];
+    case RT_CUDA_U8: return ((const uint8_t *)b)[i];
+    case RT_CUDA_U16: return ((const uint16_t *)b)[i];
+    case RT_CUDA_U32: return ((const uint32_t *)b)[i];
+    default: return (double)((const uint64_t *)b)[i];
+    }
+}
+
+__device__ inline uint64_t pow_exponent_bits(const void *b, int type, int64_t i) {
+    switch (type) {
+    case RT_CUDA_I8: return (uint64_t)(int64_t)((const int8_t *)b)[i];
+    case RT_CUDA_I16: return (uint64_t)(int64_t)((const int16_t *)b)[i];
+    case RT_CUDA_I32: return (uint64_t)(int64_t)((const int32_t *)b)[i];
+    case RT_CUDA_I64: return (uint64_t)((const int64_t *)b)[i];
+    case RT_CUDA_U8: return ((const uint8_t *)b)[i];
+    case RT_CUDA_U16: return ((const uint16_t *)b)[i];
+    case RT_CUDA_U32: return ((const uint32_t *)b)[i];
+    default: return ((const uint64_t *)b)[i];
+    }
+}
+
+__device__ inline uint64_t rt_uint_pow(uint64_t base, uint64_t e) {
+    uint64_t r = 1;
+    while (e) {
+        if (e & 1u)
+            r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return r;
+}
+
+// An integer base (int32 or int64) raised to exponent i of b.
+template <typename T>
+__device__ inline T pow_int_base(T x, const rt_cuda_binary_params &p, int64_t i) {
+    if (p.b_type == RT_CUDA_F32 || p.b_type == RT_CUDA_F64) {
+        double v = pow((double)x, pow_exponent_double(p.b, p.b_type, i));
+        double hi = sizeof(T) == 4 ? 2147483647.0 : 9223372036854775808.0;
+        double lo = sizeof(T) == 4 ? -2147483648.0 : -9223372036854775808.0;
+        if (v != v)
+            return (T)0;
+        if (v >= hi)
+            return sizeof(T) == 4 ? (T)INT32_MAX : (T)INT64_MAX;
+        if (v <= lo)
+            return sizeof(T) == 4 ? (T)INT32_MIN : (T)INT64_MIN;
+        return (T)v;
+    }
+    bool unsigned_exponent = p.b_type == RT_CUDA_U8 || p.b_type == RT_CUDA_U16 ||
+                             p.b_type == RT_CUDA_U32 || p.b_type == RT_CUDA_U64;
+    uint64_t e = pow_exponent_bits(p.b, p.b_type, i);
+    if (unsigned_exponent)
+        return (T)rt_uint_pow((uint64_t)(int64_t)x, e);
+    return (T)rt_int_pow((int64_t)x, (int64_t)e);
+}
+
+template <typename T, bool FLOAT_BASE>
+__device__ inline void pow_mixed(const rt_cuda_binary_params &p) {
+    const T *a = (const T *)p.a;
+    RT_GRID_LOOP(i, p.n) {
+        int64_t rest = i, ao = 0, bo = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t index = rest % p.sizes[d];
+            rest /= p.sizes[d];
+            ao += index * p.a_strides[d];
+            bo += index * p.b_strides[d];
+        }
+        T x = a[ao];
+        ((T *)p.out)[i] = FLOAT_BASE ? (T)pow((double)x, pow_exponent_double(p.b, p.b_type, bo))
+                                     : pow_int_base(x, p, bo);
+    }
+}
+
+extern "C" __global__ void rt_k_pow_mixed_f32(rt_cuda_binary_params p) {
+    pow_mixed<float, true>(p);
+}
+extern "C" __global__ void rt_k_pow_mixed_f64(rt_cuda_binary_params p) {
+    pow_mixed<double, true>(p);
+}
+extern "C" __global__ void rt_k_pow_mixed_i32(rt_cuda_binary_params p) {
+    pow_mixed<int32_t, false>(p);
+}
+extern "C" __global__ void rt_k_pow_mixed_i64(rt_cuda_binary_params p) {
+    pow_mixed<int64_t, false>(p);
+}
 
 // ---- bit shifts, as ops/binary_more_kernels.c ----
 

@@ -86,3 +86,11 @@ extern "C" __global__ void __launch_bounds__(RT_BLOCK) rt_k_gemm_f32(rt_cuda_gem
 extern "C" __global__ void __launch_bounds__(RT_BLOCK) rt_k_gemm_f64(rt_cuda_gemm_params p) {
     gemm<double>(p);
 }
+// Integer matmul (int32, int64) in the unsigned types of the same width: the same bits as
+// wrapping signed arithmetic, without signed overflow.
+extern "C" __global__ void __launch_bounds__(RT_BLOCK) rt_k_gemm_u32(rt_cuda_gemm_params p) {
+    gemm<uint32_t>(p);
+}
+extern "C" __global__ void __launch_bounds__(RT_BLOCK) rt_k_gemm_u64(rt_cuda_gemm_params p) {
+    gemm<uint64_t>(p);
+}

@@ -31,7 +31,8 @@ enum {
     RT_CUDA_ADD = 0, RT_CUDA_SUB, RT_CUDA_MUL, RT_CUDA_DIV, RT_CUDA_LESS, RT_CUDA_EQUAL,
     RT_CUDA_LESS_EQUAL, RT_CUDA_MIN, RT_CUDA_MAX, RT_CUDA_POW, RT_CUDA_PRELU, RT_CUDA_AND,
     RT_CUDA_OR, RT_CUDA_XOR, RT_CUDA_MOD_FLOOR, RT_CUDA_MOD_TRUNC, RT_CUDA_NOT,
-    RT_CUDA_SHIFT_LEFT, RT_CUDA_SHIFT_RIGHT
+    RT_CUDA_SHIFT_LEFT, RT_CUDA_SHIFT_RIGHT,
+    RT_CUDA_POW_MIXED /* host side only: pow with an exponent of another dtype (pow_mixed_*) */
 };
 
 /* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
@@ -57,11 +58,34 @@ typedef struct rt_cuda_unary_params {
     void *out;
 } rt_cuda_unary_params;
 
+/* abs, neg, sign, relu and clip of an integer x (kernels unary_int_i8 ... _u64), the rules of
+ * ops/unary_kernels.c: abs and neg wrap (the most negative value maps to itself), unsigned abs
+ * is x and sign x != 0. clip's bounds are in x's dtype, held in lo / hi as int64 (signed
+ * types) or as the bits of a uint64 (unsigned). */
+typedef struct rt_cuda_unary_int_params {
+    int64_t n;
+    int32_t kind; /* RT_CUDA_ABS, _NEG, _SIGN, _RELU or _CLIP */
+    int32_t reserved;
+    int64_t lo, hi;
+    const void *x;
+    void *out;
+} rt_cuda_unary_int_params;
+
+/* *flag = 1 when one of x's n elements is all zero bits (kernels any_zero_1 ... _8): the
+ * integer divisors of div and mod, checked before the division runs. */
+typedef struct rt_cuda_any_zero_params {
+    int64_t n;
+    const void *x;
+    int64_t *flag;
+} rt_cuda_any_zero_params;
+
 /* out (dense, row-major over sizes) = a op b, each read through its strides (0: broadcast). */
 typedef struct rt_cuda_binary_params {
     int64_t n;
     int32_t kind;
     int32_t rank;
+    int32_t b_type; /* pow_mixed_*: the exponent's dtype (RT_CUDA_* code); else unused */
+    int32_t reserved;
     int64_t sizes[RT_CUDA_RANK];
     int64_t a_strides[RT_CUDA_RANK];
     int64_t b_strides[RT_CUDA_RANK];
@@ -334,5 +358,121 @@ typedef struct rt_cuda_pool_params {
     const void *x;
     void *out;
 } rt_cuda_pool_params;
+
+/* resize: out (dense, row-major over out_sizes) from the host-built tables of ops/resize.h,
+ * whose per-dimension parts start at the given int64 indices of `table`. Nearest (kernels
+ * resize_nearest_*) reads one tap and writes `fill` where a dimension is outside; linear and
+ * cubic (resize_f32 / _f64) sum the products of every dimension's taps in double. */
+typedef struct rt_cuda_resize_params {
+    int64_t n;
+    int32_t rank;
+    int32_t reserved;
+    int64_t out_sizes[RT_CUDA_RANK];
+    int64_t taps[RT_CUDA_RANK];
+    int64_t offsets_at[RT_CUDA_RANK], weights_at[RT_CUDA_RANK], outside_at[RT_CUDA_RANK];
+    double extrapolation;
+    uint64_t fill; /* nearest: the fill element's bits, in its low bytes */
+    const int64_t *table;
+    const void *x;
+    void *out;
+} rt_cuda_resize_params;
+
+/* lstm, gru, rnn: one step's cell arithmetic for one direction, one thread per (batch entry,
+ * hidden unit), the rules of ops/rnn_kernels.c. proj [rows, gates * hidden] holds X @ W^T of
+ * every step (rows in x's order), rec [batch, rec_stride] H' @ R^T (gru phase 1: only z and
+ * r; afterwards z), rec2 [batch, hidden] gru's (r * H') @ Rh^T; h, c, tmp are [batch, hidden].
+ * Kernels: rnn_init (states from initial_h / c or zero), rnn_step (phase 0: the whole step;
+ * gru without linear_before_reset: 1 = z, r and tmp = r * H', 2 = the rest), rnn_final (y_h,
+ * y_c). */
+typedef struct rt_cuda_rnn_params {
+    int64_t batch, hidden, seq, dirs, d, s, rec_stride;
+    int32_t cell, phase, layout, reverse, input_forget, linear_before_reset;
+    int32_t act_kind[3];
+    float act_alpha[3], act_beta[3];
+    float clip; /* 0: none */
+    const float *proj;
+    const float *bias; /* this direction's [2 * gates * hidden]: Wb then Rb, or NULL */
+    const float *p;    /* this direction's peepholes [3 * hidden] (i, o, f), or NULL */
+    const float *h0, *c0;
+    const int64_t *lens; /* [batch] */
+    float *rec, *rec2, *h, *c, *tmp;
+    float *y, *y_h, *y_c; /* y_c: lstm only */
+} rt_cuda_rnn_params;
+
+/* non_zero over x (n elements, dense, row-major over sizes), in one block of 256 threads,
+ * each owning a contiguous chunk: non_zero_count writes each chunk's count of nonzero elements
+ * as its exclusive prefix into chunks[thread] and the total into chunks[256];
+ * non_zero_write (count = that total) writes the indices, out [rank, count]. kind says what
+ * is zero: 0 all bits zero, 1 float32 == 0, 2 float64 == 0, 3 float16 / bfloat16 (+-0). */
+#define RT_CUDA_NON_ZERO_CHUNKS 256 /* the threads of the one block (every launch has 256) */
+
+typedef struct rt_cuda_non_zero_params {
+    int64_t n, count;
+    int32_t rank, kind;
+    int32_t elem_size, reserved;
+    int64_t sizes[RT_CUDA_RANK];
+    int64_t *chunks;
+    const void *x;
+    int64_t *out;
+} rt_cuda_non_zero_params;
+
+/* quantize_linear (quantize 1) and dequantize_linear (0), the rules of ops/quant.c: x viewed
+ * as [outer, length, inner] around the quantization axis; a parameter is single (one element)
+ * or indexed by the axis position (block 0) or by (outer, axis position / block, inner) with
+ * `blocks` blocks. float_type and int_type are RT_CUDA_* codes; zero may be NULL. */
+typedef struct rt_cuda_quant_params {
+    int64_t n, outer, length, inner, block, blocks;
+    int64_t lo, hi; /* the integer type's range */
+    int32_t quantize, float_type, int_type, scale_single, zero_single, reserved;
+    const void *x, *scale, *zero;
+    void *out;
+} rt_cuda_quant_params;
+
+/* dynamic_quantize_linear's range pass (kernel quant_range, one block): lo = min(0, min x),
+ * hi = max(0, max x) skipping NaN, then y_scale and y_zero_point in float32 as the CPU. */
+typedef struct rt_cuda_quant_range_params {
+    int64_t n;
+    const float *x;
+    float *scale;
+    uint8_t *zero;
+} rt_cuda_quant_range_params;
+
+/* A zero point or scale of qmatmul: element (batch, row or column j) at
+ * data[sum(batch index * batch_strides) + j * stride] (ops/quant.h's rt_quant_mm_param). */
+typedef struct rt_cuda_qparam {
+    const void *data; /* NULL: absent (0) */
+    int32_t type;
+    int32_t reserved;
+    int64_t stride;
+    int64_t batch_strides[RT_CUDA_RANK];
+} rt_cuda_qparam;
+
+/* matmul_integer (requant 0: int32 out) and qlinear_matmul (requant 1), one thread per output
+ * element: sum over k of (a - za) * (b - zb), wrapping in 32 bits, then requantized with
+ * (sa * sb) / y_scale computed in the scales' type. */
+typedef struct rt_cuda_qmatmul_params {
+    int64_t m, n, k, batch_count;
+    int32_t batch_rank, a_type, b_type, out_type, scale_type, requant;
+    int64_t batch_sizes[RT_CUDA_RANK];
+    int64_t a_batch_strides[RT_CUDA_RANK], b_batch_strides[RT_CUDA_RANK];
+    rt_cuda_qparam za, zb, sa, sb;
+    int64_t y_zero, lo, hi;
+    const void *a, *b, *y_scale;
+    void *out;
+} rt_cuda_qmatmul_params;
+
+/* conv_integer (requant 0) and qlinear_conv (requant 1), one thread per output element; taps
+ * in the padding contribute nothing; w's zero point and scale are per tensor or per output
+ * channel; qlinear_conv adds bias[o] (wrapping) before requantizing. */
+typedef struct rt_cuda_qconv_params {
+    int64_t batch, channels, height, width, out_channels, kernel_h, kernel_w, out_h, out_w;
+    int64_t groups, stride[2], dilation[2], pad[4];
+    int32_t x_type, w_type, scale_type, out_type, requant, x_zero;
+    int32_t w_zero_type, w_zero_per_channel, w_scale_per_channel, reserved;
+    int64_t y_zero, lo, hi;
+    const void *x, *w, *w_zero, *x_scale, *w_scale, *y_scale;
+    const int32_t *bias;
+    void *out;
+} rt_cuda_qconv_params;
 
 #endif

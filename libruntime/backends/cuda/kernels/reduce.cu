@@ -1,6 +1,7 @@
 // reduce.cu: reduce_sum, _mean, _prod, _max, _min, _l1, _l2, _log_sum, _log_sum_exp and
 // _sum_square over any set of axes, and argmax / argmin over one axis; one block of RT_BLOCK
-// threads per output element.
+// threads per output element (integer and bool reductions and int64 argmax / argmin
+// included).
 // As ops/reduce_kernels.c: sums and products in double, max and min propagate NaN, log_sum_exp
 // subtracts the maximum (exp in the element type) and returns an infinite or NaN maximum as is.
 #include "common.cuh"
@@ -94,12 +95,96 @@ __device__ inline void reduce(const rt_cuda_reduce_params &p) {
 extern "C" __global__ void rt_k_reduce_f32(rt_cuda_reduce_params p) { reduce<float>(p); }
 extern "C" __global__ void rt_k_reduce_f64(rt_cuda_reduce_params p) { reduce<double>(p); }
 
+// ---- integer and bool reductions, as ops/reduce_kernels.c: sum, prod, l1 and sum_square in
+// uint64 (wrapping like the result type, so any order gives the same bits), max and min in T
+// (bool: any and all, true counting as 1). ----
+
+template <typename T, bool BOOL>
+__device__ inline uint64_t reduce_int_fold(int op, uint64_t acc, uint64_t other) {
+    switch (op) {
+    case RT_CUDA_RPROD: return acc * other;
+    case RT_CUDA_RMAX: return (T)other > (T)acc ? other : acc;
+    case RT_CUDA_RMIN: return (T)other < (T)acc ? other : acc;
+    default: return acc + other;
+    }
+}
+
+template <typename T, bool BOOL>
+__device__ inline uint64_t reduce_int_identity(int op) {
+    const bool is_signed = (T)-1 < (T)0;
+    const T lowest = is_signed ? (T)((uint64_t)1 << (8 * sizeof(T) - 1)) : (T)0;
+    const T highest = BOOL ? (T)1 : (T)~lowest;
+    switch (op) {
+    case RT_CUDA_RPROD: return 1u;
+    case RT_CUDA_RMAX: return (uint64_t)(int64_t)lowest;
+    case RT_CUDA_RMIN: return (uint64_t)(int64_t)highest;
+    default: return 0u;
+    }
+}
+
+template <typename T, bool BOOL>
+__device__ inline void reduce_int(const rt_cuda_reduce_params &p) {
+    __shared__ uint64_t shared[RT_BLOCK];
+    const int op = p.op;
+    const bool is_signed = (T)-1 < (T)0;
+    for (int64_t o = blockIdx.x; o < p.n_out; o += gridDim.x) {
+        const T *x = (const T *)p.x + offset_of(o, p.kept_rank, p.kept_sizes, p.kept_strides);
+        uint64_t acc = reduce_int_identity<T, BOOL>(op);
+        for (int64_t r = threadIdx.x; r < p.n_red; r += RT_BLOCK) {
+            T t = x[offset_of(r, p.red_rank, p.red_sizes, p.red_strides)];
+            uint64_t v = (uint64_t)(int64_t)t; // sign-extended for the signed types
+            if (op == RT_CUDA_RL1 && is_signed && (int64_t)t < 0)
+                v = 0u - v;
+            else if (op == RT_CUDA_RSUM_SQUARE)
+                v = v * v;
+            acc = reduce_int_fold<T, BOOL>(op, acc, v);
+        }
+        shared[threadIdx.x] = acc;
+        __syncthreads();
+        for (int step = RT_BLOCK / 2; step > 0; step /= 2) {
+            if ((int)threadIdx.x < step)
+                shared[threadIdx.x] = reduce_int_fold<T, BOOL>(op, shared[threadIdx.x],
+                                                               shared[threadIdx.x + step]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0)
+            ((T *)p.out)[o] = (T)shared[0];
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void rt_k_reduce_i8(rt_cuda_reduce_params p) { reduce_int<int8_t, false>(p); }
+extern "C" __global__ void rt_k_reduce_i16(rt_cuda_reduce_params p) {
+    reduce_int<int16_t, false>(p);
+}
+extern "C" __global__ void rt_k_reduce_i32(rt_cuda_reduce_params p) {
+    reduce_int<int32_t, false>(p);
+}
+extern "C" __global__ void rt_k_reduce_i64(rt_cuda_reduce_params p) {
+    reduce_int<int64_t, false>(p);
+}
+extern "C" __global__ void rt_k_reduce_u8(rt_cuda_reduce_params p) {
+    reduce_int<uint8_t, false>(p);
+}
+extern "C" __global__ void rt_k_reduce_u16(rt_cuda_reduce_params p) {
+    reduce_int<uint16_t, false>(p);
+}
+extern "C" __global__ void rt_k_reduce_u32(rt_cuda_reduce_params p) {
+    reduce_int<uint32_t, false>(p);
+}
+extern "C" __global__ void rt_k_reduce_u64(rt_cuda_reduce_params p) {
+    reduce_int<uint64_t, false>(p);
+}
+extern "C" __global__ void rt_k_reduce_bool(rt_cuda_reduce_params p) {
+    reduce_int<uint8_t, true>(p);
+}
+
 // ---- argmax, argmin ----
 
 // Whether candidate (v, i) beats (w, j): NaN is the extreme; equal values go to the first
 // position (or the last), as ops/reduce_kernels.c's sequential rule gives.
-__device__ inline bool arg_better(double v, int64_t i, double w, int64_t j, bool last,
-                                  bool smallest) {
+template <typename V>
+__device__ inline bool arg_better(V v, int64_t i, V w, int64_t j, bool last, bool smallest) {
     if (j < 0)
         return i >= 0;
     if (i < 0)
@@ -115,17 +200,18 @@ __device__ inline bool arg_better(double v, int64_t i, double w, int64_t j, bool
     return smallest ? v < w : v > w;
 }
 
-template <typename T>
+// V holds the values exactly: double for the floats, the integer type itself otherwise.
+template <typename T, typename V>
 __device__ inline void arg_reduce(const rt_cuda_arg_params &p) {
-    __shared__ double values[RT_BLOCK];
+    __shared__ V values[RT_BLOCK];
     __shared__ int64_t positions[RT_BLOCK];
     const bool last = p.last != 0, smallest = p.smallest != 0;
     for (int64_t o = blockIdx.x; o < p.outer * p.inner; o += gridDim.x) {
         const T *x = (const T *)p.x + (o / p.inner) * p.n * p.inner + o % p.inner;
-        double best = 0.0;
+        V best = 0;
         int64_t at = -1;
         for (int64_t k = threadIdx.x; k < p.n; k += RT_BLOCK) {
-            double v = (double)x[k * p.inner];
+            V v = (V)x[k * p.inner];
             if (arg_better(v, k, best, at, last, smallest)) {
                 best = v;
                 at = k;
@@ -149,6 +235,19 @@ __device__ inline void arg_reduce(const rt_cuda_arg_params &p) {
     }
 }
 
-extern "C" __global__ void rt_k_arg_f32(rt_cuda_arg_params p) { arg_reduce<float>(p); }
-extern "C" __global__ void rt_k_arg_f64(rt_cuda_arg_params p) { arg_reduce<double>(p); }
-extern "C" __global__ void rt_k_arg_i32(rt_cuda_arg_params p) { arg_reduce<int32_t>(p); }
+extern "C" __global__ void rt_k_arg_f32(rt_cuda_arg_params p) { arg_reduce<float, double>(p); }
+extern "C" __global__ void rt_k_arg_f64(rt_cuda_arg_params p) { arg_reduce<double, double>(p); }
+extern "C" __global__ void rt_k_arg_i8(rt_cuda_arg_params p) { arg_reduce<int8_t, int8_t>(p); }
+extern "C" __global__ void rt_k_arg_i16(rt_cuda_arg_params p) { arg_reduce<int16_t, int16_t>(p); }
+extern "C" __global__ void rt_k_arg_i32(rt_cuda_arg_params p) { arg_reduce<int32_t, int32_t>(p); }
+extern "C" __global__ void rt_k_arg_i64(rt_cuda_arg_params p) { arg_reduce<int64_t, int64_t>(p); }
+extern "C" __global__ void rt_k_arg_u8(rt_cuda_arg_params p) { arg_reduce<uint8_t, uint8_t>(p); }
+extern "C" __global__ void rt_k_arg_u16(rt_cuda_arg_params p) {
+    arg_reduce<uint16_t, uint16_t>(p);
+}
+extern "C" __global__ void rt_k_arg_u32(rt_cuda_arg_params p) {
+    arg_reduce<uint32_t, uint32_t>(p);
+}
+extern "C" __global__ void rt_k_arg_u64(rt_cuda_arg_params p) {
+    arg_reduce<uint64_t, uint64_t>(p);
+}
