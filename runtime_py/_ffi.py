@@ -18,9 +18,9 @@ import cffi
 __all__ = ["CDEF", "ABI_VERSION", "ffi", "get_lib", "library_path", "install_log_callback"]
 
 #: ABI version this package was written against (RT_ABI_VERSION of include/runtime.h).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
-CDEF = r"""#define RT_ABI_VERSION 2
+CDEF = r"""#define RT_ABI_VERSION 3
 #define RT_MAX_RANK 16
 
 /* Status codes. Values are fixed forever; new codes are only ever appended. */
@@ -302,6 +302,19 @@ RT_API rt_status rt_method_execute(rt_method *method);
  * valid until its next execute, set_input or destroy. */
 RT_API rt_status rt_method_output(rt_tensor *out, rt_method *method, size_t index);
 RT_API rt_status rt_method_output_scalar(rt_scalar *out, rt_method *method, size_t index);
+/* Bind every input, execute, and view every output in one call (what set_input per input,
+ * execute and output per output do, with one entry into the library).
+ * inputs[i] binds input i: a tensor input as rt_method_set_input binds it (flags apply to
+ * every tensor input); a scalar input given as a 0-d host tensor of int64 (an int or bool),
+ * float64 (a double) or bool, read during the call. num_inputs is the method's input count,
+ * or 0 to run on the inputs bound already (inputs may then be NULL). Inputs are bound in
+ * order; a failure leaves those before it bound, it unset and those after it as they were,
+ * and nothing runs. outputs[i] receives output i as rt_method_output views it; a scalar
+ * output as a 0-d host tensor (int64, float64 or bool) of its value. Views are borrowed from
+ * the method until its next set_input, execute, run or destroy. num_outputs is the method's
+ * output count, or 0 for no views (outputs may then be NULL). */
+RT_API rt_status rt_method_run(rt_tensor *outputs, size_t num_outputs, rt_method *method,
+                               const rt_tensor *inputs, size_t num_inputs, uint32_t flags);
 /* A view of a named attribute (state that persists across executions). Writable: the caller
  * may update it between executions. Valid until the method is destroyed. */
 RT_API rt_status rt_method_attribute(rt_tensor *out, rt_method *method, const char *name);
