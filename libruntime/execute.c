@@ -483,32 +483,35 @@ static void output_view(rt_tensor *out, const rt_method *m, rt_value *v) {
     }
 }
 
-RT_API rt_status rt_method_run(rt_tensor *outputs, size_t num_outputs, rt_method *m,
-                               const rt_tensor *inputs, size_t num_inputs, uint32_t flags) {
+RT_API rt_status rt_method_run(rt_method *m, const rt_run_io *io) {
+    if (io == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_method_run: io is NULL");
     RT_RETURN_IF_ERROR(enter(m, "run"));
     rt_status status = RT_OK;
+    size_t num_inputs = io->num_inputs, num_outputs = io->num_outputs;
     if (num_inputs != 0 && num_inputs != m->num_inputs)
         status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given %zu inputs; the "
                               "method takes %u (or 0 to run on the bound inputs)", num_inputs,
                               m->num_inputs);
     else if (num_outputs != 0 && num_outputs != m->num_outputs)
         status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given room for %zu "
-                              "outputs; the method has %u (or pass 0 for none)", num_outputs,
+                              "outputs; the method has %u (or 0 for none)", num_outputs,
                               m->num_outputs);
-    else if ((num_inputs != 0 && inputs == NULL) || (num_outputs != 0 && outputs == NULL))
+    else if ((num_inputs != 0 && io->inputs == NULL) ||
+             (num_outputs != 0 && io->outputs == NULL))
         status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: inputs or outputs is "
                               "NULL with a nonzero count");
-    else if (flags & ~(uint32_t)(RT_INPUT_COPY | RT_INPUT_ALLOW_MUTATE))
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: unknown flags 0x%x",
-                              flags);
+    else if (io->flags & ~(uint32_t)(RT_INPUT_COPY | RT_INPUT_ALLOW_MUTATE) || io->reserved)
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: unknown flags 0x%x or "
+                              "nonzero reserved field", io->flags);
     /* In order, as set_input calls would: a failure leaves the inputs before it bound, it
      * unset, and those after it as they were. */
     for (size_t i = 0; i < num_inputs && status == RT_OK; i++)
-        status = bind_for_run(m, i, &inputs[i], flags);
+        status = bind_for_run(m, i, &io->inputs[i], io->flags);
     if (status == RT_OK)
         status = execute_entered(m);
     for (size_t i = 0; i < num_outputs && status == RT_OK; i++)
-        output_view(&outputs[i], m, m->outputs[i].value);
+        output_view(&io->outputs[i], m, m->outputs[i].value);
     leave(m);
     return status;
 }
