@@ -58,7 +58,7 @@ class Slot:
 
     __slots__ = ("index", "label", "kind", "dtype", "shape", "rank", "static", "nbytes", "t",
                  "sizes", "strides", "scalar", "device", "last_dtype", "last_shape",
-                 "last_strided", "last_device", "readonly", "repeat")
+                 "last_strided", "last_device", "readonly", "repeat", "last")
 
     def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int],
                  t: Any) -> None:
@@ -96,6 +96,9 @@ class Slot:
         # (array.array, typecode, length, None) of the last array.array: another value
         # matching it needs only a new data pointer (see _repeated).
         self.repeat: Optional[Tuple[Any, Any, Any, Any]] = None
+        # (value, export) of the array that slot.t describes now, when it took the short path
+        # (see prepare); cleared by tensor_value and when the method closes.
+        self.last: Optional[Tuple[Any, Any]] = None
 
 
 def scalar_value(slot: Slot, value: Any) -> Any:
@@ -347,6 +350,7 @@ def tensor_value(slot: Slot, value: Any, plain: bool = False) -> Tuple[Any, Any]
     effects (a DLPack capsule is consumed), so Method.__call__ binds them one at a time."""
     tp = type(value)
     repeat = slot.repeat
+    slot.last = None
     if repeat is not None and tp is repeat[0]:
         keep = _repeated(slot, value, tp, repeat)
         if keep is not None:
@@ -446,7 +450,7 @@ def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:
     what each binding keeps alive, or None when the values must be bound one at a time
     instead: one that tensor_value(plain=True) leaves out, or one that is refused (binding
     input by input then raises the error after binding the inputs before it, as set_input
-    calls do)."""
+    calls do). slot.readonly is left alone: Method.__call__ binds without allow_mutate."""
     if len(values) != len(slots):
         return None  # Method._bind_all says how many it takes
     keeps = []
@@ -454,27 +458,40 @@ def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:
     try:
         for slot, value in zip(slots, values):
             repeat = slot.repeat
-            tp = type(value)
-            if repeat is not None and tp is repeat[0]:
-                # _repeated, inline: a call per input is a measurable part of a small call.
-                keep = None
-                if tp is array.array:
-                    if value.typecode == repeat[1] and len(value) == repeat[2]:
-                        keep = from_buffer(value)
-                elif value.dtype is repeat[1] and value.shape == repeat[2]:
-                    try:
-                        keep = from_buffer(value, require_writable=True)
-                    except (ValueError, BufferError):
-                        pass
-                if keep is not None:
-                    slot.readonly = ""
-                    slot.t.data = keep
-                    keeps.append(keep)
-                    continue
+            if repeat is not None:
+                tp = type(value)
+                if tp is repeat[0]:
+                    # _repeated, inline (a call per input is a measurable part of a small
+                    # call), and first: the very object of the last call, whose export
+                    # slot.last still holds, so its memory cannot have moved or resized.
+                    last = slot.last
+                    keep = None
+                    if tp is array.array:  # typecode and length cannot change while exported
+                        if last is not None and value is last[0]:
+                            keep = last[1]
+                        elif value.typecode == repeat[1] and len(value) == repeat[2]:
+                            keep = from_buffer(value)
+                    elif value.dtype is repeat[1] and value.shape == repeat[2]:
+                        if last is not None and value is last[0] and \
+                                value.strides == repeat[3]:  # numpy lets strides be set
+                            keep = last[1]
+                        else:
+                            try:  # see _repeated
+                                keep = from_buffer(value, require_writable=True)
+                            except (ValueError, BufferError):
+                                pass
+                    if keep is not None:
+                        if last is None or keep is not last[1]:
+                            slot.t.data = keep
+                            slot.last = (value, keep)
+                        keeps.append(keep)
+                        continue
             if slot.kind == RT_VALUE_TENSOR:
                 keep = tensor_value(slot, value, True)[1]
                 if keep is None:
                     return None
+                if slot.repeat is not None:  # an array whose next call may take the above
+                    slot.last = (value, keep)
             else:
                 scalar_value(slot, value)
                 keep = None

@@ -262,6 +262,8 @@ class Method:
             if ptr is not None:
                 ffi.release(ptr)
             self._bound = [None] * len(self._slots)
+            for slot in self._slots:
+                slot.last = None  # its export of the caller's array
         finally:
             self._busy.release()
 
