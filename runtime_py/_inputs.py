@@ -46,6 +46,9 @@ _CPU = (1, 0)
 # The repeated-array short path of tensor_value reads arr.shape and arr.strides, which on PyPy
 # (numpy through cpyext) leak about 100 bytes per read; PyPy's JIT makes the full path fast.
 _REPEAT_PATH = platform.python_implementation() == "CPython"
+# Reusing the export of the very array bound last (prepare) relies on the exporter refusing to
+# resize while exported: CPython's array.array and numpy do; PyPy's array.array does not.
+_REUSE_EXPORTS = _REPEAT_PATH
 _RAW_FORMATS = ("B", "c", "<B", "=B", "@B")
 
 
@@ -463,7 +466,8 @@ def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:
                 if tp is repeat[0]:
                     # _repeated, inline (a call per input is a measurable part of a small
                     # call), and first: the very object of the last call, whose export
-                    # slot.last still holds, so its memory cannot have moved or resized.
+                    # slot.last still holds, so its memory cannot have moved or resized
+                    # (see _REUSE_EXPORTS).
                     last = slot.last
                     keep = None
                     if tp is array.array:  # typecode and length cannot change while exported
@@ -483,14 +487,15 @@ def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:
                     if keep is not None:
                         if last is None or keep is not last[1]:
                             slot.t.data = keep
-                            slot.last = (value, keep)
+                            if _REUSE_EXPORTS:
+                                slot.last = (value, keep)
                         keeps.append(keep)
                         continue
             if slot.kind == RT_VALUE_TENSOR:
                 keep = tensor_value(slot, value, True)[1]
                 if keep is None:
                     return None
-                if slot.repeat is not None:  # an array whose next call may take the above
+                if slot.repeat is not None and _REUSE_EXPORTS:  # the next call may reuse it
                     slot.last = (value, keep)
             else:
                 scalar_value(slot, value)

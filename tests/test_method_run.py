@@ -10,6 +10,8 @@ import pytest
 from runtime_py._ffi import ffi, get_lib, to_str
 from runtime_py.builder import ProgramBuilder
 
+pytestmark = pytest.mark.core  # no numpy: every interpreter runs it
+
 lib = get_lib()
 INVALID_ARGUMENT, INVALID_STATE = 1, 2
 INPUT_COPY, ALLOW_MUTATE = 1, 2
@@ -38,13 +40,11 @@ def scalars_program() -> bytes:
 
 
 def loop_program() -> bytes:
-    """forward(n int64[1]) counts to n with a backward jump: y = n (as float32)."""
-    import numpy as np
-
+    """forward(n int64[1]) counts to n with a backward jump: count = n."""
     b = ProgramBuilder()
     m = b.method("forward")
     n = m.input("n", "int64", (1,))
-    one = m.constant(np.ones(1, np.int64))
+    one = m.constant(array.array("q", [1]), "int64", (1,))
     i = m.tensor("int64", (1,))
     m.sub(one, one, out=i)
     top, done = m.place(m.label()), m.label()
