@@ -337,3 +337,4 @@ def test_run_needs_no_inputs_for_a_method_without_any():
         assert x.run(inputs=ffi.NULL) == 0, last_error()
         assert x.floats(0) == [2, 3, 4]
 
+
