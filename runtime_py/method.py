@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, NoReturn, Optional, Tuple
 
 from . import _inputs
 from . import dtypes as _dt
 from ._ffi import ffi, get_lib, to_str
-from .errors import ClosedError, InvalidArgument, InvalidState, NotFound, _check, raise_status
+from .errors import (ClosedError, Error, InvalidArgument, InvalidState, NotFound, _check,
+                     raise_status)
 from .tensor import Tensor, device_name, owned
 
 _prepare = _inputs.prepare
@@ -427,6 +428,21 @@ class Method:
         """One output of the last execute."""
         return self.get_outputs(clone)[index]
 
+    def _failed_run(self, ptr: Any, inputs: Tuple[Any, ...], status: int) -> NoReturn:
+        """Raise the error of a failed rt_method_run that bound `inputs`, after binding them
+        again one at a time: that leaves the same bindings (the inputs before a refused one
+        bound, it unset, the later ones as they were; every check answers as before) and
+        records which objects they hold, for _bound."""
+        try:
+            raise_status(status)
+        except Error as exc:
+            error = exc
+        try:
+            self._bind_all(ptr, inputs)
+        except Exception:  # noqa: BLE001 - the same refusal again; the first one is raised
+            pass
+        raise error
+
     def __call__(self, *inputs: Any) -> List[Any]:
         """set_inputs(*inputs) (skipped when called with none), execute(), get_outputs().
 
@@ -444,10 +460,7 @@ class Method:
             if keeps is not None:
                 status = self._run(ptr, self._io)
                 if status:
-                    # Inputs up to the failed one hold the new values, those after it the
-                    # old ones: keep both alive until they are bound again.
-                    self._bound = list(zip(self._bound, keeps))
-                    raise_status(status)
+                    self._failed_run(ptr, inputs, status)
                 self._bound = keeps
             else:
                 if inputs:

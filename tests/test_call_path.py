@@ -5,8 +5,10 @@ same errors, the same bindings after a failure."""
 from __future__ import annotations
 
 import array
+import gc
 import platform
 import warnings
+import weakref
 
 import pytest
 
@@ -162,6 +164,23 @@ def test_library_side_error_unsets_that_input_only(add3):
     add3.execute()
     assert add3.get_outputs()[0].tolist() == [33, 33, 33]  # new a, new b, old c
     assert add3(*old)[0].tolist() == [6, 6, 6]
+
+
+def test_failed_calls_hold_no_more_than_the_bindings(add3):
+    """A failed call holds what the library has bound and the arrays it last looked at, no
+    more: repeated failures with new arrays let the earlier ones go."""
+    add3(*(np.ones(3, np.float32) for _ in range(3)))
+    refs = []
+    for _ in range(20):
+        values = [np.ones(3, np.float32), np.ones(3, np.float64), np.ones(3, np.float32)]
+        refs.append([weakref.ref(v) for v in values])
+        with pytest.raises(rt.InvalidArgument, match=r"input 1 \('b'\): has dtype float64"):
+            add3(*values)
+        del values
+    gc.collect()
+    alive = sum(ref() is not None for group in refs for ref in group)
+    assert alive <= 3, alive
+    assert all(ref() is None for group in refs[:-1] for ref in group)
 
 
 def test_dlpack_capsule_after_a_refused_input_is_not_consumed(add3):
