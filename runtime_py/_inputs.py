@@ -43,7 +43,7 @@ from .tensor import Tensor, numel, parse_device
 
 RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL, RT_VALUE_TENSOR = 1, 2, 3, 7
 _CPU = (1, 0)
-# The repeated-array short path of tensor_value reads arr.shape and arr.strides, which on PyPy
+# The repeated-array short paths (_repeated, prepare) read arr.dtype and arr.shape, which on PyPy
 # (numpy through cpyext) leak about 100 bytes per read; PyPy's JIT makes the full path fast.
 _REPEAT_PATH = platform.python_implementation() == "CPython"
 # Reusing the export of the very array bound last (prepare) relies on the exporter refusing to
