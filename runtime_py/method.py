@@ -470,8 +470,11 @@ class Method:
                     raise_status(status)
             fast = self._fast_views
             if fast is not None and self._clone:  # static dense outputs: copy them out
-                return [owned(bytearray(_buffer(t.data, nbytes)) if nbytes else bytearray(),
-                              dtype, shape) for t, nbytes, dtype, shape in fast]
+                outputs = []  # a loop: a comprehension is a call of its own before 3.12
+                for t, nbytes, dtype, shape in fast:
+                    outputs.append(owned(bytearray(_buffer(t.data, nbytes)) if nbytes
+                                         else bytearray(), dtype, shape))
+                return outputs
             return self._views(self._clone)
         finally:
             busy.release()
