@@ -480,8 +480,8 @@ def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:
                                 value.strides == repeat[3]:  # numpy lets strides be set
                             keep = last[1]
                         else:
-                            try:  # see _repeated
-                                keep = from_buffer(value, require_writable=True)
+                            try:  # see _repeated; read-only is fine here (no allow_mutate)
+                                keep = from_buffer(value)
                             except (ValueError, BufferError):
                                 pass
                     if keep is not None:

@@ -111,6 +111,27 @@ def test_array_that_turned_read_only_is_refused_for_allow_mutate(add3):
     assert add3.get_outputs()[0].tolist() == [3, 3, 3]
 
 
+def test_method_writing_its_input_never_writes_the_callers_arrays():
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (3,))
+    m.add(x, x, out=x)  # in place: the library binds a copy
+    m.output(x, "y")
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward") as f:
+        writable = np.ones(3, np.float32)
+        readonly = np.full(3, 2, np.float32)
+        readonly.flags.writeable = False
+        for value in (writable, writable, readonly, readonly, writable):
+            before = value.copy()
+            assert f(value)[0].tolist() == (2 * before).tolist()
+            assert value.tolist() == before.tolist()
+        with pytest.raises(rt.InvalidArgument, match="read-only"):
+            f.set_input(0, readonly, allow_mutate=True)
+        f.set_input(0, writable, allow_mutate=True)
+        f.execute()
+        assert writable.tolist() == [2, 2, 2]  # opted in: written in place
+
+
 @pytest.mark.skipif(platform.python_implementation() != "CPython",
                     reason="PyPy's array.array resizes even while its buffer is exported")
 def test_bound_array_cannot_be_resized_until_rebound_or_closed():
