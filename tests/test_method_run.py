@@ -255,10 +255,14 @@ def test_scalar_inputs_are_0d_tensors_and_scalar_outputs_0d_views():
 
 
 @pytest.mark.parametrize("index,data,code,bits,sizes,message", [
-    (1, array.array("d", [1.0]), 2, 64, (), "input 1 ('n'): expects a int scalar but was given a double"),
-    (3, array.array("q", [2]), 0, 64, (), "input 3 ('f'): expects a bool scalar but was given a int"),
-    (1, array.array("l", [1]), 0, 32, (), "input 1 ('n'): is a int scalar: rt_method_run takes it as a 0-d int64"),
-    (2, array.array("d", [1.0]), 2, 64, (1,), "input 2 ('d'): is a double scalar: rt_method_run takes"),
+    (1, array.array("d", [1.0]), 2, 64, (),
+     "input 1 ('n'): expects a int scalar but was given a double"),
+    (3, array.array("q", [2]), 0, 64, (),
+     "input 3 ('f'): expects a bool scalar but was given a int"),
+    (1, array.array("i", [1]), 0, 32, (),
+     "input 1 ('n'): is a int scalar: rt_method_run takes it as a 0-d int64"),
+    (2, array.array("d", [1.0]), 2, 64, (1,),
+     "input 2 ('d'): is a double scalar: rt_method_run takes"),
     (3, None, 6, 8, (), "input 3 ('f'): is a bool scalar: rt_method_run takes it"),
 ])
 def test_bad_scalar_input_names_the_input_and_leaves_it_unset(index, data, code, bits, sizes,
