@@ -145,26 +145,33 @@ static void unbind(rt_method *m, rt_method_input_slot *in) {
         in->value->u.t->data = in->value->u.t->home;
 }
 
+/* set_input's work on a method the caller has entered; index is in range. */
+static rt_status set_input_entered(rt_method *m, size_t index, const rt_tensor *tensor,
+                                   uint32_t flags) {
+    rt_method_input_slot *in = &m->inputs[index];
+    unbind(m, in);
+    rt_status status;
+    if (tensor == NULL)
+        status = INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "tensor is NULL");
+    else if (in->value->kind != RT_VALUE_TENSOR)
+        status = INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "is a %s scalar, not a "
+                             "tensor; bind it with rt_method_set_input_scalar",
+                             rt_value__kind_name(in->value->kind));
+    else
+        status = bind_tensor(m, in, index, tensor, flags);
+    in->bound = status == RT_OK;
+    return status;
+}
+
 RT_API rt_status rt_method_set_input(rt_method *m, size_t index, const rt_tensor *tensor,
                                      uint32_t flags) {
     RT_RETURN_IF_ERROR(enter(m, "set_input"));
     rt_status status;
-    if (index >= m->num_inputs) {
+    if (index >= m->num_inputs)
         status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
                               "method has %u inputs)", index, m->num_inputs);
-    } else {
-        rt_method_input_slot *in = &m->inputs[index];
-        unbind(m, in);
-        if (tensor == NULL)
-            status = INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "tensor is NULL");
-        else if (in->value->kind != RT_VALUE_TENSOR)
-            status = INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "is a %s scalar, not a "
-                                 "tensor; bind it with rt_method_set_input_scalar",
-                                 rt_value__kind_name(in->value->kind));
-        else
-            status = bind_tensor(m, in, index, tensor, flags);
-        in->bound = status == RT_OK;
-    }
+    else
+        status = set_input_entered(m, index, tensor, flags);
     leave(m);
     return status;
 }
@@ -204,18 +211,22 @@ static rt_status bind_scalar(rt_method *m, rt_method_input_slot *in, size_t inde
                        "a %s", rt_value__kind_name(v->kind), rt_value__kind_name(s->kind));
 }
 
+static rt_status set_scalar_entered(rt_method *m, size_t index, const rt_scalar *s) {
+    rt_method_input_slot *in = &m->inputs[index];
+    unbind(m, in);
+    rt_status status = bind_scalar(m, in, index, s);
+    in->bound = status == RT_OK;
+    return status;
+}
+
 RT_API rt_status rt_method_set_input_scalar(rt_method *m, size_t index, const rt_scalar *s) {
     RT_RETURN_IF_ERROR(enter(m, "set_input_scalar"));
     rt_status status;
-    if (index >= m->num_inputs) {
+    if (index >= m->num_inputs)
         status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
                               "method has %u inputs)", index, m->num_inputs);
-    } else {
-        rt_method_input_slot *in = &m->inputs[index];
-        unbind(m, in);
-        status = bind_scalar(m, in, index, s);
-        in->bound = status == RT_OK;
-    }
+    else
+        status = set_scalar_entered(m, index, s);
     leave(m);
     return status;
 }
@@ -309,8 +320,7 @@ static rt_status run_instructions(rt_method *m) {
     return RT_OK;
 }
 
-RT_API rt_status rt_method_execute(rt_method *m) {
-    RT_RETURN_IF_ERROR(enter(m, "execute"));
+static rt_status execute_entered(rt_method *m) {
     rt_status status = RT_OK;
     m->has_outputs = false;
     for (uint32_t i = 0; i < m->num_inputs && status == RT_OK; i++) {
@@ -328,6 +338,12 @@ RT_API rt_status rt_method_execute(rt_method *m) {
         status = run_instructions(m);
     }
     m->has_outputs = status == RT_OK;
+    return status;
+}
+
+RT_API rt_status rt_method_execute(rt_method *m) {
+    RT_RETURN_IF_ERROR(enter(m, "execute"));
+    rt_status status = execute_entered(m);
     leave(m);
     return status;
 }
@@ -387,6 +403,115 @@ RT_API rt_status rt_method_output_scalar(rt_scalar *out, rt_method *m, size_t in
                                   "rt_method_output", index, rt_value__kind_name(v->kind));
         }
     }
+    leave(m);
+    return status;
+}
+
+/* ---- one call: bind, execute, view ----------------------------------------------------- */
+
+/* A scalar input handed to rt_method_run as a 0-d host tensor: int64, float64 or bool. */
+static rt_status scalar_of_tensor(rt_method *m, size_t index, const rt_tensor *src,
+                                  rt_scalar *out) {
+    rt_method_input_slot *in = &m->inputs[index];
+    char have[48];
+    memset(out, 0, sizeof *out);
+    bool on_host = src->device.type == RT_DEVICE_CPU && src->device.index == 0;
+    rt_dtype d = src->dtype;
+    if (on_host && src->rank == 0 && src->data != NULL && d.lanes == 1) {
+        if (d.code == RT_DTYPE_INT && d.bits == 64) {
+            out->kind = RT_VALUE_INT;
+            memcpy(&out->i, src->data, sizeof out->i);
+            return RT_OK;
+        }
+        if (d.code == RT_DTYPE_FLOAT && d.bits == 64) {
+            out->kind = RT_VALUE_DOUBLE;
+            memcpy(&out->d, src->data, sizeof out->d);
+            return RT_OK;
+        }
+        if (d.code == RT_DTYPE_BOOL && d.bits == 8) {
+            out->kind = RT_VALUE_BOOL;
+            out->i = *(const uint8_t *)src->data;
+            return RT_OK;
+        }
+    }
+    return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "is a %s scalar: rt_method_run takes "
+                       "it as a 0-d int64, float64 or bool tensor on the CPU with data, not a "
+                       "%s tensor of rank %d on %s%s", rt_value__kind_name(in->value->kind),
+                       rt_tensor__dtype_text(d, have), src->rank,
+                       on_host ? "the cpu" : "another device",
+                       src->data == NULL ? " with NULL data" : "");
+}
+
+static rt_status bind_for_run(rt_method *m, size_t index, const rt_tensor *src,
+                              uint32_t flags) {
+    if (m->inputs[index].value->kind == RT_VALUE_TENSOR)
+        return set_input_entered(m, index, src, flags);
+    rt_scalar s;
+    rt_status status = scalar_of_tensor(m, index, src, &s);
+    if (status != RT_OK) {
+        unbind(m, &m->inputs[index]); /* as a failed set_input_scalar leaves it */
+        return status;
+    }
+    return set_scalar_entered(m, index, &s);
+}
+
+/* Scalar outputs are viewed as 0-d host tensors of their storage in the method. */
+static void output_view(rt_tensor *out, const rt_method *m, rt_value *v) {
+    if (v->kind == RT_VALUE_TENSOR) {
+        tensor_view(out, m, v->u.t);
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    out->device.type = RT_DEVICE_CPU;
+    out->dtype.lanes = 1;
+    switch (v->kind) {
+    case RT_VALUE_INT:
+        out->data = &v->u.i;
+        out->dtype.code = RT_DTYPE_INT;
+        out->dtype.bits = 64;
+        break;
+    case RT_VALUE_DOUBLE:
+        out->data = &v->u.d;
+        out->dtype.code = RT_DTYPE_FLOAT;
+        out->dtype.bits = 64;
+        break;
+    default: /* RT_VALUE_BOOL: the loader allows no other output kinds */
+        out->data = &v->u.b;
+        out->dtype.code = RT_DTYPE_BOOL;
+        out->dtype.bits = 8;
+        break;
+    }
+}
+
+RT_API rt_status rt_method_run(rt_method *m, const rt_run_io *io) {
+    if (io == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_method_run: io is NULL");
+    RT_RETURN_IF_ERROR(enter(m, "run"));
+    rt_status status = RT_OK;
+    size_t num_inputs = io->num_inputs, num_outputs = io->num_outputs;
+    if (num_inputs != 0 && num_inputs != m->num_inputs)
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given %zu inputs; the "
+                              "method takes %u (or 0 to run on the bound inputs)", num_inputs,
+                              m->num_inputs);
+    else if (num_outputs != 0 && num_outputs != m->num_outputs)
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given room for %zu "
+                              "outputs; the method has %u (or 0 for none)", num_outputs,
+                              m->num_outputs);
+    else if ((num_inputs != 0 && io->inputs == NULL) ||
+             (num_outputs != 0 && io->outputs == NULL))
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: inputs or outputs is "
+                              "NULL with a nonzero count");
+    else if (io->flags & ~(uint32_t)(RT_INPUT_COPY | RT_INPUT_ALLOW_MUTATE) || io->reserved)
+        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: unknown flags 0x%x or "
+                              "nonzero reserved field", io->flags);
+    /* In order, as set_input calls would: a failure leaves the inputs before it bound, it
+     * unset, and those after it as they were. */
+    for (size_t i = 0; i < num_inputs && status == RT_OK; i++)
+        status = bind_for_run(m, i, &io->inputs[i], io->flags);
+    if (status == RT_OK)
+        status = execute_entered(m);
+    for (size_t i = 0; i < num_outputs && status == RT_OK; i++)
+        output_view(&io->outputs[i], m, m->outputs[i].value);
     leave(m);
     return status;
 }

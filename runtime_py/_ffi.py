@@ -18,9 +18,9 @@ import cffi
 __all__ = ["CDEF", "ABI_VERSION", "ffi", "get_lib", "library_path", "install_log_callback"]
 
 #: ABI version this package was written against (RT_ABI_VERSION of include/runtime.h).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
-CDEF = r"""#define RT_ABI_VERSION 2
+CDEF = r"""#define RT_ABI_VERSION 3
 #define RT_MAX_RANK 16
 
 /* Status codes. Values are fixed forever; new codes are only ever appended. */
@@ -165,6 +165,16 @@ typedef struct rt_method_options {
 #define RT_INPUT_COPY 1         /* always copy, never bind the caller's memory */
 #define RT_INPUT_ALLOW_MUTATE 2 /* the method may write into the caller's memory in place */
 
+/* The inputs and output views of one rt_method_run. Set up once, reuse for every call. */
+typedef struct rt_run_io {
+    const rt_tensor *inputs;  /* num_inputs descriptors (NULL when num_inputs is 0) */
+    size_t num_inputs;        /* the method's input count, or 0: run on the bound inputs */
+    rt_tensor *outputs;       /* num_outputs views are written here (NULL when 0) */
+    size_t num_outputs;       /* the method's output count, or 0: no views */
+    uint32_t flags;           /* set_input flags for every tensor input */
+    uint32_t reserved;        /* 0 */
+} rt_run_io;
+
 /* Log levels for the log callback. */
 typedef enum rt_log_level {
     RT_LOG_DEBUG = 0,
@@ -302,6 +312,16 @@ RT_API rt_status rt_method_execute(rt_method *method);
  * valid until its next execute, set_input or destroy. */
 RT_API rt_status rt_method_output(rt_tensor *out, rt_method *method, size_t index);
 RT_API rt_status rt_method_output_scalar(rt_scalar *out, rt_method *method, size_t index);
+/* Bind every input, execute, and view every output in one call: what set_input per input,
+ * execute and output per output do, with one entry into the library.
+ * inputs[i] binds input i: a tensor input as rt_method_set_input binds it (flags apply to
+ * every tensor input); a scalar input given as a 0-d host tensor of int64 (an int or bool),
+ * float64 (a double) or bool, read during the call. Inputs are bound in order; a failure
+ * leaves those before it bound, it unset and those after it as they were, and nothing runs.
+ * outputs[i] receives output i as rt_method_output views it; a scalar output as a 0-d host
+ * tensor (int64, float64 or bool) of its value. Views are borrowed from the method until its
+ * next set_input, execute, run or destroy. The method reads `io` during the call only. */
+RT_API rt_status rt_method_run(rt_method *method, const rt_run_io *io);
 /* A view of a named attribute (state that persists across executions). Writable: the caller
  * may update it between executions. Valid until the method is destroyed. */
 RT_API rt_status rt_method_attribute(rt_tensor *out, rt_method *method, const char *name);

@@ -43,20 +43,28 @@ from .tensor import Tensor, numel, parse_device
 
 RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL, RT_VALUE_TENSOR = 1, 2, 3, 7
 _CPU = (1, 0)
-# The repeated-array short path of tensor_value reads arr.shape and arr.strides, which on PyPy
+# The repeated-array short paths (_repeated, prepare) read arr.dtype and arr.shape, which on PyPy
 # (numpy through cpyext) leak about 100 bytes per read; PyPy's JIT makes the full path fast.
 _REPEAT_PATH = platform.python_implementation() == "CPython"
+# Reusing the export of the very array bound last (prepare) relies on the exporter refusing to
+# resize while exported: CPython's array.array and numpy do; PyPy's array.array does not.
+_REUSE_EXPORTS = _REPEAT_PATH
 _RAW_FORMATS = ("B", "c", "<B", "=B", "@B")
 
 
 class Slot:
-    """One input: its expectations and the cffi objects reused on every bind."""
+    """One input: its expectations and the cffi objects reused on every bind.
+
+    `t` is this input's entry of the method's rt_tensor array, which rt_method_run reads: a
+    tensor input's descriptor, or for a scalar input a 0-d int64 / float64 view of `scalar`
+    (scalar_value fills it)."""
 
     __slots__ = ("index", "label", "kind", "dtype", "shape", "rank", "static", "nbytes", "t",
                  "sizes", "strides", "scalar", "device", "last_dtype", "last_shape",
-                 "last_strided", "last_device", "readonly", "repeat")
+                 "last_strided", "last_device", "readonly", "repeat", "last")
 
-    def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int]) -> None:
+    def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int],
+                 t: Any) -> None:
         self.index = index
         name = f" ({info.name!r})" if info.name else ""
         self.label = f"method {method!r}: input {index}{name}"
@@ -67,7 +75,7 @@ class Slot:
         self.static = not info.dynamic
         self.nbytes = numel(info.shape) * _dt.DTYPES[info.dtype].itemsize if info.dtype else -1
         self.device = device
-        self.t = ffi.new("rt_tensor *")
+        self.t = t
         self.sizes = ffi.new("int64_t[16]")
         self.strides = ffi.new("int64_t[16]")
         self.t.sizes = self.sizes
@@ -79,11 +87,21 @@ class Slot:
         self.last_strided = False
         self.last_device: Optional[Tuple[int, int]] = None
         self.scalar = ffi.new("rt_scalar *")
+        if self.kind in (RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL):
+            double = self.kind == RT_VALUE_DOUBLE
+            t.data = ffi.addressof(self.scalar[0], "d" if double else "i")
+            t.dtype.code, t.dtype.bits = (2, 64) if double else (0, 64)  # float64 / int64
+            t.rank = 0
+            t.device.type, t.device.index = _CPU
         # Why the value bound last must not be written ("" when it may): allow_mutate checks it.
         self.readonly = ""
-        # (type, dtype, shape, strides) of the last dense, writable array bound as it was:
-        # another array matching all four needs only a new data pointer (see tensor_value).
+        # (type, dtype, shape, strides) of the last dense, writable array bound as it was, or
+        # (array.array, typecode, length, None) of the last array.array: another value
+        # matching it needs only a new data pointer (see _repeated).
         self.repeat: Optional[Tuple[Any, Any, Any, Any]] = None
+        # (value, export) of the array that slot.t describes now, when it took the short path
+        # (see prepare); cleared by tensor_value and when the method closes.
+        self.last: Optional[Tuple[Any, Any]] = None
 
 
 def scalar_value(slot: Slot, value: Any) -> Any:
@@ -301,24 +319,45 @@ def _slow(slot: Slot, value: Any, view: Optional[memoryview]) -> Tuple[Any, ...]
     raise InvalidArgument(f"{slot.label}: cannot use a {type(value).__name__} as a tensor")
 
 
-def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
+def _repeated(slot: Slot, value: Any, tp: type, repeat: Tuple[Any, Any, Any, Any]) -> Any:
+    """The hot path of calling a method in a loop: a value like the last one bound (slot.repeat
+    has its type: the same numpy dtype object and shape; or the same array.array typecode and
+    length) needs only its new address in slot.t. Returns the object to keep alive, or None
+    when the full path of tensor_value must look at it."""
+    if tp is array.array:  # always writable
+        if value.typecode != repeat[1] or len(value) != repeat[2]:
+            return None
+        keep = ffi.from_buffer(value)
+    else:
+        try:
+            if value.dtype is not repeat[1] or value.shape != repeat[2]:
+                return None
+            # The strides need no look: from_buffer asks for a plain (PyBUF_SIMPLE) buffer,
+            # which an exporter gives only for C-contiguous memory, i.e. the dense strides of
+            # this shape that the last one had. require_writable refuses read-only arrays.
+            # Both fail with ValueError or BufferError, and the full path takes over.
+            keep = ffi.from_buffer(value, require_writable=True)
+        except (TypeError, ValueError, BufferError, AttributeError):
+            return None
+    slot.readonly = ""
+    slot.t.data = keep
+    return keep
+
+
+def tensor_value(slot: Slot, value: Any, plain: bool = False) -> Tuple[Any, Any]:
     """Fill slot.t from `value`; returns (the rt_tensor pointer, the object to keep alive).
-    slot.readonly says why the value must not be written ("" when it may)."""
+    slot.readonly says why the value must not be written ("" when it may).
+
+    plain=True: returns (None, None) instead for the values that the less common interfaces
+    take (DLPack, array interfaces, raw pointers, lists, __array__): reading those may have
+    effects (a DLPack capsule is consumed), so Method.__call__ binds them one at a time."""
     tp = type(value)
     repeat = slot.repeat
+    slot.last = None
     if repeat is not None and tp is repeat[0]:
-        # The hot path of calling a method in a loop: an array like the last one (same type,
-        # dtype object, shape and strides, so dense too) needs only its new address.
-        # require_writable refuses read-only arrays, which take the full path below.
-        try:
-            if value.dtype is repeat[1] and value.shape == repeat[2] and \
-                    value.strides == repeat[3]:
-                keep = ffi.from_buffer(value, require_writable=True)
-                slot.readonly = ""
-                slot.t.data = keep
-                return slot.t, keep
-        except (TypeError, ValueError, BufferError, AttributeError):
-            pass  # e.g. now read-only (ValueError from cffi): the full path says what to do
+        keep = _repeated(slot, value, tp, repeat)
+        if keep is not None:
+            return slot.t, keep
     slot.repeat = repeat = None
     strides: Optional[Tuple[int, ...]] = None
     device = _CPU
@@ -337,6 +376,8 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
     elif tp is array.array and value.typecode in _FORMATS:  # skip building a memoryview
         ptr = keep = ffi.from_buffer(value)
         dtype, shape = _FORMATS[value.typecode], (len(value),)
+        # array.array is no cpyext object on PyPy: its short path is safe there too.
+        repeat = (tp, value.typecode, shape[0], None)
     elif tp is bytearray or tp is bytes:
         ptr = keep = ffi.from_buffer(value)
         dtype, shape, raw_bytes = "uint8", (len(value),), True
@@ -362,6 +403,8 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
                 repeat = (tp, getattr(value, "dtype", None), getattr(value, "shape", None),
                           getattr(value, "strides", None))
         else:
+            if plain:
+                return None, None
             ptr, dtype, shape, strides, device, keep, raw_bytes, readonly = \
                 _slow(slot, value, view)
     slot.readonly = readonly
@@ -399,6 +442,65 @@ def tensor_value(slot: Slot, value: Any) -> Tuple[Any, Any]:
     if device is not slot.last_device:
         t.device.type, t.device.index = device
         slot.last_device = device
-    if repeat is not None and repeat[2] == shape and None not in repeat:
-        slot.repeat = repeat
+    if repeat is not None and (tp is array.array or (repeat[2] == shape and
+                                                      None not in repeat)):
+        slot.repeat = repeat  # an array.array's descriptor follows from typecode and length
     return t, keep
+
+
+def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:
+    """Fill every slot's rt_tensor entry from `values` (as many) for rt_method_run; returns
+    what each binding keeps alive, or None when the values must be bound one at a time
+    instead: one that tensor_value(plain=True) leaves out, or one that is refused (binding
+    input by input then raises the error after binding the inputs before it, as set_input
+    calls do). slot.readonly is left alone: Method.__call__ binds without allow_mutate."""
+    if len(values) != len(slots):
+        return None  # Method._bind_all says how many it takes
+    keeps = []
+    from_buffer = ffi.from_buffer
+    try:
+        for slot, value in zip(slots, values):
+            repeat = slot.repeat
+            if repeat is not None:
+                tp = type(value)
+                if tp is repeat[0]:
+                    # _repeated, inline (a call per input is a measurable part of a small
+                    # call), and first: the very object of the last call, whose export
+                    # slot.last still holds, so its memory cannot have moved or resized
+                    # (see _REUSE_EXPORTS).
+                    last = slot.last
+                    keep = None
+                    if tp is array.array:  # typecode and length cannot change while exported
+                        if last is not None and value is last[0]:
+                            keep = last[1]
+                        elif value.typecode == repeat[1] and len(value) == repeat[2]:
+                            keep = from_buffer(value)
+                    elif value.dtype is repeat[1] and value.shape == repeat[2]:
+                        if last is not None and value is last[0] and \
+                                value.strides == repeat[3]:  # numpy lets strides be set
+                            keep = last[1]
+                        else:
+                            try:  # see _repeated; read-only is fine here (no allow_mutate)
+                                keep = from_buffer(value)
+                            except (ValueError, BufferError):
+                                pass
+                    if keep is not None:
+                        if last is None or keep is not last[1]:
+                            slot.t.data = keep
+                            if _REUSE_EXPORTS:
+                                slot.last = (value, keep)
+                        keeps.append(keep)
+                        continue
+            if slot.kind == RT_VALUE_TENSOR:
+                keep = tensor_value(slot, value, True)[1]
+                if keep is None:
+                    return None
+                if slot.repeat is not None and _REUSE_EXPORTS:  # the next call may reuse it
+                    slot.last = (value, keep)
+            else:
+                scalar_value(slot, value)
+                keep = None
+            keeps.append(keep)
+    except Exception:  # noqa: BLE001 - the one-at-a-time path raises it where it belongs
+        return None
+    return keeps

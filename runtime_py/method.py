@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, NoReturn, Optional, Tuple
 
 from . import _inputs
 from . import dtypes as _dt
 from ._ffi import ffi, get_lib, to_str
-from .errors import ClosedError, InvalidArgument, InvalidState, NotFound, _check, raise_status
-from .tensor import Tensor, device_name
+from .errors import (ClosedError, Error, InvalidArgument, InvalidState, NotFound, _check,
+                     raise_status)
+from .tensor import Tensor, device_name, owned
+
+_prepare = _inputs.prepare
+_buffer = ffi.buffer
 
 __all__ = ["TensorInfo", "MethodMeta", "Method", "ProfileEvent"]
 
@@ -168,20 +172,36 @@ class Method:
         self._exports = 0
         self._exports_lock = threading.Lock()
         self._doomed: Any = None
-        self._slots = tuple(_inputs.Slot(meta.name, i, info, device)
+        # rt_method_run reads the inputs from one rt_tensor array (slot i fills entry i) and
+        # writes the output views into another.
+        num_in, num_out = len(meta.inputs), len(meta.outputs)
+        self._ins = ffi.new("rt_tensor[]", num_in)
+        self._slots = tuple(_inputs.Slot(meta.name, i, info, device, self._ins + i)
                             for i, info in enumerate(meta.inputs))
-        self._bound: List[Any] = [None] * len(self._slots)
+        self._bound: List[Any] = [None] * num_in
         self._out_kinds = tuple(info.kind_code for info in meta.outputs)
         self._out_static = tuple(not info.dynamic for info in meta.outputs)
         # (nbytes, dtype, shape) of static dense outputs once seen: copying one out then
         # needs only its address (the output may alias a bound input, so that is re-read).
-        self._out_known: List[Any] = [None] * len(meta.outputs)
+        self._out_known: List[Any] = [None] * num_out
+        # (view, nbytes, dtype, shape) of every output once all are known (all tensors):
+        # __call__ then copies them out without looking at anything else.
+        self._fast_views: Any = None
+        self._outs = ffi.new("rt_tensor[]", num_out)
+        self._out_views = tuple((self._outs + i, ffi.buffer(self._outs + i))
+                                for i in range(num_out))
+        # Two call descriptors: bind every input from _ins, or run on the bound ones.
+        self._io = ffi.new("rt_run_io *", {"inputs": self._ins, "num_inputs": num_in,
+                                           "outputs": self._outs, "num_outputs": num_out})
+        self._io_bound = ffi.new("rt_run_io *", {"outputs": self._outs,
+                                                 "num_outputs": num_out})
         self._out_t = ffi.new("rt_tensor *")
         self._out_raw = ffi.buffer(self._out_t)
         self._out_s = ffi.new("rt_scalar *")
         self._set_input = lib.rt_method_set_input
         self._set_scalar = lib.rt_method_set_input_scalar
         self._execute = lib.rt_method_execute
+        self._run = lib.rt_method_run
         self._output = lib.rt_method_output
         self._output_scalar = lib.rt_method_output_scalar
         self._lib = lib
@@ -243,6 +263,8 @@ class Method:
             if ptr is not None:
                 ffi.release(ptr)
             self._bound = [None] * len(self._slots)
+            for slot in self._slots:
+                slot.last = None  # its export of the caller's array
         finally:
             self._busy.release()
 
@@ -343,6 +365,20 @@ class Method:
         finally:
             self._busy.release()
 
+    def _tensor_output(self, index: int, t: Any, raw: Any, clone: bool) -> Tensor:
+        """Output `index` from its view in `t` (raw: ffi.buffer(t))."""
+        known = self._out_known[index]
+        if known is not None and clone:
+            nbytes, dtype, shape = known
+            data = bytearray(nbytes)
+            if nbytes:
+                ffi.memmove(data, t.data, nbytes)
+            return owned(data, dtype, shape)
+        tensor = Tensor._from_rt(t, self, clone, True, raw)
+        if self._out_static[index] and tensor.is_contiguous and tensor.device == "cpu":
+            self._out_known[index] = (tensor.nbytes, tensor.dtype, tensor.shape)
+        return tensor
+
     def _collect(self, ptr: Any, clone: bool) -> List[Any]:
         outputs: List[Any] = []
         t, s, raw = self._out_t, self._out_s, self._out_raw
@@ -357,18 +393,26 @@ class Method:
                 status = self._output(t, ptr, index)
                 if status:
                     raise_status(status)
-                known = self._out_known[index]
-                if known is not None and clone:
-                    nbytes, dtype, shape = known
-                    data = bytearray(nbytes)
-                    if nbytes:
-                        ffi.memmove(data, t.data, nbytes)
-                    outputs.append(Tensor._owned(data, dtype, shape))
-                    continue
-                tensor = Tensor._from_rt(t, self, clone, True, raw)
-                if self._out_static[index] and tensor.is_contiguous and tensor.device == "cpu":
-                    self._out_known[index] = (tensor.nbytes, tensor.dtype, tensor.shape)
-                outputs.append(tensor)
+                outputs.append(self._tensor_output(index, t, raw, clone))
+        return outputs
+
+    def _views(self, clone: bool) -> List[Any]:
+        """Outputs from the views rt_method_run wrote (scalars as 0-d int64 / float64 / bool
+        views of their value)."""
+        outputs = []
+        for index, (t, raw) in enumerate(self._out_views):
+            kind = self._out_kinds[index]
+            if kind == _DOUBLE:
+                outputs.append(ffi.cast("double *", t.data)[0])
+            elif kind == _BOOL:
+                outputs.append(ffi.cast("uint8_t *", t.data)[0] != 0)
+            elif kind == _INT:
+                outputs.append(int(ffi.cast("int64_t *", t.data)[0]))
+            else:
+                outputs.append(self._tensor_output(index, t, raw, clone))
+        if None not in self._out_known:
+            self._fast_views = tuple((t, *known) for (t, _), known in
+                                     zip(self._out_views, self._out_known))
         return outputs
 
     def get_outputs(self, clone: Optional[bool] = None) -> List[Any]:
@@ -384,18 +428,56 @@ class Method:
         """One output of the last execute."""
         return self.get_outputs(clone)[index]
 
-    def __call__(self, *inputs: Any) -> List[Any]:
-        """set_inputs(*inputs) (skipped when called with none), execute(), get_outputs()."""
-        ptr = self._enter()
+    def _failed_run(self, ptr: Any, inputs: Tuple[Any, ...], status: int) -> NoReturn:
+        """Raise the error of a failed rt_method_run that bound `inputs`, after binding them
+        again one at a time: that leaves the same bindings (the inputs before a refused one
+        bound, it unset, the later ones as they were; every check answers as before) and
+        records which objects they hold, for _bound."""
         try:
-            if inputs:
-                self._bind_all(ptr, inputs)
-            status = self._execute(ptr)
-            if status:
-                raise_status(status)
-            return self._collect(ptr, self._clone)
+            raise_status(status)
+        except Error as exc:
+            error = exc
+        try:
+            self._bind_all(ptr, inputs)
+        except Exception:  # noqa: BLE001 - the same refusal again; the first one is raised
+            pass
+        raise error
+
+    def __call__(self, *inputs: Any) -> List[Any]:
+        """set_inputs(*inputs) (skipped when called with none), execute(), get_outputs().
+
+        One rt_method_run call binds, runs and views the outputs; inputs that must be bound
+        one at a time (see _inputs.prepare) are bound with set_input first. This is the hot
+        path of calling a method in a loop, so it is written out flat."""
+        ptr = self._ptr
+        if ptr is None:
+            raise self._closed_error()
+        busy = self._busy
+        if not busy.acquire(False):
+            raise InvalidState(f"method {self._name!r} is in use by another thread")
+        try:
+            keeps = _prepare(self._slots, inputs) if inputs else None
+            if keeps is not None:
+                status = self._run(ptr, self._io)
+                if status:
+                    self._failed_run(ptr, inputs, status)
+                self._bound = keeps
+            else:
+                if inputs:
+                    self._bind_all(ptr, inputs)
+                status = self._run(ptr, self._io_bound)
+                if status:
+                    raise_status(status)
+            fast = self._fast_views
+            if fast is not None and self._clone:  # static dense outputs: copy them out
+                outputs = []  # a loop: a comprehension is a call of its own before 3.12
+                for t, nbytes, dtype, shape in fast:
+                    outputs.append(owned(bytearray(_buffer(t.data, nbytes)) if nbytes
+                                         else bytearray(), dtype, shape))
+                return outputs
+            return self._views(self._clone)
         finally:
-            self._busy.release()
+            busy.release()
 
     def verify_bundled(self, index: int = 0, rtol: float = 1e-5, atol: float = 1e-8) -> Any:
         """Run the program's bundled test case `index` of this method (on the method's current

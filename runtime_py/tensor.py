@@ -155,16 +155,7 @@ class Tensor:
 
     @classmethod
     def _owned(cls, data: bytearray, dtype: str, shape: Tuple[int, ...]) -> "Tensor":
-        self = object.__new__(cls)
-        self._owner = data
-        self._cbuf = None
-        self._addr = 0
-        self._shape = shape
-        self._strides = None
-        self._dtype = dtype
-        self._device = _CPU
-        self._readonly = False
-        return self
+        return owned(data, dtype, shape)
 
     @classmethod
     def _view(cls, addr: int, dtype: str, shape: Tuple[int, ...],
@@ -477,6 +468,22 @@ class Tensor:
             first = _unpack(mv[:_PREVIEW * self.itemsize], self._dtype, _PREVIEW)
             data = "[" + ", ".join(repr(v) for v in first) + ", ...]"
         return f"{head}, data={data})"
+
+
+def owned(data: bytearray, dtype: str, shape: Tuple[int, ...], _new: Any = object.__new__,
+          _tensor: Any = Tensor) -> Tensor:
+    """A Tensor owning `data` (dense dtype / shape): a plain function, since every call of a
+    method with clone_outputs makes one per output."""
+    self = _new(_tensor)
+    self._owner = data
+    self._cbuf = None
+    self._addr = 0
+    self._shape = shape
+    self._strides = None
+    self._dtype = dtype
+    self._device = _CPU
+    self._readonly = False
+    return self
 
 
 def _unpickle_tensor(data: Any, dtype: str, shape: Tuple[int, ...]) -> Tensor:
