@@ -36,8 +36,9 @@ def lifetimes(num_instructions: int, uses: Dict[int, List[int]], inputs: Sequenc
     for value, at in uses.items():
         live[value] = Interval(min(at), max(at))
     for value in inputs:
-        old = live.get(value, Interval(0, 0))
-        live[value] = Interval(-1, old.end)
+        # The whole method: an input the library copied into the arena must still hold its
+        # values when the method runs again without being bound anew.
+        live[value] = Interval(-1, num_instructions)
     for value in outputs:
         old = live.get(value, Interval(num_instructions, num_instructions))
         live[value] = Interval(old.start, num_instructions)

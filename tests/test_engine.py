@@ -328,3 +328,22 @@ def test_results_equal_across_thread_counts():
             outs.append(np.asarray(forward(x_val)[0]))
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], outs[2])
+
+
+@pytest.mark.parametrize("shape", [(1,), (4,), (3, 4), (2, 3, 5)])
+def test_copied_inputs_survive_repeated_executes(shape):
+    """An input the library copies in (a transposed array) lives in the arena: it must hold its
+    values through every execute until it is bound anew, not be reused for intermediates."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    a, bb, c = (m.input(name, "float32", shape) for name in "abc")
+    m.output(m.add(m.add(a, bb), c))
+    rng = np.random.default_rng(len(shape))
+    arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
+    arrays[0] = np.array(arrays[0].T, order="C").T  # same values, not row-major: copied
+    want = arrays[0] + arrays[1] + arrays[2]
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as f:
+        f.set_inputs(*arrays)
+        for _ in range(3):
+            f.execute()
+            np.testing.assert_array_equal(np.asarray(f.get_outputs()[0]), want)
