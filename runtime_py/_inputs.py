@@ -49,6 +49,11 @@ _REPEAT_PATH = platform.python_implementation() == "CPython"
 # Reusing the export of the very array bound last (prepare) relies on the exporter refusing to
 # resize while exported: CPython's array.array and numpy do; PyPy's array.array does not.
 _REUSE_EXPORTS = _REPEAT_PATH
+# PyPy's array.array and bytearray may even be resized while a binding points into them, which
+# frees the memory a later execute would read: there they are bound as a copy (and refused for
+# allow_mutate, which needs the caller's own memory).
+_COPY_RESIZABLE = not _REUSE_EXPORTS
+_RESIZABLE_COPY = "a copy: PyPy lets an array.array or bytearray be resized while bound"
 _RAW_FORMATS = ("B", "c", "<B", "=B", "@B")
 
 
@@ -61,7 +66,7 @@ class Slot:
 
     __slots__ = ("index", "label", "kind", "dtype", "shape", "rank", "static", "nbytes", "t",
                  "sizes", "strides", "scalar", "device", "last_dtype", "last_shape",
-                 "last_strided", "last_device", "readonly", "repeat", "last")
+                 "last_strided", "last_device", "readonly", "repeat", "last", "copy")
 
     def __init__(self, method: str, index: int, info: Any, device: Tuple[int, int],
                  t: Any) -> None:
@@ -86,6 +91,7 @@ class Slot:
         self.last_shape: Optional[Tuple[int, ...]] = None
         self.last_strided = False
         self.last_device: Optional[Tuple[int, int]] = None
+        self.copy: Any = None  # the buffer a resizable input is copied into (_COPY_RESIZABLE)
         self.scalar = ffi.new("rt_scalar *")
         if self.kind in (RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL):
             double = self.kind == RT_VALUE_DOUBLE
@@ -374,14 +380,21 @@ def tensor_value(slot: Slot, value: Any, plain: bool = False) -> Tuple[Any, Any]
         data, dtype, shape = _pack(slot, [value], shape)
         ptr = keep = ffi.from_buffer(data)
     elif tp is array.array and value.typecode in _FORMATS:  # skip building a memoryview
-        ptr = keep = ffi.from_buffer(value)
         dtype, shape = _FORMATS[value.typecode], (len(value),)
-        # array.array is no cpyext object on PyPy: its short path is safe there too.
-        repeat = (tp, value.typecode, shape[0], None)
+        if _COPY_RESIZABLE:
+            ptr = keep = _copied(slot, value)
+            readonly = _RESIZABLE_COPY
+        else:
+            ptr = keep = ffi.from_buffer(value)
+            repeat = (tp, value.typecode, shape[0], None)
     elif tp is bytearray or tp is bytes:
-        ptr = keep = ffi.from_buffer(value)
+        if _COPY_RESIZABLE and tp is bytearray:
+            ptr = keep = _copied(slot, value)
+            readonly = _RESIZABLE_COPY
+        else:
+            ptr = keep = ffi.from_buffer(value)
+            readonly = "bytes are immutable" if tp is bytes else ""
         dtype, shape, raw_bytes = "uint8", (len(value),), True
-        readonly = "bytes are immutable" if tp is bytes else ""
     else:
         try:
             view: Optional[memoryview] = memoryview(value) if tp is not list else None
@@ -390,14 +403,18 @@ def tensor_value(slot: Slot, value: Any, plain: bool = False) -> Tuple[Any, Any]
         fmt = view.format if view is not None else None
         dtype = _FORMATS.get(fmt) if fmt is not None else None
         if dtype is not None and view.c_contiguous:  # the fast path: buffers and numpy
-            if tp is memoryview:
+            copy = _COPY_RESIZABLE and isinstance(
+                value.obj if tp is memoryview else value, (array.array, bytearray))
+            if copy:
+                ptr = keep = _copied(slot, view)
+            elif tp is memoryview:
                 keep, ptr = from_buffer(view)
             else:  # export from the object itself, never from a memoryview (see from_buffer)
                 ptr = keep = ffi.from_buffer(value)
             shape = view.shape
             # Untyped bytes may be read as the expected dtype; a numpy uint8 array may not.
             raw_bytes = fmt in _RAW_FORMATS and not hasattr(tp, "__array_interface__")
-            readonly = "read-only buffer" if view.readonly else ""
+            readonly = _RESIZABLE_COPY if copy else "read-only buffer" if view.readonly else ""
             if _REPEAT_PATH and not readonly and dtype == slot.dtype and \
                     len(shape) == slot.rank and hasattr(tp, "__array_interface__"):
                 repeat = (tp, getattr(value, "dtype", None), getattr(value, "shape", None),
@@ -446,6 +463,17 @@ def tensor_value(slot: Slot, value: Any, plain: bool = False) -> Tuple[Any, Any]
                                                       None not in repeat)):
         slot.repeat = repeat  # an array.array's descriptor follows from typecode and length
     return t, keep
+
+
+def _copied(slot: Slot, data: Any) -> Any:
+    """`data` (a buffer) copied into the slot's own buffer, made again only when its size
+    changes: the binding it replaces pointed there too, and rebinding overwrites it anyway."""
+    nbytes = memoryview(data).nbytes
+    buf = slot.copy
+    if buf is None or len(buf) != nbytes:
+        buf = slot.copy = ffi.from_buffer(bytearray(nbytes))
+    ffi.memmove(buf, data, nbytes)
+    return buf
 
 
 def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:

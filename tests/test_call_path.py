@@ -253,3 +253,31 @@ def test_wrong_input_count_and_closed_method(add3):
     add3.close()
     with pytest.raises(rt.ClosedError):
         add3(ones, ones, ones)
+
+
+@pytest.mark.parametrize("make", [lambda: array.array("f", [1, 2, 3]),
+                                  lambda: memoryview(array.array("f", [1, 2, 3])),
+                                  lambda: bytearray(array.array("f", [1, 2, 3]))])
+def test_resizing_a_bound_buffer_never_frees_what_the_method_reads(make):
+    """CPython refuses to resize an exported array.array or bytearray; PyPy allows it, so there
+    they are bound as a copy. Either way a later execute reads the values bound."""
+    value = make()
+    with rt.Program.load(add3_program()) as program, program.load_method("forward") as f:
+        f.set_inputs(value, array.array("f", [10, 20, 30]), array.array("f", [100, 200, 300]))
+        owner = value.obj if isinstance(value, memoryview) else value
+        try:
+            owner.extend(owner[:1] * 100000)  # reallocates where allowed
+            del owner[:]
+        except BufferError:
+            pass
+        gc.collect()
+        f.execute()
+        assert f.get_outputs()[0].tolist() == [111, 222, 333]
+
+
+@pytest.mark.skipif(platform.python_implementation() == "CPython",
+                    reason="CPython binds array.array in place (it refuses to resize it then)")
+def test_pypy_refuses_allow_mutate_on_resizable_buffers():
+    with rt.Program.load(add3_program()) as program, program.load_method("forward") as f:
+        with pytest.raises(rt.InvalidArgument, match="resized while bound"):
+            f.set_input(0, array.array("f", [1, 2, 3]), allow_mutate=True)

@@ -297,7 +297,10 @@ def test_bound_inputs_stay_referenced(forward):
     ref = weakref.ref(data)
     del data
     gc.collect()
-    assert ref() is not None  # C may read it until the input is set again
+    # C may read it until the input is set again (PyPy binds an array.array as a copy, which
+    # is what stays referenced there).
+    from runtime_py import _inputs
+    assert ref() is not None or _inputs._COPY_RESIZABLE
     forward.execute()
     assert forward.get_outputs()[0].tolist() == [[0, 2, 4], [6, 8, 10]]
     forward.set_inputs(floats(6, 1.0))
