@@ -38,6 +38,9 @@ int64_t rt_conv__tap_offset(const conv_dims *d, const rt_conv_padded *p, int64_t
  * before for the same dims still holds zeros there, as every fill writes the same places. */
 void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p, const float *x,
                           float *buf, bool zero);
+/* Zero everything of a plane but the places that hold x: cheaper than zeroing it all, and,
+ * with a fill after, every float of the plane is written. */
+void rt_conv__zero_padding(const conv_dims *d, const rt_conv_padded *p, float *buf);
 /* The same for padded rows [row0, row1) only, the padding already zero. */
 void rt_conv__fill_padded_rows(const conv_dims *d, const rt_conv_padded *p, const float *x,
                                float *buf, int64_t row0, int64_t row1);

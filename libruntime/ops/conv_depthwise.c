@@ -109,7 +109,7 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
             int64_t n = plane / d->out_channels, o = plane % d->out_channels;
             const float *x = job->x + (n * d->channels + o / group_out) * d->height * d->width;
             if (!zeroed)
-                memset(buf, 0, (size_t)job->layout.plane_floats * sizeof(float));
+                rt_conv__zero_padding(d, &job->layout, buf);
             zeroed = true;
             int64_t filled = 0; /* padded rows [0, filled) hold this plane */
             const float *w = job->w + o * taps;

@@ -81,9 +81,34 @@ RT_MULTIVERSION void rt_conv__fill_padded_rows(const conv_dims *d, const rt_conv
     }
 }
 
+void rt_conv__zero_padding(const conv_dims *d, const rt_conv_padded *p, float *buf) {
+    int64_t s = d->stride[1], len = p->phase_len;
+    for (int64_t i = 0; i < p->rows; i++) {
+        float *row = buf + i * p->row_floats;
+        if (i < d->pad[0] || i >= d->pad[0] + d->height) {
+            memset(row, 0, (size_t)p->row_floats * sizeof(float));
+            continue;
+        }
+        /* Phase r holds padded column s * j + r: data where that lies in
+         * [pad_left, pad_left + width), zeros before and after. */
+        for (int64_t r = 0; r < s; r++) {
+            int64_t first = rt_op__ceil_div(d->pad[1] - r, s);
+            int64_t end = rt_op__floor_div(d->pad[1] + d->width - 1 - r, s) + 1;
+            if (first < 0)
+                first = 0;
+            if (end < first)
+                end = first;
+            memset(row + r * len, 0, (size_t)first * sizeof(float));
+            memset(row + r * len + end, 0, (size_t)(len - end) * sizeof(float));
+        }
+    }
+    int64_t used = p->rows * p->row_floats;
+    memset(buf + used, 0, (size_t)(p->plane_floats - used) * sizeof(float));
+}
+
 void rt_conv__fill_padded(const conv_dims *d, const rt_conv_padded *p, const float *x,
                           float *buf, bool zero) {
     if (zero)
-        memset(buf, 0, (size_t)p->plane_floats * sizeof(float));
+        rt_conv__zero_padding(d, p, buf);
     rt_conv__fill_padded_rows(d, p, x, buf, 0, p->rows);
 }
