@@ -29,6 +29,10 @@ MODELS = ("add", "matmul1024", "mlp", "cnn", "transformer", "mobilenet")
 
 
 ROUNDS = 6
+# Pause after each peer's turn: worker threads spin a while after their last job (numpy's
+# OpenBLAS for up to ~2^28 cycles, about 0.1 s here; onnxruntime's and ours briefly), and a
+# peer timed while another's threads still spin on the second core loses it.
+SETTLE_S = 0.15
 
 
 def stats(times):
@@ -39,8 +43,9 @@ def stats(times):
 
 def time_side_by_side(fns, min_time: float, min_reps: int = 20):
     """Latencies (seconds) of each of fns (name -> callable), measured in interleaved rounds
-    whose order rotates, so what one peer leaves behind (threads still spinning, a warm or
-    cold cache) falls on every peer alike. Each gets about min_time in all after a warm-up."""
+    whose order rotates, with a pause after each turn, so what one peer leaves behind (threads
+    still spinning, a warm or cold cache) falls on no peer. Each gets about min_time in all
+    after a warm-up."""
     names = list(fns)
     for name in names:
         for _ in range(3):
@@ -59,6 +64,7 @@ def time_side_by_side(fns, min_time: float, min_reps: int = 20):
                 reps += 1
                 if reps >= 100000 // ROUNDS:
                     break
+            time.sleep(SETTLE_S)
     return {name: stats(samples) for name, samples in times.items()}
 
 

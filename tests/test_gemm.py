@@ -103,3 +103,48 @@ def test_portable_kernels_env_forces_portable(tmp_path):
                        check=True, cwd=ROOT, timeout=120)
         outs.append(np.load(path))
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def clip_scalar(v, lo, hi):
+    """The library's Clip: v < lo ? lo : v > hi ? hi : v (NaN kept)."""
+    out = np.where(v > hi, np.float32(hi), v)
+    return np.where(v < lo, np.float32(lo), out)
+
+
+@pytest.mark.parametrize("kind,lo,hi", [(1, 0.0, 0.0), (2, -0.5, 0.75), (2, 0.25, 0.25),
+                                        (2, -1.0, 0.0)])
+@pytest.mark.parametrize("path", ["linear", "conv"])
+def test_relu_and_clip_in_the_kernels_epilogue(kind, lo, hi, path):
+    """Relu and Clip (whose bounds the loader requires in order) are applied by the GEMM
+    kernels as they store the last slice: the scalar form, NaN kept, across tile edges and
+    several depth slices (k = 400, and 450 for the convolution)."""
+    from tests.test_ops import ref_conv2d
+    rng = np.random.default_rng(kind * 7 + int(lo * 100 + 100))
+    b = ProgramBuilder()
+    m = b.method("forward")
+    if path == "linear":
+        x = rng.standard_normal((37, 400)).astype(np.float32)
+        w = (rng.standard_normal((70, 400)) * 0.05).astype(np.float32)
+        bias = rng.standard_normal(70).astype(np.float32)
+        y = m.linear(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias))
+    else:
+        x = rng.standard_normal((1, 50, 6, 40)).astype(np.float32)
+        w = (rng.standard_normal((13, 50, 3, 3)) * 0.05).astype(np.float32)
+        bias = rng.standard_normal(13).astype(np.float32)
+        y = m.conv2d(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias),
+                     padding=1)
+    x.flat[rng.integers(0, x.size, 5)] = np.nan
+    if path == "linear":
+        plain = x.astype(np.float64) @ w.T.astype(np.float64) + bias
+    else:
+        plain = ref_conv2d(x.astype(np.float64), w.astype(np.float64), bias.astype(np.float64),
+                           [1, 1], [1, 1, 1, 1], [1, 1], 1)
+    assert m.fuse_activation(y, kind, lo, hi)
+    m.output(y)
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as f:
+        got = np.asarray(f(x)[0])
+    plain = plain.astype(np.float32)
+    want = np.where(plain < 0, np.float32(0), plain) if kind == 1 else clip_scalar(plain, lo, hi)
+    assert np.isnan(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -82,6 +82,9 @@ typedef struct direct_job {
     float *out, *image;
     const int64_t *offsets;
     const int64_t *tail_offsets; /* pointwise: the last block's copy, row p at p * NR */
+    const float *clamp;          /* the activation as the kernels' clamp, or NULL */
+    bool act_pass;               /* an activation the kernels cannot apply */
+    float clamp_values[2];
     int64_t mr, nr, kc, blocks_per_row, row_step;
 } direct_job;
 
@@ -128,8 +131,10 @@ static void run_blocks(void *arg, size_t begin, size_t end) {
             for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
                 rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o, p0,
                                            window, offsets + p0, c, plane_out, rows, cols,
-                                           p0 > 0, job->bias);
-            for (int64_t r = 0; r < rows && job->act->kind != RT_ACT_NONE; r++)
+                                           p0 > 0, job->bias,
+                                           p0 + job->kc >= l->depth ? job->clamp : NULL);
+            /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
+            for (int64_t r = 0; r < rows && job->act_pass; r++)
                 rt_activation__apply(job->act, c + r * plane_out, cols);
         }
     }
@@ -145,6 +150,10 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     direct_job job = {.d = d, .l = &l, .packed_w = packed_w, .bias = bias, .act = act,
                       .image = (float *)((char *)scratch + l.offsets_bytes), .offsets = offsets};
     rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
+    if (rt_gemm_f32_clamp_of(act, job.clamp_values))
+        job.clamp = job.clamp_values;
+    else
+        job.act_pass = act->kind != RT_ACT_NONE;
     job.blocks_per_row = (l.row_len + job.nr - 1) / job.nr;
     if (l.pointwise) {
         int64_t *tail = offsets + l.offsets_bytes / 2 / sizeof(int64_t);

@@ -5,6 +5,7 @@
  * its own B block: with MC rows sharing it that costs about 1/MC of the arithmetic. */
 #include "ops/gemm/gemm.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -46,19 +47,22 @@ static void select_micro_kernel(void) {
                     env_says("RT_GEMM_KERNEL", "portable");
     const char *wanted = getenv("RT_GEMM_KERNEL");
     bool any = wanted == NULL || wanted[0] == '\0';
-    use_kernel(rt_gemm_f32_micro__portable, rt_gemm_f32_gather__portable, "portable", RT_GEMM_MR, RT_GEMM_NR);
+    use_kernel(rt_gemm_f32_micro__portable, rt_gemm_f32_gather__portable, "portable",
+               RT_GEMM_MR, RT_GEMM_NR);
     if (portable)
         return;
 #if defined(__x86_64__) && defined(__GNUC__)
     if ((any || env_says("RT_GEMM_KERNEL", "avx512")) && __builtin_cpu_supports("avx512f")) {
-        use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8, 32);
+        use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8,
+                   32);
         return;
     }
 #endif
 #if defined(__x86_64__) || defined(__i386__)
     if ((any || env_says("RT_GEMM_KERNEL", "avx2_fma")) && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("fma"))
-        use_kernel(rt_gemm_f32_micro__avx2_fma, rt_gemm_f32_gather__avx2_fma, "avx2_fma", RT_GEMM_MR, RT_GEMM_NR);
+        use_kernel(rt_gemm_f32_micro__avx2_fma, rt_gemm_f32_gather__avx2_fma, "avx2_fma",
+                   RT_GEMM_MR, RT_GEMM_NR);
 #endif
     (void)any;
 }
@@ -130,12 +134,32 @@ static void init_tile(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t
     }
 }
 
+bool rt_gemm_f32_clamp_of(const rt_activation *act, float clamp[2]) {
+    if (act->kind == RT_ACT_RELU) {
+        clamp[0] = 0.0f;
+        clamp[1] = INFINITY;
+        return true;
+    }
+    if (act->kind == RT_ACT_CLIP && act->lo <= act->hi) {
+        clamp[0] = act->lo;
+        clamp[1] = act->hi;
+        return true;
+    }
+    return false;
+}
+
+/* Clip's scalar form, which the vector kernels' min(max(x, lo), hi) agrees with. */
+static inline float clamped(float v, const float *clamp) {
+    return clamp == NULL ? v : v < clamp[0] ? clamp[0] : v > clamp[1] ? clamp[1] : v;
+}
+
 /* A micro-tile at the edge of C: the full block is computed aside and only the part inside C
  * kept, so the kernel never writes (or reads biases) past the matrix. */
 static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, const float *pb,
-                       int64_t i, int64_t j, int64_t rows, int64_t cols, int accumulate) {
+                       int64_t i, int64_t j, int64_t rows, int64_t cols, int accumulate,
+                       const float *clamp) {
     float edge[RT_GEMM_MR_MAX * RT_GEMM_NR_MAX];
-    micro_kernel(kc, pa, pb, edge, NR, 0, NULL, NULL);
+    micro_kernel(kc, pa, pb, edge, NR, 0, NULL, NULL, NULL);
     for (int64_t r = 0; r < rows; r++) {
         float *c = g->c + (i + r) * g->c_row_stride + j;
         float base = g->row_bias != NULL ? g->row_bias[i + r] : 0.0f;
@@ -143,7 +167,7 @@ static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, c
             float start = accumulate ? c[s]
                                      : base + (g->column_bias != NULL ? g->column_bias[j + s]
                                                                       : 0.0f);
-            c[s] = start + edge[r * NR + s];
+            c[s] = clamped(start + edge[r * NR + s], clamp);
         }
     }
 }
@@ -158,6 +182,8 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
         init_tile(g, i0, mc, j0, nc);
         return;
     }
+    float clamp_values[2];
+    bool fused = rt_gemm_f32_clamp_of(&g->activation, clamp_values);
     int64_t m_pad = round_up(g->m, MR), n_pad = round_up(g->n, NR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
@@ -175,6 +201,8 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
             pb = slot + (size_t)MC * KC;
         }
         int accumulate = p0 > 0;
+        /* Relu and Clip are applied by the last slice's kernels. */
+        const float *clamp = fused && p0 + kc == g->k ? clamp_values : NULL;
         for (int64_t jr = 0; jr < nc; jr += NR) {
             int64_t cols = min64(NR, nc - jr), j = j0 + jr;
             const float *col_bias = g->column_bias != NULL ? g->column_bias + j : NULL;
@@ -184,15 +212,15 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
                 if (rows == MR && cols == NR)
                     micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride,
                                  accumulate, g->row_bias != NULL ? g->row_bias + i : NULL,
-                                 col_bias);
+                                 col_bias, clamp);
                 else
                     edge_block(g, kc, pa + ir * kc, pb + jr * kc, i, j, rows, cols,
-                               accumulate);
+                               accumulate, clamp);
             }
         }
     }
-    /* The tile is final: activate it while it is still in cache. */
-    for (int64_t i = 0; i < mc && g->activation.kind != RT_ACT_NONE; i++)
+    /* The tile is final: activate it while it is still in cache (other activations). */
+    for (int64_t i = 0; i < mc && g->activation.kind != RT_ACT_NONE && !fused; i++)
         rt_activation__apply(&g->activation, g->c + (i0 + i) * g->c_row_stride + j0, nc);
 }
 
@@ -231,20 +259,20 @@ void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc) {
 void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
                                 int64_t p0, const float *b, const int64_t *b_offsets, float *c,
                                 int64_t ldc, int64_t rows, int64_t cols, int accumulate,
-                                const float *row_bias) {
+                                const float *row_bias, const float *clamp) {
     int64_t kc = min64(KC, k - p0);
     const float *a = packed_a + p0 * round_up(m, MR) + i * kc;
     const float *bias = row_bias != NULL ? row_bias + i : NULL;
     if (rows == MR && cols == NR) {
-        gather_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL);
+        gather_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL, clamp);
         return;
     }
     float edge[RT_GEMM_MR_MAX * RT_GEMM_NR_MAX];
-    gather_kernel(kc, a, b, b_offsets, edge, NR, 0, NULL, NULL);
+    gather_kernel(kc, a, b, b_offsets, edge, NR, 0, NULL, NULL, NULL);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t s = 0; s < cols; s++) {
             float start = accumulate ? c[r * ldc + s] : bias != NULL ? bias[r] : 0.0f;
-            c[r * ldc + s] = start + edge[r * NR + s];
+            c[r * ldc + s] = clamped(start + edge[r * NR + s], clamp);
         }
 }
 

@@ -6,6 +6,7 @@
 #ifndef RT_OPS_GEMM_H
 #define RT_OPS_GEMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,11 +53,12 @@ void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc);
  * c (+)= A x B over the packed-A slice starting at depth p0 (A packed whole by
  * rt_gemm_f32_pack_a with m rows and depth k), where B's row p0 + q is the NR floats at
  * b + b_offsets[q]. All NR floats of every B row are read, whatever `cols`. The first slice
- * (accumulate 0) writes row_bias[i + r] (NULL: zero) plus the product, later ones add to C. */
+ * (accumulate 0) writes row_bias[i + r] (NULL: zero) plus the product, later ones add to C;
+ * clamp (the last slice's, or NULL) as the micro-kernels take it. */
 void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
                                 int64_t p0, const float *b, const int64_t *b_offsets, float *c,
                                 int64_t ldc, int64_t rows, int64_t cols, int accumulate,
-                                const float *row_bias);
+                                const float *row_bias, const float *clamp);
 
 /* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
  * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
@@ -69,17 +71,24 @@ const char *rt_gemm_f32_variant(void);
 /* acc = sum_p a[p*MR + i] * b[p*NR + j] over k; then for i < MR, j < NR:
  *   c[i*ldc + j] = acc + c[i*ldc + j]               when accumulate, else
  *   c[i*ldc + j] = acc + row_bias[i] + col_bias[j]  (a NULL bias counts as zero),
- * so the first slice writes the biases and later ones add to it, with no separate pass. */
+ * so the first slice writes the biases and later ones add to it, with no separate pass; and
+ * with clamp = {lo, hi} (the last slice of a Relu or Clip), min(max(that, lo), hi), NaN kept,
+ * so the activation costs no pass over C either. */
 typedef void (*rt_gemm_f32_micro_fn)(int64_t k, const float *a, const float *b, float *c,
                                      int64_t ldc, int accumulate, const float *row_bias,
-                                     const float *col_bias);
+                                     const float *col_bias, const float *clamp);
 
 /* The same with B's row p read from b + b_offsets[p] (NR floats, any alignment) instead of a
  * packed panel: a convolution's input rows, read in place. */
 typedef void (*rt_gemm_f32_gather_fn)(int64_t k, const float *a, const float *b,
                                       const int64_t *b_offsets, float *c, int64_t ldc,
                                       int accumulate, const float *row_bias,
-                                      const float *col_bias);
+                                      const float *col_bias, const float *clamp);
+
+/* The clamp {lo, hi} an activation is, for the kernels' epilogue: Relu (0, +inf) and Clip
+ * with lo <= hi (whose scalar form then agrees with min(max(x, lo), hi), NaN included);
+ * false for the others, which take a pass over each finished tile. */
+bool rt_gemm_f32_clamp_of(const rt_activation *act, float clamp[2]);
 
 /* The largest tile any kernel has (edge blocks are computed in a buffer this big). */
 #define RT_GEMM_MR_MAX 8
@@ -91,22 +100,25 @@ typedef void (*rt_gemm_f32_gather_fn)(int64_t k, const float *a, const float *b,
 
 void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
-                                 const float *col_bias);
+                                 const float *col_bias, const float *clamp);
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
-                                 const float *col_bias);
+                                 const float *col_bias, const float *clamp);
 /* 8 x 32; x86-64 builds with GCC or clang only. */
 void rt_gemm_f32_micro__avx512(int64_t k, const float *a, const float *b, float *c,
                                int64_t ldc, int accumulate, const float *row_bias,
-                               const float *col_bias);
+                               const float *col_bias, const float *clamp);
 void rt_gemm_f32_gather__portable(int64_t k, const float *a, const float *b,
                                   const int64_t *b_offsets, float *c, int64_t ldc,
-                                  int accumulate, const float *row_bias, const float *col_bias);
+                                  int accumulate, const float *row_bias, const float *col_bias,
+                                  const float *clamp);
 void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const float *b,
                                   const int64_t *b_offsets, float *c, int64_t ldc,
-                                  int accumulate, const float *row_bias, const float *col_bias);
+                                  int accumulate, const float *row_bias, const float *col_bias,
+                                  const float *clamp);
 void rt_gemm_f32_gather__avx512(int64_t k, const float *a, const float *b,
                                 const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
-                                const float *row_bias, const float *col_bias);
+                                const float *row_bias, const float *col_bias,
+                                const float *clamp);
 
 #endif

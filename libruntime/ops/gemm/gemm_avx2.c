@@ -12,7 +12,7 @@
 /* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. */
 static inline __attribute__((always_inline)) RT_TARGET void micro(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
-    int accumulate, const float *row_bias, const float *col_bias) {
+    int accumulate, const float *row_bias, const float *col_bias, const float *clamp) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps();
     __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c22 = _mm256_setzero_ps();
@@ -55,22 +55,26 @@ static inline __attribute__((always_inline)) RT_TARGET void micro(
                                                    : _mm256_setzero_ps();
         for (int v = 0; v < 3; v++) {
             __m256 base = accumulate ? _mm256_loadu_ps(row + 8 * v) : _mm256_add_ps(r, col[v]);
-            _mm256_storeu_ps(row + 8 * v, _mm256_add_ps(rows[i][v], base));
+            __m256 out = _mm256_add_ps(rows[i][v], base);
+            if (clamp != NULL) /* max / min return their second operand for a NaN */
+                out = _mm256_min_ps(_mm256_broadcast_ss(clamp + 1),
+                                    _mm256_max_ps(_mm256_broadcast_ss(clamp), out));
+            _mm256_storeu_ps(row + 8 * v, out);
         }
     }
 }
 
 RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                            int64_t ldc, int accumulate, const float *row_bias,
-                                           const float *col_bias) {
-    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias);
+                                           const float *col_bias, const float *clamp) {
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp);
 }
 
 RT_TARGET void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const float *b,
                                             const int64_t *b_offsets, float *c, int64_t ldc,
                                             int accumulate, const float *row_bias,
-                                            const float *col_bias) {
-    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias);
+                                            const float *col_bias, const float *clamp) {
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp);
 }
 
 #else
@@ -78,15 +82,16 @@ RT_TARGET void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const flo
 /* Not an x86 build: the dispatcher never selects these variants. */
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
-                                 const float *col_bias) {
-    rt_gemm_f32_micro__portable(k, a, b, c, ldc, accumulate, row_bias, col_bias);
+                                 const float *col_bias, const float *clamp) {
+    rt_gemm_f32_micro__portable(k, a, b, c, ldc, accumulate, row_bias, col_bias, clamp);
 }
 
 void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const float *b,
                                   const int64_t *b_offsets, float *c, int64_t ldc,
                                   int accumulate, const float *row_bias,
-                                  const float *col_bias) {
-    rt_gemm_f32_gather__portable(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias);
+                                  const float *col_bias, const float *clamp) {
+    rt_gemm_f32_gather__portable(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias,
+                                 clamp);
 }
 
 #endif

@@ -13,7 +13,7 @@
 /* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
-    int accumulate, const float *row_bias, const float *col_bias) {
+    int accumulate, const float *row_bias, const float *col_bias, const float *clamp) {
     __m512 acc[MR][2];
     for (int i = 0; i < MR; i++)
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -49,21 +49,27 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
             base0 = _mm512_add_ps(r, col0);
             base1 = _mm512_add_ps(r, col1);
         }
-        _mm512_storeu_ps(row, _mm512_add_ps(acc[i][0], base0));
-        _mm512_storeu_ps(row + 16, _mm512_add_ps(acc[i][1], base1));
+        __m512 r0 = _mm512_add_ps(acc[i][0], base0), r1 = _mm512_add_ps(acc[i][1], base1);
+        if (clamp != NULL) { /* max / min return their second operand for a NaN */
+            const __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
+            r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));
+            r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));
+        }
+        _mm512_storeu_ps(row, r0);
+        _mm512_storeu_ps(row + 16, r1);
     }
 }
 
 __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
     int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
-    const float *row_bias, const float *col_bias) {
-    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias);
+    const float *row_bias, const float *col_bias, const float *clamp) {
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp);
 }
 
 __attribute__((target("avx512f"))) void rt_gemm_f32_gather__avx512(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
-    int accumulate, const float *row_bias, const float *col_bias) {
-    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias);
+    int accumulate, const float *row_bias, const float *col_bias, const float *clamp) {
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp);
 }
 
 #endif
