@@ -30,11 +30,11 @@
 #define SPIN_NS 1000000     /* how long an idle worker, or a waiting caller, spins first */
 #define CHUNKS_PER_THREAD 4 /* pieces per thread, so threads that start late still balance */
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
+/* A spin step: a compiler barrier only, no PAUSE. Under KVM a loop of PAUSEs triggers
+ * pause-loop exiting (the host takes the vCPU away as if it waited for a lock holder); measured
+ * on this 2-vCPU VM it made the small CNN at 2 threads 2.5x slower than at 1 (270 against 107
+ * us without it), the caller's own single-threaded ops included. */
+static inline void cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
 
 enum { SLOT_FREE, SLOT_SETUP, SLOT_OPEN, SLOT_CLOSED };
 
