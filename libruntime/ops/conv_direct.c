@@ -10,7 +10,6 @@
  * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
  * along the whole plane of x, each channel one B row, and only a partial last block, whose
  * reads would pass the end of x, is copied aside. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -58,7 +57,7 @@ static bool direct_layout_of(const conv_dims *d, direct_layout *l) {
 
 bool rt_conv__direct_fits(const conv_dims *d) {
     direct_layout l;
-    if (getenv("NODIRECT") || !direct_layout_of(d, &l) || l.depth < MIN_DEPTH || l.row_len < 1)
+    if (!direct_layout_of(d, &l) || l.depth < MIN_DEPTH || l.row_len < 1)
         return false;
     /* Blocks run NR columns along one output row: a row much narrower than NR would waste
      * most of each block, where im2col's columns run on across rows. At most a quarter. */
