@@ -144,6 +144,123 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(RT_NO_MULTIVERSION)
+#include <immintrin.h>
+#define HAVE_STRIDE2_AVX512 1
+#define AVX512 __attribute__((target("avx512f")))
+
+/* Horizontal stride 2, dilation 1, with AVX-512: the plane is padded without the phase split
+ * (a plain row copy), and each tap's every-other column is picked out of two loaded vectors by
+ * one two-source permute, so no pass splits the phases in memory (which, for stride 2, cost as
+ * much as the arithmetic). Outputs (rows 1 or 2) x 32 columns: four independent sums. */
+static inline __attribute__((always_inline)) AVX512 void stride2_block(
+    const float *window, int64_t row_step, int64_t kh_step, int64_t kernel_h, int64_t kernel_w,
+    const float *w, float b, int64_t rows, float *dst, int64_t dst_stride, int64_t cols) {
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
+                                          2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    __m512 a0 = _mm512_set1_ps(b), a1 = a0, c0 = a0, c1 = a0;
+    for (int64_t kh = 0; kh < kernel_h; kh++) {
+        const float *row = window + kh * kh_step;
+        for (int64_t kw = 0; kw < kernel_w; kw++) {
+            const float *src = row + (kw & ~(int64_t)1);
+            const __m512i pick = kw & 1 ? odd : even;
+            const __m512 wv = _mm512_set1_ps(w[kh * kernel_w + kw]);
+            a0 = _mm512_fmadd_ps(wv, _mm512_permutex2var_ps(_mm512_loadu_ps(src), pick,
+                                                            _mm512_loadu_ps(src + 16)), a0);
+            a1 = _mm512_fmadd_ps(wv, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 32), pick,
+                                                            _mm512_loadu_ps(src + 48)), a1);
+            if (rows == 2) {
+                src += row_step;
+                c0 = _mm512_fmadd_ps(wv, _mm512_permutex2var_ps(_mm512_loadu_ps(src), pick,
+                                                                _mm512_loadu_ps(src + 16)), c0);
+                c1 = _mm512_fmadd_ps(wv, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 32), pick,
+                                                                _mm512_loadu_ps(src + 48)), c1);
+            }
+        }
+    }
+    __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+    __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+    _mm512_mask_storeu_ps(dst, m0, a0);
+    _mm512_mask_storeu_ps(dst + 16, m1, a1);
+    if (rows == 2) {
+        _mm512_mask_storeu_ps(dst + dst_stride, m0, c0);
+        _mm512_mask_storeu_ps(dst + dst_stride + 16, m1, c1);
+    }
+}
+
+static AVX512 void stride2_slots(void *arg, size_t begin, size_t end) {
+    depthwise_job *job = arg;
+    const conv_dims *d = job->d;
+    const rt_conv_padded *layout = &job->layout; /* unsplit: built with stride[1] = 1 */
+    conv_dims unsplit = *d;
+    unsplit.stride[1] = 1;
+    int64_t group_out = d->out_channels / d->groups, taps = d->kernel_h * d->kernel_w;
+    int64_t row_step = d->stride[0] * layout->row_floats;
+    int64_t kh_step = d->dilation[0] * layout->row_floats;
+    for (size_t slot = begin; slot < end; slot++) {
+        float *buf = job->scratch + slot * layout->plane_floats;
+        bool zeroed = false;
+        for (int64_t plane; (plane = atomic_fetch_add(&job->next_plane, 1)) < job->planes;) {
+            int64_t n = plane / d->out_channels, o = plane % d->out_channels;
+            const float *x = job->x + (n * d->channels + o / group_out) * d->height * d->width;
+            if (!zeroed)
+                rt_conv__zero_padding(&unsplit, layout, buf);
+            zeroed = true;
+            int64_t filled = 0;
+            const float *w = job->w + o * taps;
+            float b = job->bias != NULL ? job->bias[o] : 0.0f;
+            float *out = job->out + plane * d->out_h * d->out_w;
+            for (int64_t oh = 0; oh < d->out_h; oh += 2) {
+                int64_t rows = d->out_h - oh < 2 ? d->out_h - oh : 2;
+                int64_t need = (oh + rows - 1) * d->stride[0] +
+                               (d->kernel_h - 1) * d->dilation[0] + 1;
+                if (need > filled) {
+                    rt_conv__fill_padded_rows(&unsplit, layout, x, buf, filled, need);
+                    filled = need;
+                }
+                float *dst = out + oh * d->out_w;
+                for (int64_t ow = 0; ow < d->out_w; ow += 32) {
+                    const float *window = buf + oh * row_step + 2 * ow;
+                    int64_t cols = d->out_w - ow < 32 ? d->out_w - ow : 32;
+                    if (rows == 2)
+                        stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w,
+                                      b, 2, dst + ow, d->out_w, cols);
+                    else
+                        stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w,
+                                      b, 1, dst + ow, d->out_w, cols);
+                }
+                rt_activation__apply(job->act, dst, rows * d->out_w);
+            }
+        }
+    }
+}
+
+/* The unsplit plane must hold a block's reads: a block of the last row reads up to 64 floats
+ * past 2 * (its first output) plus the kernel's width, past the row's end into the plane's
+ * slack, which is made that long (the scratch holds a split plane, which is larger). */
+static bool stride2_fits(const conv_dims *d, rt_conv_padded *unsplit_layout) {
+    rt_conv_padded split;
+    if (d->stride[1] != 2 || d->dilation[1] != 1 || !__builtin_cpu_supports("avx512f") ||
+        !rt_conv__padded_layout(d, &split))
+        return false;
+    conv_dims unsplit = *d;
+    unsplit.stride[1] = 1;
+    if (!rt_conv__padded_layout(&unsplit, unsplit_layout))
+        return false;
+    int64_t reach = 2 * ((d->out_w - 1) / 32 * 32) + (d->kernel_w - 1) + 64;
+    int64_t floats = unsplit_layout->rows * unsplit_layout->row_floats;
+    if (reach > unsplit_layout->row_floats)
+        floats += reach - unsplit_layout->row_floats;
+    floats = (floats + 15) / 16 * 16;
+    if (floats > split.plane_floats)
+        return false;
+    if (floats > unsplit_layout->plane_floats)
+        unsplit_layout->plane_floats = floats;
+    return true;
+}
+#endif
+
 void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                             const float *bias, const rt_activation *act, float *out,
                             void *scratch, int32_t threads) {
@@ -159,5 +276,13 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
         threads = (int32_t)useful;
     if (threads < 1)
         threads = 1;
-    rt_parallel_for(threads, (size_t)threads, 1, depthwise_slots, &job);
+    rt_range_fn slots = depthwise_slots;
+#ifdef HAVE_STRIDE2_AVX512
+    rt_conv_padded unsplit;
+    if (stride2_fits(d, &unsplit)) { /* its plane is no larger than the split one */
+        job.layout = unsplit;
+        slots = stride2_slots;
+    }
+#endif
+    rt_parallel_for(threads, (size_t)threads, 1, slots, &job);
 }
