@@ -14,6 +14,11 @@
 #include "ops/conv.h"
 #include "ops/op_util.h"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(RT_NO_MULTIVERSION)
+#include <immintrin.h>
+#define HAVE_STRIDE2_AVX512 1
+#endif
+
 #define MAX_STRIDE 4
 #define MAX_TAPS 64 /* kernel_h * kernel_w */
 
@@ -144,9 +149,7 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(RT_NO_MULTIVERSION)
-#include <immintrin.h>
-#define HAVE_STRIDE2_AVX512 1
+#ifdef HAVE_STRIDE2_AVX512
 #define AVX512 __attribute__((target("avx512f")))
 
 /* Horizontal stride 2, dilation 1, with AVX-512: the plane is padded without the phase split
