@@ -237,6 +237,26 @@ rt_status rt_cuda__run_linear_act(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- conv2d, conv2d_act ------------------------------------------------------------- */
 
+/* The sizes and addresses a convolution kernel reads, from x [N, C, H, W], w (sizes 2 and 3
+ * the kernel's) and out [N, O, Ho, Wo]; bias may be NULL. */
+static void conv_tensors(rt_cuda_conv_params *p, const rt_tensor_value *x,
+                         const rt_tensor_value *w, const rt_tensor_value *bias,
+                         const rt_tensor_value *out) {
+    p->batch = x->sizes[0];
+    p->channels = x->sizes[1];
+    p->height = x->sizes[2];
+    p->width = x->sizes[3];
+    p->out_channels = out->sizes[1];
+    p->kernel_h = w->sizes[2];
+    p->kernel_w = w->sizes[3];
+    p->out_h = out->sizes[2];
+    p->out_w = out->sizes[3];
+    p->x = x->data;
+    p->w = w->data;
+    p->bias = bias ? bias->data : NULL;
+    p->out = out->data;
+}
+
 static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     size_t out_index = fused ? 10 : 7;
     const rt_tensor_value *x = ARG_T(ctx, 0), *w = ARG_T(ctx, 1), *out = ARG_T(ctx, out_index);
@@ -253,15 +273,7 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
         RT_RETURN_IF_ERROR(rt_op__activation(ctx, 7, &act));
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
-    p.batch = x->sizes[0];
-    p.channels = x->sizes[1];
-    p.height = x->sizes[2];
-    p.width = x->sizes[3];
-    p.out_channels = w->sizes[0];
-    p.kernel_h = w->sizes[2];
-    p.kernel_w = w->sizes[3];
-    p.out_h = out->sizes[2];
-    p.out_w = out->sizes[3];
+    conv_tensors(&p, x, w, bias, out);
     bool pointwise = p.groups == 1 && p.kernel_h == 1 && p.kernel_w == 1 && p.stride[0] == 1 &&
                      p.stride[1] == 1 && p.pad[0] == 0 && p.pad[1] == 0 && p.pad[2] == 0 &&
                      p.pad[3] == 0;
@@ -287,10 +299,6 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     p.act = act.kind;
     p.lo = act.lo;
     p.hi = act.hi;
-    p.x = x->data;
-    p.w = w->data;
-    p.bias = bias ? bias->data : NULL;
-    p.out = out->data;
     rt_cuda_kernel k = x->type == RT_F64 ? RT_CUDA_K_conv2d_f64 : RT_CUDA_K_conv2d_f32;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
                               &p);
@@ -326,19 +334,7 @@ rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op_int(ctx, 7, "groups", &p.groups));
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
-    p.batch = x->sizes[0];
-    p.channels = x->sizes[1];
-    p.height = x->sizes[2];
-    p.width = x->sizes[3];
-    p.out_channels = out->sizes[1];
-    p.kernel_h = w->sizes[2];
-    p.kernel_w = w->sizes[3];
-    p.out_h = out->sizes[2];
-    p.out_w = out->sizes[3];
-    p.x = x->data;
-    p.w = w->data;
-    p.bias = bias ? bias->data : NULL;
-    p.out = out->data;
+    conv_tensors(&p, x, w, bias, out);
     rt_cuda_kernel k = x->type == RT_F64 ? RT_CUDA_K_conv_transpose2d_f64
                                          : RT_CUDA_K_conv_transpose2d_f32;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
