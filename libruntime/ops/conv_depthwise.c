@@ -35,15 +35,24 @@ size_t rt_conv__depthwise_scratch_bytes(const conv_dims *d, int32_t threads) {
     return (size_t)(threads > 0 ? threads : 1) * (size_t)p.plane_floats * sizeof(float);
 }
 
-typedef struct depthwise_job {
+typedef struct depthwise_job depthwise_job;
+
+/* Output rows [oh, oh + rows) (rows 1 or 2) of one plane, from its padded buffer. */
+typedef void (*depthwise_rows_fn)(const depthwise_job *job, const float *buf, const float *w,
+                                  float b, int64_t oh, int64_t rows, float *dst);
+
+struct depthwise_job {
     const conv_dims *d;
+    conv_dims padded_dims; /* d, or d with stride[1] 1: the buffer is not phase-split */
     const float *x, *w, *bias;
     const rt_activation *act;
     float *out, *scratch;
     rt_conv_padded layout;
+    int64_t tap_offset[MAX_TAPS]; /* split_rows': from an output row's first window row */
+    depthwise_rows_fn rows_fn;
     int64_t planes;
     atomic_llong next_plane;
-} depthwise_job;
+};
 
 /* Eight floats; memcpy in and out of it compiles to unaligned vector loads and stores. */
 typedef float vec8 __attribute__((vector_size(32)));
@@ -99,14 +108,31 @@ static inline __attribute__((always_inline)) void depthwise_block(
         memcpy(dst + r * dst_stride, block[r], (size_t)cols * sizeof(float));
 }
 
-RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end) {
+/* The phase-split buffer: 32 columns at a time through depthwise_block. */
+RT_MULTIVERSION static void split_rows(const depthwise_job *job, const float *buf,
+                                       const float *w, float b, int64_t oh, int64_t rows,
+                                       float *dst) {
+    const conv_dims *d = job->d;
+    int64_t taps = d->kernel_h * d->kernel_w, row_step = d->stride[0] * job->layout.row_floats;
+    for (int64_t ow = 0; ow < d->out_w; ow += 32) {
+        const float *window = buf + oh * row_step + ow;
+        int64_t cols = d->out_w - ow < 32 ? d->out_w - ow : 32;
+        /* Two calls, so each inlined copy has a constant row count. */
+        if (rows == 2)
+            depthwise_block(window, row_step, job->tap_offset, w, taps, b, 2, dst + ow,
+                            d->out_w, cols);
+        else
+            depthwise_block(window, row_step, job->tap_offset, w, taps, b, 1, dst + ow,
+                            d->out_w, cols);
+    }
+}
+
+/* The thread body: each slot claims planes, pads each into its buffer a few rows ahead of the
+ * outputs and has job->rows_fn compute them two rows at a time. */
+static void depthwise_slots(void *arg, size_t begin, size_t end) {
     depthwise_job *job = arg;
     const conv_dims *d = job->d;
     int64_t group_out = d->out_channels / d->groups, taps = d->kernel_h * d->kernel_w;
-    int64_t tap_offset[MAX_TAPS]; /* from the first row of an output row's window */
-    for (int64_t kh = 0; kh < d->kernel_h; kh++)
-        for (int64_t kw = 0; kw < d->kernel_w; kw++)
-            tap_offset[kh * d->kernel_w + kw] = rt_conv__tap_offset(d, &job->layout, kh, kw);
     for (size_t slot = begin; slot < end; slot++) {
         float *buf = job->scratch + slot * job->layout.plane_floats;
         bool zeroed = false;
@@ -114,13 +140,12 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
             int64_t n = plane / d->out_channels, o = plane % d->out_channels;
             const float *x = job->x + (n * d->channels + o / group_out) * d->height * d->width;
             if (!zeroed)
-                rt_conv__zero_padding(d, &job->layout, buf);
+                rt_conv__zero_padding(&job->padded_dims, &job->layout, buf);
             zeroed = true;
             int64_t filled = 0; /* padded rows [0, filled) hold this plane */
             const float *w = job->w + o * taps;
             float b = job->bias != NULL ? job->bias[o] : 0.0f;
             float *out = job->out + plane * d->out_h * d->out_w;
-            int64_t row_step = d->stride[0] * job->layout.row_floats;
             for (int64_t oh = 0; oh < d->out_h; oh += 2) {
                 int64_t rows = d->out_h - oh < 2 ? d->out_h - oh : 2;
                 /* Pad the rows these outputs read just before reading them, so they are
@@ -128,21 +153,12 @@ RT_MULTIVERSION static void depthwise_slots(void *arg, size_t begin, size_t end)
                 int64_t need = (oh + rows - 1) * d->stride[0] +
                                (d->kernel_h - 1) * d->dilation[0] + 1;
                 if (need > filled) {
-                    rt_conv__fill_padded_rows(d, &job->layout, x, buf, filled, need);
+                    rt_conv__fill_padded_rows(&job->padded_dims, &job->layout, x, buf, filled,
+                                              need);
                     filled = need;
                 }
                 float *dst = out + oh * d->out_w;
-                for (int64_t ow = 0; ow < d->out_w; ow += 32) {
-                    const float *window = buf + oh * row_step + ow;
-                    int64_t cols = d->out_w - ow < 32 ? d->out_w - ow : 32;
-                    /* Two calls, so each inlined copy has a constant row count. */
-                    if (rows == 2)
-                        depthwise_block(window, row_step, tap_offset, w, taps, b, 2, dst + ow,
-                                        d->out_w, cols);
-                    else
-                        depthwise_block(window, row_step, tap_offset, w, taps, b, 1, dst + ow,
-                                        d->out_w, cols);
-                }
+                job->rows_fn(job, buf, w, b, oh, rows, dst);
                 rt_activation__apply(job->act, dst, rows * d->out_w);
             }
         }
@@ -192,50 +208,20 @@ static inline __attribute__((always_inline)) AVX512 void stride2_block(
     }
 }
 
-static AVX512 void stride2_slots(void *arg, size_t begin, size_t end) {
-    depthwise_job *job = arg;
+static AVX512 void stride2_rows(const depthwise_job *job, const float *buf, const float *w,
+                                float b, int64_t oh, int64_t rows, float *dst) {
     const conv_dims *d = job->d;
-    const rt_conv_padded *layout = &job->layout; /* unsplit: built with stride[1] = 1 */
-    conv_dims unsplit = *d;
-    unsplit.stride[1] = 1;
-    int64_t group_out = d->out_channels / d->groups, taps = d->kernel_h * d->kernel_w;
-    int64_t row_step = d->stride[0] * layout->row_floats;
-    int64_t kh_step = d->dilation[0] * layout->row_floats;
-    for (size_t slot = begin; slot < end; slot++) {
-        float *buf = job->scratch + slot * layout->plane_floats;
-        bool zeroed = false;
-        for (int64_t plane; (plane = atomic_fetch_add(&job->next_plane, 1)) < job->planes;) {
-            int64_t n = plane / d->out_channels, o = plane % d->out_channels;
-            const float *x = job->x + (n * d->channels + o / group_out) * d->height * d->width;
-            if (!zeroed)
-                rt_conv__zero_padding(&unsplit, layout, buf);
-            zeroed = true;
-            int64_t filled = 0;
-            const float *w = job->w + o * taps;
-            float b = job->bias != NULL ? job->bias[o] : 0.0f;
-            float *out = job->out + plane * d->out_h * d->out_w;
-            for (int64_t oh = 0; oh < d->out_h; oh += 2) {
-                int64_t rows = d->out_h - oh < 2 ? d->out_h - oh : 2;
-                int64_t need = (oh + rows - 1) * d->stride[0] +
-                               (d->kernel_h - 1) * d->dilation[0] + 1;
-                if (need > filled) {
-                    rt_conv__fill_padded_rows(&unsplit, layout, x, buf, filled, need);
-                    filled = need;
-                }
-                float *dst = out + oh * d->out_w;
-                for (int64_t ow = 0; ow < d->out_w; ow += 32) {
-                    const float *window = buf + oh * row_step + 2 * ow;
-                    int64_t cols = d->out_w - ow < 32 ? d->out_w - ow : 32;
-                    if (rows == 2)
-                        stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w,
-                                      b, 2, dst + ow, d->out_w, cols);
-                    else
-                        stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w,
-                                      b, 1, dst + ow, d->out_w, cols);
-                }
-                rt_activation__apply(job->act, dst, rows * d->out_w);
-            }
-        }
+    int64_t row_step = d->stride[0] * job->layout.row_floats;
+    int64_t kh_step = d->dilation[0] * job->layout.row_floats;
+    for (int64_t ow = 0; ow < d->out_w; ow += 32) {
+        const float *window = buf + oh * row_step + 2 * ow;
+        int64_t cols = d->out_w - ow < 32 ? d->out_w - ow : 32;
+        if (rows == 2)
+            stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w, b, 2,
+                          dst + ow, d->out_w, cols);
+        else
+            stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w, b, 1,
+                          dst + ow, d->out_w, cols);
     }
 }
 
@@ -267,9 +253,13 @@ static bool stride2_fits(const conv_dims *d, rt_conv_padded *unsplit_layout) {
 void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                             const float *bias, const rt_activation *act, float *out,
                             void *scratch, int32_t threads) {
-    depthwise_job job = {.d = d, .x = x, .w = w, .bias = bias, .act = act, .out = out,
-                         .scratch = scratch, .planes = d->batch * d->out_channels};
+    depthwise_job job = {.d = d, .padded_dims = *d, .x = x, .w = w, .bias = bias, .act = act,
+                         .out = out, .scratch = scratch, .rows_fn = split_rows,
+                         .planes = d->batch * d->out_channels};
     rt_conv__padded_layout(d, &job.layout);
+    for (int64_t kh = 0; kh < d->kernel_h; kh++)
+        for (int64_t kw = 0; kw < d->kernel_w; kw++)
+            job.tap_offset[kh * d->kernel_w + kw] = rt_conv__tap_offset(d, &job.layout, kh, kw);
     atomic_init(&job.next_plane, 0);
     int64_t plane_work = rt_op__mul_sat(rt_op__mul_sat(d->out_h, d->out_w),
                                         d->kernel_h * d->kernel_w);
@@ -279,13 +269,13 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
         threads = (int32_t)useful;
     if (threads < 1)
         threads = 1;
-    rt_range_fn slots = depthwise_slots;
 #ifdef HAVE_STRIDE2_AVX512
     rt_conv_padded unsplit;
     if (stride2_fits(d, &unsplit)) { /* its plane is no larger than the split one */
         job.layout = unsplit;
-        slots = stride2_slots;
+        job.padded_dims.stride[1] = 1;
+        job.rows_fn = stride2_rows;
     }
 #endif
-    rt_parallel_for(threads, (size_t)threads, 1, slots, &job);
+    rt_parallel_for(threads, (size_t)threads, 1, depthwise_slots, &job);
 }
