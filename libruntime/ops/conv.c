@@ -197,7 +197,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
                 .activation = args->act,
                 .packed_a = packed_w ? packed_w + (size_t)g * packed_group : NULL,
             };
-            rt_gemm_f32(&gemm, gemm_scratch, threads);
+            rt_gemm_f32(&gemm, gemm_scratch, ctx->scratch_bytes - columns_bytes, threads);
         }
     }
 }
@@ -288,11 +288,15 @@ static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
     }
     if (!conv_uses_gemm(&args))
         return RT_OK;
-    ctx->scratch_bytes = conv_columns_bytes(&args.dims) +
-                         rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
-    if (rt_conv__direct_fits(&args.dims) &&
-        rt_conv__direct_scratch_bytes(&args.dims) > ctx->scratch_bytes)
-        ctx->scratch_bytes = rt_conv__direct_scratch_bytes(&args.dims);
+    const conv_dims *d = &args.dims;
+    ctx->scratch_bytes = conv_columns_bytes(d) +
+                         rt_gemm_f32_scratch_bytes(d->out_channels / d->groups,
+                                                   d->out_h * d->out_w,
+                                                   d->channels / d->groups * d->kernel_h *
+                                                       d->kernel_w,
+                                                   rt_threadpool__hardware_threads());
+    if (rt_conv__direct_fits(d) && rt_conv__direct_scratch_bytes(d) > ctx->scratch_bytes)
+        ctx->scratch_bytes = rt_conv__direct_scratch_bytes(d);
     if (rt_op__is_constant(args.w))
         conv_pack_weights(ctx, &args);
     return RT_OK;

@@ -172,7 +172,8 @@ static void convt_f32_gemm(const rt_op_ctx *ctx, convt_job *job) {
     int64_t group_in = d->channels / d->groups, taps = d->kernel_h * d->kernel_w;
     int64_t plane_in = d->height * d->width, rows = d->group_out * taps;
     float *columns = ctx->scratch;
-    void *gemm_scratch = (char *)ctx->scratch + convt_columns_bytes(d);
+    size_t columns_bytes = convt_columns_bytes(d);
+    void *gemm_scratch = (char *)ctx->scratch + columns_bytes;
     int32_t threads = convt_threads(ctx);
     const float *x = job->x, *w = job->w;
     job->columns = columns;
@@ -186,7 +187,7 @@ static void convt_f32_gemm(const rt_op_ctx *ctx, convt_job *job) {
                 .b_row_stride = plane_in, .b_col_stride = 1,
                 .c = columns, .c_row_stride = plane_in,
             };
-            rt_gemm_f32(&gemm, gemm_scratch, threads);
+            rt_gemm_f32(&gemm, gemm_scratch, ctx->scratch_bytes - columns_bytes, threads);
             int64_t band_rows = d->out_h < CONVT_BAND ? d->out_h : CONVT_BAND;
             int64_t work = rt_op__mul_sat(rt_op__mul_sat(band_rows, d->out_w), taps);
             rt_parallel_for(threads, (size_t)(d->group_out * job->bands), rt_op__grain(work),
@@ -309,9 +310,13 @@ static rt_status convt_setup(rt_op_ctx *ctx, convt_args *a) {
 rt_status rt_ops__conv_transpose2d_prepare(rt_op_ctx *ctx) {
     convt_args a;
     RT_RETURN_IF_ERROR(convt_setup(ctx, &a));
+    const convt_dims *d = &a.dims;
     if (convt_uses_gemm(&a))
-        ctx->scratch_bytes = convt_columns_bytes(&a.dims) +
-                             rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
+        ctx->scratch_bytes = convt_columns_bytes(d) +
+                             rt_gemm_f32_scratch_bytes(d->group_out * d->kernel_h * d->kernel_w,
+                                                       d->height * d->width,
+                                                       d->channels / d->groups,
+                                                       rt_threadpool__hardware_threads());
     return RT_OK;
 }
 
@@ -325,10 +330,12 @@ rt_status rt_ops__conv_transpose2d_run(rt_op_ctx *ctx) {
         .d = d, .x = a.x->data, .w = a.w->data, .bias = a.bias ? a.bias->data : NULL,
         .out = a.out->data, .bands = (d->out_h + CONVT_BAND - 1) / CONVT_BAND,
     };
-    /* A dynamic x may be smaller now than at prepare: the scratch then still suffices. */
+    /* A dynamic x may be smaller now than at prepare: the scratch then still suffices (the
+     * GEMM packs B once only if its room is there too). */
     if (convt_uses_gemm(&a) &&
-        ctx->scratch_bytes >= convt_columns_bytes(d) +
-                                  rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads())) {
+        ctx->scratch_bytes >=
+            convt_columns_bytes(d) +
+                rt_gemm_f32_scratch_bytes(0, 0, 0, rt_threadpool__hardware_threads())) {
         convt_f32_gemm(ctx, &job);
         return RT_OK;
     }

@@ -117,9 +117,9 @@ static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args) {
 }
 
 /* float32 goes through the packed GEMM; its packing buffers come from the method's scratch,
- * sized for as many threads as the pool can ever give one call. */
-static void request_gemm_scratch(rt_op_ctx *ctx) {
-    ctx->scratch_bytes = rt_gemm_f32_scratch_bytes(rt_threadpool__hardware_threads());
+ * sized for as many threads as the pool can ever give one call (m = 0: B is packed ahead). */
+static void request_gemm_scratch(rt_op_ctx *ctx, int64_t m, int64_t n, int64_t k) {
+    ctx->scratch_bytes = rt_gemm_f32_scratch_bytes(m, n, k, rt_threadpool__hardware_threads());
 }
 
 static rt_gemm_f32_args matmul_gemm(const matmul_args *args, int64_t batch) {
@@ -148,7 +148,7 @@ static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
     for (int64_t batch = 0; batch < args->dims.batch_count; batch++) {
         rt_gemm_f32_args g = matmul_gemm(args, batch);
         g.packed_b = ctx->state;
-        rt_gemm_f32(&g, ctx->scratch, threads);
+        rt_gemm_f32(&g, ctx->scratch, ctx->scratch_bytes, threads);
     }
 }
 
@@ -157,9 +157,10 @@ rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(matmul_setup(ctx, &args));
     if (args.a->type != RT_F32)
         return RT_OK;
-    request_gemm_scratch(ctx);
     const rt_matmul_dims *d = &args.dims;
-    if (rt_op__is_constant(args.b) && d->batch_count > 0 && matmul_b_is_shared(&args)) {
+    bool pack_ahead = rt_op__is_constant(args.b) && d->batch_count > 0 && matmul_b_is_shared(&args);
+    request_gemm_scratch(ctx, pack_ahead ? 0 : d->m, d->n, d->k);
+    if (pack_ahead) {
         rt_gemm_f32_args g = matmul_gemm(&args, 0);
         float *packed =
             rt_op__alloc_state(ctx, rt_gemm_f32_packed_b_floats(d->k, d->n) * sizeof(float));
@@ -333,7 +334,7 @@ static rt_status linear_prepare(rt_op_ctx *ctx, bool fused) {
     RT_RETURN_IF_ERROR(linear_setup(ctx, &args, fused));
     if (args.x->type != RT_F32)
         return RT_OK;
-    request_gemm_scratch(ctx);
+    request_gemm_scratch(ctx, rt_op__is_constant(args.w) ? 0 : args.rows, args.n, args.k);
     /* Constant weights are packed once here instead of on every call. */
     if (rt_op__is_constant(args.w)) {
         rt_gemm_f32_args g = linear_gemm(ctx, &args);
@@ -347,7 +348,7 @@ static rt_status linear_prepare(rt_op_ctx *ctx, bool fused) {
 
 static void linear_f32(const rt_op_ctx *ctx, const linear_args *args) {
     rt_gemm_f32_args g = linear_gemm(ctx, args);
-    rt_gemm_f32(&g, ctx->scratch, rt_op__slot_threads(ctx));
+    rt_gemm_f32(&g, ctx->scratch, ctx->scratch_bytes, rt_op__slot_threads(ctx));
 }
 
 static rt_status linear_run(rt_op_ctx *ctx, bool fused) {

@@ -70,7 +70,7 @@ static bool rnn_layout(const rt_rnn_args *a, char *base, rnn_buffers *buf, size_
 
 bool rt_rnn__scratch_bytes(const rt_rnn_args *a, int32_t threads, size_t *out) {
     rnn_buffers unused;
-    size_t total = 0, gemm = rt_gemm_f32_scratch_bytes(threads);
+    size_t total = 0, gemm = rt_gemm_f32_scratch_bytes(0, 0, 0, threads);
     if (!rnn_layout(a, NULL, &unused, &total) || gemm > SIZE_MAX - total)
         return false;
     *out = total + gemm;
@@ -283,7 +283,8 @@ static void gemm(const rnn_buffers *buf, int32_t threads, int64_t m, int64_t n, 
         .c = c, .c_row_stride = ldc,
         .column_bias = bias,
     };
-    rt_gemm_f32(&g, buf->gemm, threads);
+    /* Packing buffers only: B is packed tile by tile. */
+    rt_gemm_f32(&g, buf->gemm, rt_gemm_f32_scratch_bytes(0, 0, 0, threads), threads);
 }
 
 /* ---- the recurrent product for small batches ---------------------------------------------

@@ -1,8 +1,9 @@
 /* gemm.c: the blocked GEMM driver (after Goto and BLIS): C is cut into tiles of up to MC rows
- * and NC columns; for each KC-deep slice a tile packs its A block into MR-row panels and its B
- * block into NR-column panels, zero-padded at the edges, and runs the micro-kernel over them.
- * Tiles are independent, so threads take them round-robin with no synchronisation. A tile packs
- * its own B block: with MC rows sharing it that costs about 1/MC of the arithmetic. */
+ * and NC columns; for each KC-deep slice a tile packs its A block into MR-row panels and runs
+ * the micro-kernel over B's NR-column panels, all zero-padded at the edges. Tiles are
+ * independent, so threads take them with no synchronisation. B is packed once for all tiles
+ * when the scratch has room (column strips of it, all threads packing), else each tile packs
+ * its own B block: with several row tiles that would repeat B's packing for each. */
 #include "ops/gemm/gemm.h"
 
 #include <math.h>
@@ -18,7 +19,9 @@
 #define KC 192 /* depth of a slice: one B micro-panel is 24 KB with NR = 32 (L1) */
 #define NC_MAX 528 /* columns of B per block (rounded down to a multiple of NR): 396 KB */
 #define SLOT_FLOATS ((size_t)MC * KC + (size_t)KC * NC_MAX)
+#define SHARED_MAX_FLOATS ((size_t)4 << 20) /* 16 MB: A, or a strip of B, packed for all tiles */
 #define MIN_FLOPS_PER_THREAD 200000.0
+#define FLOATS_PER_LINE 16
 
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
@@ -72,21 +75,62 @@ const char *rt_gemm_f32_variant(void) {
     return micro_variant;
 }
 
-size_t rt_gemm_f32_scratch_bytes(int32_t threads) {
-    return (size_t)(threads > 0 ? threads : 1) * SLOT_FLOATS * sizeof(float);
-}
-
-typedef struct gemm_plan {
-    const rt_gemm_f32_args *g;
-    float *scratch;
-    int64_t m_tiles, n_tiles, nc;
-    int32_t threads;
-    atomic_llong next_tile;
-} gemm_plan;
-
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+static size_t slots_bytes(int32_t threads) {
+    return (size_t)(threads > 0 ? threads : 1) * SLOT_FLOATS * sizeof(float);
+}
+
+/* Room for A packed once (whole, if not too big) and for B packed once (in strips of at most
+ * SHARED_MAX_FLOATS): only worth it when more than one tile reads them. */
+static size_t shared_a_floats(int64_t m, int64_t n, int64_t k) {
+    double whole = (double)round_up(m, MR) * (double)k;
+    return n > NR && k > 0 && whole <= (double)SHARED_MAX_FLOATS
+               ? (size_t)round_up((int64_t)whole, FLOATS_PER_LINE)
+               : 0;
+}
+
+static size_t shared_b_floats(int64_t m, int64_t n, int64_t k) {
+    if (m <= MC || n <= 0 || k <= 0)
+        return 0;
+    double whole = (double)k * (double)round_up(n, NR);
+    return whole < (double)SHARED_MAX_FLOATS ? (size_t)whole : SHARED_MAX_FLOATS;
+}
+
+size_t rt_gemm_f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads) {
+    pthread_once(&select_once, select_micro_kernel);
+    return slots_bytes(threads) + (shared_a_floats(m, n, k) + shared_b_floats(m, n, k)) *
+                                      sizeof(float);
+}
+
+/* The work is a sequence of phases, each a range of units claimed from one counter: packing
+ * the shared A (one MR-row panel per unit), then per column strip of B, packing it (one
+ * NR-column panel per unit) and computing its tiles. A unit starts only once every unit of
+ * the earlier phases is done; those are all claimed by running threads, so the wait is short
+ * and cannot deadlock, even when the pool runs every slot on the calling thread. */
+enum { PHASE_PACK_A, PHASE_PACK_B, PHASE_TILES };
+
+typedef struct gemm_plan {
+    const rt_gemm_f32_args *g;
+    float *scratch; /* one packing slot per thread */
+    int64_t m_tiles, nc, n_tiles; /* row tiles, columns per tile, column tiles of all C */
+    const float *packed_a;        /* the caller's, or shared_a once packed, or NULL */
+    float *shared_a, *shared_b;   /* where A and a strip of B are packed, or NULL */
+    int64_t strip_tiles;          /* column tiles per strip (all of them without shared_b) */
+    int64_t strips, phases;
+    atomic_llong next_unit, units_done;
+} gemm_plan;
+
+typedef struct gemm_phase {
+    int kind;
+    int64_t units;
+    /* The strip: its first column, its padded width and its column tiles; and B packed ahead
+     * for it (the caller's or the shared strip) or NULL. */
+    int64_t b_j0, b_pad, n_tiles;
+    const float *packed_b;
+} gemm_phase;
 
 static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    float *dst) {
@@ -172,9 +216,10 @@ static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, c
     }
 }
 
-static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
+static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t tile,
+                     float *slot) {
     const rt_gemm_f32_args *g = plan->g;
-    int64_t i0 = tile / plan->n_tiles * MC, j0 = tile % plan->n_tiles * plan->nc;
+    int64_t i0 = tile / strip->n_tiles * MC, j0 = strip->b_j0 + tile % strip->n_tiles * plan->nc;
     int64_t mc = min64(MC, g->m - i0), nc = min64(plan->nc, g->n - j0);
     if (mc <= 0 || nc <= 0)
         return;
@@ -184,18 +229,18 @@ static void run_tile(const gemm_plan *plan, int64_t tile, float *slot) {
     }
     float clamp_values[2];
     bool fused = rt_gemm_f32_clamp_of(&g->activation, clamp_values);
-    int64_t m_pad = round_up(g->m, MR), n_pad = round_up(g->n, NR);
+    int64_t m_pad = round_up(g->m, MR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
         const float *pa, *pb;
-        if (g->packed_a != NULL) {
-            pa = g->packed_a + p0 * m_pad + i0 * kc;
+        if (plan->packed_a != NULL) {
+            pa = plan->packed_a + p0 * m_pad + i0 * kc;
         } else {
             pack_a(g, i0, mc, p0, kc, slot);
             pa = slot;
         }
-        if (g->packed_b != NULL) {
-            pb = g->packed_b + p0 * n_pad + j0 * kc;
+        if (strip->packed_b != NULL) {
+            pb = strip->packed_b + p0 * strip->b_pad + (j0 - strip->b_j0) * kc;
         } else {
             pack_b(g, p0, kc, j0, nc, slot + (size_t)MC * KC);
             pb = slot + (size_t)MC * KC;
@@ -276,17 +321,75 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
         }
 }
 
-/* Each slot (one packing buffer) claims tiles until none are left, so a thread that joins
+static gemm_phase phase_at(const gemm_plan *plan, int64_t index) {
+    const rt_gemm_f32_args *g = plan->g;
+    gemm_phase ph = {.kind = PHASE_PACK_A, .units = round_up(g->m, MR) / MR};
+    if (plan->shared_a != NULL && index-- == 0)
+        return ph;
+    int64_t strip = plan->shared_b != NULL ? index / 2 : 0;
+    ph.b_j0 = strip * plan->strip_tiles * plan->nc;
+    ph.n_tiles = min64(plan->strip_tiles, plan->n_tiles - strip * plan->strip_tiles);
+    ph.b_pad = round_up(min64(ph.n_tiles * plan->nc, g->n - ph.b_j0), NR);
+    ph.packed_b = plan->shared_b != NULL ? plan->shared_b : g->packed_b;
+    if (plan->shared_b != NULL && index % 2 == 0) {
+        ph.kind = PHASE_PACK_B;
+        ph.units = ph.b_pad / NR;
+    } else {
+        ph.kind = PHASE_TILES;
+        ph.units = plan->m_tiles * ph.n_tiles;
+    }
+    return ph;
+}
+
+/* One panel of A or of the strip of B, every slice of it: the layout packed_a / packed_b
+ * have (slice-major, panels in order within a slice). */
+static void pack_panel(const gemm_plan *plan, const gemm_phase *ph, int64_t unit) {
+    const rt_gemm_f32_args *g = plan->g;
+    for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
+        int64_t kc = min64(KC, g->k - p0);
+        if (ph->kind == PHASE_PACK_A) {
+            int64_t i = unit * MR;
+            pack_a(g, i, min64(MR, g->m - i), p0, kc,
+                   plan->shared_a + p0 * round_up(g->m, MR) + i * kc);
+        } else {
+            int64_t j = ph->b_j0 + unit * NR;
+            pack_b(g, p0, kc, j, min64(NR, g->n - j),
+                   plan->shared_b + p0 * ph->b_pad + unit * NR * kc);
+        }
+    }
+}
+
+/* Each slot (one packing buffer) claims units until none are left, so a thread that joins
  * late takes fewer instead of making the others wait for its share. */
 static void run_slots(void *ctx, size_t begin, size_t end) {
     gemm_plan *plan = ctx;
-    int64_t tiles = plan->m_tiles * plan->n_tiles;
-    for (size_t slot = begin; slot < end; slot++)
-        for (int64_t t; (t = atomic_fetch_add(&plan->next_tile, 1)) < tiles;)
-            run_tile(plan, t, plan->scratch + slot * SLOT_FLOATS);
+    for (size_t slot = begin; slot < end; slot++) {
+        int64_t index = 0, start = 0;
+        gemm_phase ph = phase_at(plan, 0);
+        for (;;) {
+            int64_t u = atomic_fetch_add(&plan->next_unit, 1);
+            while (index < plan->phases && u >= start + ph.units) {
+                start += ph.units;
+                if (++index < plan->phases)
+                    ph = phase_at(plan, index);
+            }
+            if (index == plan->phases)
+                break;
+            /* No unit of this phase finishes before this wait, so a count of `start` finished
+             * units means every earlier one has. */
+            while (atomic_load_explicit(&plan->units_done, memory_order_acquire) < start)
+                ;
+            if (ph.kind == PHASE_TILES)
+                run_tile(plan, &ph, u - start, plan->scratch + slot * SLOT_FLOATS);
+            else
+                pack_panel(plan, &ph, u - start);
+            atomic_fetch_add_explicit(&plan->units_done, 1, memory_order_release);
+        }
+    }
 }
 
-void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, int32_t threads) {
+void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
+                 int32_t threads) {
     pthread_once(&select_once, select_micro_kernel);
     if (g->m <= 0 || g->n <= 0)
         return;
@@ -295,8 +398,9 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, int32_t threads) {
         threads = 1;
     while (threads > 1 && flops / threads < MIN_FLOPS_PER_THREAD)
         threads--;
-    gemm_plan plan = {.g = g, .scratch = scratch, .threads = threads};
-    atomic_init(&plan.next_tile, 0);
+    gemm_plan plan = {.g = g, .scratch = scratch, .packed_a = g->packed_a};
+    atomic_init(&plan.next_unit, 0);
+    atomic_init(&plan.units_done, 0);
     plan.m_tiles = (g->m + MC - 1) / MC;
     plan.nc = min64(NC_MAX / NR * NR, round_up(g->n, NR));
     plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
@@ -308,6 +412,25 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, int32_t threads) {
         plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
     }
     if (plan.m_tiles * plan.n_tiles < threads)
-        plan.threads = threads = (int32_t)(plan.m_tiles * plan.n_tiles);
+        threads = (int32_t)(plan.m_tiles * plan.n_tiles);
+
+    /* Pack A once when several column tiles read it, and B once when several row tiles do,
+     * as far as the scratch has room (else each tile packs its own blocks). */
+    size_t slots = slots_bytes(threads);
+    int64_t room = scratch_bytes > slots ? (int64_t)((scratch_bytes - slots) / sizeof(float)) : 0;
+    float *free_space = (float *)((char *)scratch + slots);
+    int64_t a_floats = round_up(round_up(g->m, MR) * g->k, FLOATS_PER_LINE); /* B: aligned */
+    if (g->packed_a == NULL && g->k > 0 && plan.n_tiles > 1 && a_floats <= room) {
+        plan.packed_a = plan.shared_a = free_space;
+        free_space += a_floats;
+        room -= a_floats;
+    }
+    plan.strip_tiles = plan.n_tiles;
+    if (g->packed_b == NULL && g->k > 0 && plan.m_tiles > 1 && room / g->k >= plan.nc) {
+        plan.shared_b = free_space;
+        plan.strip_tiles = min64(plan.n_tiles, room / (g->k * plan.nc));
+    }
+    plan.strips = (plan.n_tiles + plan.strip_tiles - 1) / plan.strip_tiles;
+    plan.phases = (plan.shared_a != NULL) + plan.strips * (plan.shared_b != NULL ? 2 : 1);
     rt_parallel_for(threads, (size_t)threads, 1, run_slots, &plan);
 }

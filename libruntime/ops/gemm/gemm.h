@@ -28,12 +28,15 @@ typedef struct rt_gemm_f32_args {
     const float *packed_a, *packed_b;
 } rt_gemm_f32_args;
 
-/* Scratch bytes rt_gemm_f32 needs with up to `threads` threads (packing buffers). */
-size_t rt_gemm_f32_scratch_bytes(int32_t threads);
+/* Scratch bytes for an m x n x k product on up to `threads` threads: a packing buffer per
+ * thread, plus room to pack B once for every row tile when there are several (bounded). */
+size_t rt_gemm_f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads);
 
-/* Compute on up to `threads` threads; `scratch` must hold rt_gemm_f32_scratch_bytes(threads)
- * bytes, 64-byte aligned. Nothing is allocated. */
-void rt_gemm_f32(const rt_gemm_f32_args *args, void *scratch, int32_t threads);
+/* Compute on up to `threads` threads with `scratch_bytes` of 64-byte aligned scratch, at
+ * least rt_gemm_f32_scratch_bytes(0, 0, 0, threads); more (as that function asks for this
+ * shape) lets B be packed once. Nothing is allocated. */
+void rt_gemm_f32(const rt_gemm_f32_args *args, void *scratch, size_t scratch_bytes,
+                 int32_t threads);
 
 /* Floats a whole packed A (m x k) or B (k x n) takes, and the packing itself, which reads
  * args->a (or args->b) with its strides. The layout is the driver's: KC-deep slices, each
