@@ -655,6 +655,11 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     ((1, 32, 20, 30), (24, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pointwise, partial tail
     ((2, 16, 8, 8), (40, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),    # pointwise, whole blocks
     ((1, 20, 7, 7), (9, 20, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),     # pointwise, 49 outputs
+    # Tall images: the bands of output rows each thread pads for itself are cut short where
+    # a band of every channel would pass 256 KB (one row each for the first; a few rows,
+    # strided and dilated, for the second), and end at the image's last row.
+    ((1, 64, 41, 300), (8, 64, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
+    ((1, 24, 150, 70), (10, 24, 3, 2), [2, 1], [2, 0, 1, 1], [2, 1]),
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_conv2d_constant_weights_model_shapes(x_shape, w_shape, strides, padding, dilations,

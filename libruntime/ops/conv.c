@@ -295,8 +295,9 @@ static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
                                                    d->channels / d->groups * d->kernel_h *
                                                        d->kernel_w,
                                                    rt_threadpool__hardware_threads());
-    if (rt_conv__direct_fits(d) && rt_conv__direct_scratch_bytes(d) > ctx->scratch_bytes)
-        ctx->scratch_bytes = rt_conv__direct_scratch_bytes(d);
+    size_t direct = rt_conv__direct_scratch_bytes(d, rt_threadpool__hardware_threads());
+    if (rt_conv__direct_fits(d) && direct > ctx->scratch_bytes)
+        ctx->scratch_bytes = direct;
     if (rt_op__is_constant(args.w))
         conv_pack_weights(ctx, &args);
     return RT_OK;
@@ -330,7 +331,7 @@ static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
         if (ctx->state != NULL && rt_conv__direct_fits(d))
             rt_conv__direct_f32(d, args.x->data, ctx->state,
                                 args.bias ? args.bias->data : NULL, &args.act, args.out->data,
-                                ctx->scratch, rt_op__threads(ctx));
+                                ctx->scratch, rt_op__slot_threads(ctx));
         else
             conv_f32_gemm(ctx, &args);
         return RT_OK;

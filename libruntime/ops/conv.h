@@ -22,6 +22,7 @@ typedef struct conv_dims {
  * Phase rows carry at least 8 spare zeros, so an 8-wide load at the last output may run past
  * the row's real end, and a plane ends with 32 floats of slack, so a 32-wide block at the end
  * of the last row stays inside it. */
+#define RT_CONV_PADDED_SLACK 32
 typedef struct rt_conv_padded {
     int64_t rows;         /* height + pad top + pad bottom */
     int64_t phase_len;    /* floats per phase row, spare included, a multiple of 8 */
@@ -44,6 +45,10 @@ void rt_conv__zero_padding(const conv_dims *d, const rt_conv_padded *p, float *b
 /* The same for padded rows [row0, row1) only, the padding already zero. */
 void rt_conv__fill_padded_rows(const conv_dims *d, const rt_conv_padded *p, const float *x,
                                float *buf, int64_t row0, int64_t row1);
+/* A band of the plane: padded rows [row0, row1), zeros and data, at band (row row0 first),
+ * then RT_CONV_PADDED_SLACK zeros, as a whole plane ends. */
+void rt_conv__fill_padded_band(const conv_dims *d, const rt_conv_padded *p, const float *x,
+                               float *band, int64_t row0, int64_t row1);
 
 /* float32 convolutions where each output channel reads a single input channel (depthwise,
  * with any channel multiplier), with a horizontal stride of at most 4, at most 64 taps and a
@@ -64,8 +69,9 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
  * takes (conv_direct.c). */
 bool rt_conv__direct_fits(const conv_dims *d);
 
-/* Scratch rt_conv__direct_f32 needs (one image's padded planes and an offset table). */
-size_t rt_conv__direct_scratch_bytes(const conv_dims *d);
+/* Scratch rt_conv__direct_f32 needs on up to `threads` threads (an offset table and a band
+ * buffer for each thread). */
+size_t rt_conv__direct_scratch_bytes(const conv_dims *d, int32_t threads);
 
 /* out = act(conv(x, w) + bias), bias may be NULL, with w packed by rt_gemm_f32_pack_a as an
  * [out_channels, channels * kernel_h * kernel_w] matrix; up to `threads` threads. */

@@ -1,15 +1,18 @@
 /* conv_direct.c: float32 convolution (one group) on the GEMM micro-kernels without im2col.
  *
- * The image is copied once into zero-padded, stride-phase-split planes (conv_padded.c). For a
- * block of NR outputs along one output row, the reduction index p = (channel, kh, kw) then reads
- * NR contiguous floats at a fixed offset from the block's first window, so the micro-kernel
- * takes B's rows straight from the planes (rt_gemm_f32_gathered_block) while A is the weights
- * packed once at load. Nothing the size of the column matrix is written, and the input rows a
- * block reads stay in L1 across every panel of output channels.
+ * Output rows are cut into bands. A thread takes a band and copies the input rows it reads,
+ * of every channel, into zero-padded, stride-phase-split rows (conv_padded.c) in its own
+ * buffer. For a block of NR outputs along one output row, the reduction index p = (channel,
+ * kh, kw) then reads NR contiguous floats at a fixed offset from the block's first window, so
+ * the micro-kernel takes B's rows straight from the buffer (rt_gemm_f32_gathered_block) while
+ * A is the weights packed once at load. Nothing the size of the column matrix is written; the
+ * band stays in the cache of the core that wrote it and reads it (a shared padded image, each
+ * call written by one core and read by all, cost more than the arithmetic with two threads).
  *
  * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
  * along the whole plane of x, each channel one B row, and only a partial last block, whose
  * reads would pass the end of x, is copied aside. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -20,26 +23,51 @@
 #define MAX_STRIDE 4
 #define MAX_IMAGE_BYTES ((size_t)64 << 20)
 #define MIN_DEPTH 16
+#define BAND_TARGET_FLOATS (64 * 1024) /* 256 KB: a band of every channel, in L2 */
 
-/* Float offsets of each reduction index's first read, and the padded image, in scratch. */
+/* Float offsets of each reduction index's first read in scratch, then the buffers. */
 typedef struct direct_layout {
     bool pointwise;       /* read x in place */
     rt_conv_padded plane; /* otherwise */
     int64_t depth;        /* channels * kernel_h * kernel_w */
     int64_t rows, row_len; /* blocks run along `rows` rows of `row_len` outputs */
+    int64_t band_rows;     /* output rows per band */
+    int64_t band_plane;    /* floats per channel in a band buffer: its padded rows and slack */
     size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes (twice when pointwise) */
-    size_t image_floats;   /* the padded planes; pointwise: the last block's copy */
+    size_t buffer_floats;  /* each thread's band buffer; pointwise: the last block's copy */
 } direct_layout;
+
+/* Padded input rows a band of `rows` output rows reads. */
+static int64_t band_input_rows(const conv_dims *d, int64_t rows) {
+    return (rows - 1) * d->stride[0] + (d->kernel_h - 1) * d->dilation[0] + 1;
+}
+
+static int64_t band_plane_floats(const conv_dims *d, const rt_conv_padded *p, int64_t rows) {
+    return (band_input_rows(d, rows) * p->row_floats + RT_CONV_PADDED_SLACK + 15) / 16 * 16;
+}
 
 static bool is_pointwise(const conv_dims *d) {
     return d->kernel_h == 1 && d->kernel_w == 1 && d->stride[0] == 1 && d->stride[1] == 1 &&
            d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0;
 }
 
-static bool direct_layout_of(const conv_dims *d, direct_layout *l) {
+/* Output rows per band on `threads` threads: two bands a thread (so one that starts late
+ * takes fewer), one with a single thread (no input row is padded twice), and fewer rows where
+ * a band of every channel would not stay in L2. */
+static int64_t band_rows_for(const conv_dims *d, const rt_conv_padded *p, int32_t threads) {
+    int64_t bands = threads > 1 ? 2 * (int64_t)threads : 1;
+    int64_t rows = (d->out_h + bands - 1) / bands;
+    int64_t fit = (BAND_TARGET_FLOATS / d->channels - RT_CONV_PADDED_SLACK - 15) /
+                      p->row_floats - (d->kernel_h - 1) * d->dilation[0] - 1;
+    fit = fit < 0 ? 1 : fit / d->stride[0] + 1;
+    return rows < 1 ? 1 : rows < fit ? rows : fit;
+}
+
+static bool direct_layout_of(const conv_dims *d, int32_t threads, direct_layout *l) {
     int64_t mr, nr, kc, taps, depth, floats;
     rt_gemm_f32_tile(&mr, &nr, &kc);
     l->pointwise = is_pointwise(d);
+    /* The padded layout of a whole plane bounds every band's. */
     if (d->groups != 1 || d->stride[1] < 1 || d->stride[1] > MAX_STRIDE ||
         (!l->pointwise && !rt_conv__padded_layout(d, &l->plane)) ||
         !rt_op__mul(d->kernel_h, d->kernel_w, &taps) || !rt_op__mul(d->channels, taps, &depth) ||
@@ -51,13 +79,18 @@ static bool direct_layout_of(const conv_dims *d, direct_layout *l) {
     l->rows = l->pointwise ? 1 : d->out_h;
     l->row_len = l->pointwise ? d->out_h * d->out_w : d->out_w;
     l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64 * (l->pointwise ? 2 : 1);
-    l->image_floats = (size_t)floats;
+    l->buffer_floats = (size_t)floats;
+    if (l->pointwise)
+        return true;
+    l->band_rows = band_rows_for(d, &l->plane, threads);
+    l->band_plane = band_plane_floats(d, &l->plane, l->band_rows);
+    l->buffer_floats = (size_t)(d->channels * l->band_plane);
     return true;
 }
 
 bool rt_conv__direct_fits(const conv_dims *d) {
     direct_layout l;
-    if (!direct_layout_of(d, &l) || l.depth < MIN_DEPTH || l.row_len < 1)
+    if (!direct_layout_of(d, 1, &l) || l.depth < MIN_DEPTH || l.row_len < 1)
         return false;
     /* Blocks run NR columns along one output row: a row much narrower than NR would waste
      * most of each block, where im2col's columns run on across rows. At most a quarter. */
@@ -67,11 +100,18 @@ bool rt_conv__direct_fits(const conv_dims *d) {
     return 4 * (computed - l.row_len) <= computed;
 }
 
-size_t rt_conv__direct_scratch_bytes(const conv_dims *d) {
-    direct_layout l;
-    if (!direct_layout_of(d, &l))
-        return 0;
-    return l.offsets_bytes + l.image_floats * sizeof(float);
+size_t rt_conv__direct_scratch_bytes(const conv_dims *d, int32_t threads) {
+    /* The most any thread count up to `threads` takes: bands are taller with fewer threads. */
+    size_t most = 0;
+    for (int32_t t = 1; t <= (threads > 0 ? threads : 1); t++) {
+        direct_layout l;
+        if (!direct_layout_of(d, t, &l))
+            return 0;
+        size_t bytes = l.offsets_bytes + (l.pointwise ? 1 : (size_t)t) * l.buffer_floats *
+                                             sizeof(float);
+        most = bytes > most ? bytes : most;
+    }
+    return most;
 }
 
 typedef struct direct_job {
@@ -79,63 +119,78 @@ typedef struct direct_job {
     const direct_layout *l;
     const float *x, *packed_w, *bias;
     const rt_activation *act;
-    float *out, *image;
+    float *out, *buffers;
     const int64_t *offsets;
     const int64_t *tail_offsets; /* pointwise: the last block's copy, row p at p * NR */
     const float *clamp;          /* the activation as the kernels' clamp, or NULL */
     bool act_pass;               /* an activation the kernels cannot apply */
     float clamp_values[2];
-    int64_t mr, nr, kc, blocks_per_row, row_step;
+    int64_t mr, nr, kc, blocks_per_row, row_step, bands;
+    atomic_llong next_band;
 } direct_job;
 
-static void fill_channels(void *arg, size_t begin, size_t end) {
-    const direct_job *job = arg;
+/* Outputs [col, col + NR) of output row `row` (cut at the row's end), every panel of output
+ * channels, from `window`, the block's first read: B's row p is at window + offsets[p]. */
+static void compute_block(const direct_job *job, const float *window, const int64_t *offsets,
+                          int64_t row, int64_t col) {
     const conv_dims *d = job->d;
-    for (size_t c = begin; c < end; c++)
-        rt_conv__fill_padded(d, &job->l->plane, job->x + (int64_t)c * d->height * d->width,
-                             job->image + c * job->l->plane.plane_floats, true);
+    const direct_layout *l = job->l;
+    int64_t plane_out = d->out_h * d->out_w;
+    int64_t cols = l->row_len - col < job->nr ? l->row_len - col : job->nr;
+    for (int64_t o = 0; o < d->out_channels; o += job->mr) {
+        int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
+        float *c = job->out + o * plane_out + row * l->row_len + col;
+        for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
+            rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o, p0, window,
+                                       offsets + p0, c, plane_out, rows, cols, p0 > 0,
+                                       job->bias, p0 + job->kc >= l->depth ? job->clamp : NULL);
+        /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
+        for (int64_t r = 0; r < rows && job->act_pass; r++)
+            rt_activation__apply(job->act, c + r * plane_out, cols);
+    }
 }
 
 /* Pointwise: the partial last block's columns of every channel, zero-padded to NR. */
 static void copy_tail(const direct_job *job) {
     int64_t plane = job->l->row_len, first = (job->blocks_per_row - 1) * job->nr;
     for (int64_t c = 0; c < job->d->channels; c++) {
-        float *row = job->image + c * job->nr;
+        float *row = job->buffers + c * job->nr;
         memcpy(row, job->x + c * plane + first, (size_t)(plane - first) * sizeof(float));
         memset(row + (plane - first), 0, (size_t)(job->nr - (plane - first)) * sizeof(float));
     }
 }
 
-/* Items are (row, block of NR columns); each runs every panel of output channels. */
-static void run_blocks(void *arg, size_t begin, size_t end) {
+/* Pointwise blocks along the whole plane of x, read in place. */
+static void pointwise_blocks(void *arg, size_t begin, size_t end) {
     const direct_job *job = arg;
+    for (size_t block = begin; block < end; block++) {
+        int64_t col = (int64_t)block * job->nr;
+        if (job->l->row_len - col < job->nr)
+            compute_block(job, job->buffers, job->tail_offsets, 0, col);
+        else
+            compute_block(job, job->x + col, job->offsets, 0, col);
+    }
+}
+
+/* The thread body: each slot claims bands, pads the input rows of one into its own buffer
+ * and computes the band's outputs from it. */
+static void band_slots(void *arg, size_t begin, size_t end) {
+    direct_job *job = arg;
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
-    int64_t plane_out = d->out_h * d->out_w;
-    for (size_t item = begin; item < end; item++) {
-        int64_t row = (int64_t)item / job->blocks_per_row;
-        int64_t col = (int64_t)item % job->blocks_per_row * job->nr;
-        int64_t cols = l->row_len - col < job->nr ? l->row_len - col : job->nr;
-        const float *window = job->image + row * job->row_step + col;
-        const int64_t *offsets = job->offsets;
-        if (l->pointwise) {
-            window = job->x + col;
-            if (cols < job->nr) {
-                window = job->image;
-                offsets = job->tail_offsets;
-            }
-        }
-        for (int64_t o = 0; o < d->out_channels; o += job->mr) {
-            int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
-            float *c = job->out + o * plane_out + row * l->row_len + col;
-            for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
-                rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o, p0,
-                                           window, offsets + p0, c, plane_out, rows, cols,
-                                           p0 > 0, job->bias,
-                                           p0 + job->kc >= l->depth ? job->clamp : NULL);
-            /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
-            for (int64_t r = 0; r < rows && job->act_pass; r++)
-                rt_activation__apply(job->act, c + r * plane_out, cols);
+    for (size_t slot = begin; slot < end; slot++) {
+        float *buf = job->buffers + slot * l->buffer_floats;
+        for (int64_t band; (band = atomic_fetch_add(&job->next_band, 1)) < job->bands;) {
+            int64_t row0 = band * l->band_rows;
+            int64_t rows = d->out_h - row0 < l->band_rows ? d->out_h - row0 : l->band_rows;
+            int64_t first = row0 * d->stride[0], last = first + band_input_rows(d, rows);
+            for (int64_t c = 0; c < d->channels; c++)
+                rt_conv__fill_padded_band(d, &l->plane, job->x + c * d->height * d->width,
+                                          buf + c * l->band_plane, first, last);
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t col = 0; col < l->row_len; col += job->nr)
+                    compute_block(job, buf + r * job->row_step + col, job->offsets, row0 + r,
+                                  col);
         }
     }
 }
@@ -144,11 +199,12 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
                          const float *bias, const rt_activation *act, float *out, void *scratch,
                          int32_t threads) {
     direct_layout l;
-    if (!direct_layout_of(d, &l)) /* rt_conv__direct_fits(d) held: never taken */
+    if (!direct_layout_of(d, threads, &l)) /* rt_conv__direct_fits(d) held: never taken */
         return;
     int64_t *offsets = scratch;
     direct_job job = {.d = d, .l = &l, .packed_w = packed_w, .bias = bias, .act = act,
-                      .image = (float *)((char *)scratch + l.offsets_bytes), .offsets = offsets};
+                      .buffers = (float *)((char *)scratch + l.offsets_bytes),
+                      .offsets = offsets};
     rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
     if (rt_gemm_f32_clamp_of(act, job.clamp_values))
         job.clamp = job.clamp_values;
@@ -164,23 +220,31 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         job.tail_offsets = tail;
     } else {
         job.row_step = d->stride[0] * l.plane.row_floats;
+        job.bands = (d->out_h + l.band_rows - 1) / l.band_rows;
         int64_t taps = d->kernel_h * d->kernel_w;
         for (int64_t c = 0; c < d->channels; c++)
             for (int64_t kh = 0; kh < d->kernel_h; kh++)
                 for (int64_t kw = 0; kw < d->kernel_w; kw++)
                     offsets[c * taps + kh * d->kernel_w + kw] =
-                        c * l.plane.plane_floats + rt_conv__tap_offset(d, &l.plane, kh, kw);
+                        c * l.band_plane + rt_conv__tap_offset(d, &l.plane, kh, kw);
     }
-    int64_t items = l.rows * job.blocks_per_row;
-    int64_t item_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, d->out_channels), l.depth);
+    int64_t block_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, d->out_channels), l.depth);
+    /* Bands of little work go to fewer threads, as rt_parallel_for's grain would have it. */
+    int64_t band_work = rt_op__mul_sat(block_work, job.blocks_per_row * l.band_rows);
+    int64_t per_thread = (int64_t)rt_op__grain(band_work), busy = threads;
+    if (!l.pointwise && busy > (job.bands + per_thread - 1) / per_thread)
+        busy = (job.bands + per_thread - 1) / per_thread;
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
         job.out = out + n * d->out_channels * d->out_h * d->out_w;
-        if (!l.pointwise)
-            rt_parallel_for(threads, (size_t)d->channels, rt_op__grain(d->height * d->width),
-                            fill_channels, &job);
-        else if (l.row_len % job.nr != 0)
-            copy_tail(&job);
-        rt_parallel_for(threads, (size_t)items, rt_op__grain(item_work), run_blocks, &job);
+        if (l.pointwise) {
+            if (l.row_len % job.nr != 0)
+                copy_tail(&job);
+            rt_parallel_for(threads, (size_t)job.blocks_per_row, rt_op__grain(block_work),
+                            pointwise_blocks, &job);
+            continue;
+        }
+        atomic_store(&job.next_band, 0);
+        rt_parallel_for((int32_t)busy, (size_t)busy, 1, band_slots, &job);
     }
 }

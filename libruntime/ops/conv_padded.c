@@ -22,7 +22,7 @@ bool rt_conv__padded_layout(const conv_dims *d, rt_conv_padded *out) {
         return false;
     /* 32 floats of slack: a kernel may read a whole 32-column block past the last row's end
      * (into lanes it discards). Rounded up to keep every plane 64-byte aligned. */
-    out->plane_floats = (floats + 32 + 15) / 16 * 16;
+    out->plane_floats = (floats + RT_CONV_PADDED_SLACK + 15) / 16 * 16;
     return true;
 }
 
@@ -54,54 +54,72 @@ static inline void split_pairs(const float *src, int64_t width, int64_t pad, flo
         even[pc / 2] = src[pc - pad];
 }
 
-RT_MULTIVERSION void rt_conv__fill_padded_rows(const conv_dims *d, const rt_conv_padded *p,
-                                               const float *x, float *buf, int64_t row0,
-                                               int64_t row1) {
+/* Input row src into padded row `row`, its data places only. */
+static inline void copy_row(const conv_dims *d, const rt_conv_padded *p, const float *src,
+                            float *row) {
     int64_t s = d->stride[1], len = p->phase_len;
-    int64_t ih0 = row0 - d->pad[0] > 0 ? row0 - d->pad[0] : 0;
-    int64_t ih1 = row1 - d->pad[0] < d->height ? row1 - d->pad[0] : d->height;
-    for (int64_t ih = ih0; ih < ih1; ih++) {
-        const float *src = x + ih * d->width;
-        float *row = buf + (ih + d->pad[0]) * p->row_floats;
-        if (s == 1) {
-            memcpy(row + d->pad[1], src, (size_t)d->width * sizeof(float));
-            continue;
-        }
-        if (s == 2) {
-            split_pairs(src, d->width, d->pad[1], row, row + len);
-            continue;
-        }
-        /* Phase r takes the columns iw with (iw + pad_left) % s == r: a strided run each. */
-        for (int64_t r = 0; r < s; r++) {
-            int64_t first = ((r - d->pad[1]) % s + s) % s; /* the first such iw */
-            float *dst = row + r * len + (first + d->pad[1]) / s;
-            for (int64_t k = 0, iw = first; iw < d->width; k++, iw += s)
-                dst[k] = src[iw];
-        }
+    if (s == 1) {
+        memcpy(row + d->pad[1], src, (size_t)d->width * sizeof(float));
+        return;
+    }
+    if (s == 2) {
+        split_pairs(src, d->width, d->pad[1], row, row + len);
+        return;
+    }
+    /* Phase r takes the columns iw with (iw + pad_left) % s == r: a strided run each. */
+    for (int64_t r = 0; r < s; r++) {
+        int64_t first = ((r - d->pad[1]) % s + s) % s; /* the first such iw */
+        float *dst = row + r * len + (first + d->pad[1]) / s;
+        for (int64_t k = 0, iw = first; iw < d->width; k++, iw += s)
+            dst[k] = src[iw];
     }
 }
 
-void rt_conv__zero_padding(const conv_dims *d, const rt_conv_padded *p, float *buf) {
+/* Everything of padded row i but its data places. */
+static void zero_row(const conv_dims *d, const rt_conv_padded *p, int64_t i, float *row) {
     int64_t s = d->stride[1], len = p->phase_len;
-    for (int64_t i = 0; i < p->rows; i++) {
-        float *row = buf + i * p->row_floats;
-        if (i < d->pad[0] || i >= d->pad[0] + d->height) {
-            memset(row, 0, (size_t)p->row_floats * sizeof(float));
-            continue;
-        }
-        /* Phase r holds padded column s * j + r: data where that lies in
-         * [pad_left, pad_left + width), zeros before and after. */
-        for (int64_t r = 0; r < s; r++) {
-            int64_t first = rt_op__ceil_div(d->pad[1] - r, s);
-            int64_t end = rt_op__floor_div(d->pad[1] + d->width - 1 - r, s) + 1;
-            if (first < 0)
-                first = 0;
-            if (end < first)
-                end = first;
-            memset(row + r * len, 0, (size_t)first * sizeof(float));
-            memset(row + r * len + end, 0, (size_t)(len - end) * sizeof(float));
-        }
+    if (i < d->pad[0] || i >= d->pad[0] + d->height) {
+        memset(row, 0, (size_t)p->row_floats * sizeof(float));
+        return;
     }
+    /* Phase r holds padded column s * j + r: data where that lies in
+     * [pad_left, pad_left + width), zeros before and after. */
+    for (int64_t r = 0; r < s; r++) {
+        int64_t first = rt_op__ceil_div(d->pad[1] - r, s);
+        int64_t end = rt_op__floor_div(d->pad[1] + d->width - 1 - r, s) + 1;
+        if (first < 0)
+            first = 0;
+        if (end < first)
+            end = first;
+        memset(row + r * len, 0, (size_t)first * sizeof(float));
+        memset(row + r * len + end, 0, (size_t)(len - end) * sizeof(float));
+    }
+}
+
+RT_MULTIVERSION void rt_conv__fill_padded_rows(const conv_dims *d, const rt_conv_padded *p,
+                                               const float *x, float *buf, int64_t row0,
+                                               int64_t row1) {
+    int64_t ih0 = row0 - d->pad[0] > 0 ? row0 - d->pad[0] : 0;
+    int64_t ih1 = row1 - d->pad[0] < d->height ? row1 - d->pad[0] : d->height;
+    for (int64_t ih = ih0; ih < ih1; ih++)
+        copy_row(d, p, x + ih * d->width, buf + (ih + d->pad[0]) * p->row_floats);
+}
+
+RT_MULTIVERSION void rt_conv__fill_padded_band(const conv_dims *d, const rt_conv_padded *p,
+                                               const float *x, float *band, int64_t row0,
+                                               int64_t row1) {
+    for (int64_t i = row0; i < row1; i++) {
+        float *row = band + (i - row0) * p->row_floats;
+        zero_row(d, p, i, row);
+        if (i >= d->pad[0] && i < d->pad[0] + d->height)
+            copy_row(d, p, x + (i - d->pad[0]) * d->width, row);
+    }
+    memset(band + (row1 - row0) * p->row_floats, 0, RT_CONV_PADDED_SLACK * sizeof(float));
+}
+
+void rt_conv__zero_padding(const conv_dims *d, const rt_conv_padded *p, float *buf) {
+    for (int64_t i = 0; i < p->rows; i++)
+        zero_row(d, p, i, buf + i * p->row_floats);
     int64_t used = p->rows * p->row_floats;
     memset(buf + used, 0, (size_t)(p->plane_floats - used) * sizeof(float));
 }
