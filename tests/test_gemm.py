@@ -116,11 +116,12 @@ def clip_scalar(v, lo, hi):
 
 @pytest.mark.parametrize("kind,lo,hi", [(1, 0.0, 0.0), (2, -0.5, 0.75), (2, 0.25, 0.25),
                                         (2, -1.0, 0.0)])
-@pytest.mark.parametrize("path", ["linear", "conv"])
+@pytest.mark.parametrize("path", ["linear", "conv", "depthwise", "depthwise_stride2"])
 def test_relu_and_clip_in_the_kernels_epilogue(kind, lo, hi, path):
     """Relu and Clip (whose bounds the loader requires in order) are applied by the GEMM
-    kernels as they store the last slice: the scalar form, NaN kept, across tile edges and
-    several depth slices (k = 400, and 450 for the convolution)."""
+    kernels as they store the last slice, and by the depthwise blocks before their store: the
+    scalar form, NaN kept, across tile edges and several depth slices (k = 400, and 450 for
+    the convolution), and a depthwise row's partial last block (70 = 2 x 32 + 6 columns)."""
     from tests.test_ops import ref_conv2d
     rng = np.random.default_rng(kind * 7 + int(lo * 100 + 100))
     b = ProgramBuilder()
@@ -130,18 +131,26 @@ def test_relu_and_clip_in_the_kernels_epilogue(kind, lo, hi, path):
         w = (rng.standard_normal((70, 400)) * 0.05).astype(np.float32)
         bias = rng.standard_normal(70).astype(np.float32)
         y = m.linear(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias))
-    else:
+    elif path == "conv":
         x = rng.standard_normal((1, 50, 6, 32)).astype(np.float32)  # the direct path
         w = (rng.standard_normal((13, 50, 3, 3)) * 0.05).astype(np.float32)
         bias = rng.standard_normal(13).astype(np.float32)
         y = m.conv2d(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias),
                      padding=1)
+    else:
+        stride = 2 if path == "depthwise_stride2" else 1
+        x = rng.standard_normal((1, 6, 9, 70 * stride)).astype(np.float32)
+        w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+        bias = rng.standard_normal(6).astype(np.float32)
+        y = m.conv2d(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias),
+                     stride=stride, padding=1, groups=6)
     x.flat[rng.integers(0, x.size, 5)] = np.nan
     if path == "linear":
         plain = x.astype(np.float64) @ w.T.astype(np.float64) + bias
     else:
+        stride, groups = (2 if path == "depthwise_stride2" else 1), (6 if "depth" in path else 1)
         plain = ref_conv2d(x.astype(np.float64), w.astype(np.float64), bias.astype(np.float64),
-                           [1, 1], [1, 1, 1, 1], [1, 1], 1)
+                           [stride, stride], [1, 1, 1, 1], [1, 1], groups)
     assert m.fuse_activation(y, kind, lo, hi)
     m.output(y)
     with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as f:

@@ -4,14 +4,16 @@
  * stride-phase-split buffer (conv_padded.c), a few rows ahead of the outputs reading them, so
  * they are read back from L1. Every tap of every output row then reads a contiguous run of
  * that buffer, so padding costs nothing, strided convolutions vectorise like unit-stride ones,
- * and each output vector (8 columns) sums all its taps in a register before one store; the
- * activation runs on each finished pair of rows. */
+ * and each output vector (8 columns) sums all its taps in a register before one store. Relu
+ * and Clip are applied to the sums before that store; other activations run on each finished
+ * pair of rows. */
 #include <stdatomic.h>
 #include <string.h>
 
 #include "core/multiversion.h"
 #include "core/threadpool.h"
 #include "ops/conv.h"
+#include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(RT_NO_MULTIVERSION)
@@ -46,6 +48,8 @@ struct depthwise_job {
     conv_dims padded_dims; /* d, or d with stride[1] 1: the buffer is not phase-split */
     const float *x, *w, *bias;
     const rt_activation *act;
+    const float *clamp; /* the activation as {lo, hi} for the blocks to apply, or NULL */
+    float clamp_values[2];
     float *out, *scratch;
     rt_conv_padded layout;
     int64_t tap_offset[MAX_TAPS]; /* split_rows': from an output row's first window row */
@@ -56,6 +60,16 @@ struct depthwise_job {
 
 /* Eight floats; memcpy in and out of it compiles to unaligned vector loads and stores. */
 typedef float vec8 __attribute__((vector_size(32)));
+typedef int32_t mask8 __attribute__((vector_size(32)));
+
+/* Clip's scalar form, v < lo ? lo : v > hi ? hi : v (NaN kept), lane by lane, in place (a
+ * vector argument or result would change the ABI of the non-AVX clone). */
+static inline __attribute__((always_inline)) void clamp8(vec8 *v, const vec8 *lo,
+                                                         const vec8 *hi) {
+    mask8 below = *v < *lo, above = *v > *hi;
+    mask8 bits = ((mask8)*v & ~below) | ((mask8)*lo & below);
+    *v = (vec8)((bits & ~above) | ((mask8)*hi & above));
+}
 
 /* Output rows `rows` (1 or 2) x 32 columns from `window` (the first row's window, the next
  * `row_step` floats further): four vectors per row and tap, so one weight broadcast serves 64
@@ -63,7 +77,8 @@ typedef float vec8 __attribute__((vector_size(32)));
  * summed whole, its reads staying inside the padded plane, and only its columns are kept. */
 static inline __attribute__((always_inline)) void depthwise_block(
     const float *window, int64_t row_step, const int64_t *tap_offset, const float *w,
-    int64_t taps, float b, int64_t rows, float *dst, int64_t dst_stride, int64_t cols) {
+    int64_t taps, float b, int64_t rows, float *dst, int64_t dst_stride, int64_t cols,
+    const float *clamp) {
     vec8 a0 = {b, b, b, b, b, b, b, b}, a1 = a0, a2 = a0, a3 = a0;
     vec8 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int64_t t = 0; t < taps; t++) {
@@ -88,6 +103,15 @@ static inline __attribute__((always_inline)) void depthwise_block(
             b2 += w[t] * x2;
             b3 += w[t] * x3;
         }
+    }
+    if (clamp != NULL) {
+        vec8 lo = {clamp[0], clamp[0], clamp[0], clamp[0], clamp[0], clamp[0], clamp[0],
+                   clamp[0]};
+        vec8 hi = {clamp[1], clamp[1], clamp[1], clamp[1], clamp[1], clamp[1], clamp[1],
+                   clamp[1]};
+        clamp8(&a0, &lo, &hi), clamp8(&a1, &lo, &hi), clamp8(&a2, &lo, &hi);
+        clamp8(&a3, &lo, &hi), clamp8(&b0, &lo, &hi), clamp8(&b1, &lo, &hi);
+        clamp8(&b2, &lo, &hi), clamp8(&b3, &lo, &hi);
     }
     if (cols == 32) {
         memcpy(dst, &a0, sizeof a0);
@@ -120,10 +144,10 @@ RT_MULTIVERSION static void split_rows(const depthwise_job *job, const float *bu
         /* Two calls, so each inlined copy has a constant row count. */
         if (rows == 2)
             depthwise_block(window, row_step, job->tap_offset, w, taps, b, 2, dst + ow,
-                            d->out_w, cols);
+                            d->out_w, cols, job->clamp);
         else
             depthwise_block(window, row_step, job->tap_offset, w, taps, b, 1, dst + ow,
-                            d->out_w, cols);
+                            d->out_w, cols, job->clamp);
     }
 }
 
@@ -159,7 +183,8 @@ static void depthwise_slots(void *arg, size_t begin, size_t end) {
                 }
                 float *dst = out + oh * d->out_w;
                 job->rows_fn(job, buf, w, b, oh, rows, dst);
-                rt_activation__apply(job->act, dst, rows * d->out_w);
+                if (job->clamp == NULL)
+                    rt_activation__apply(job->act, dst, rows * d->out_w);
             }
         }
     }
@@ -174,7 +199,8 @@ static void depthwise_slots(void *arg, size_t begin, size_t end) {
  * much as the arithmetic). Outputs (rows 1 or 2) x 32 columns: four independent sums. */
 static inline __attribute__((always_inline)) AVX512 void stride2_block(
     const float *window, int64_t row_step, int64_t kh_step, int64_t kernel_h, int64_t kernel_w,
-    const float *w, float b, int64_t rows, float *dst, int64_t dst_stride, int64_t cols) {
+    const float *w, float b, int64_t rows, float *dst, int64_t dst_stride, int64_t cols,
+    const float *clamp) {
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
                                           2, 0);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -198,6 +224,14 @@ static inline __attribute__((always_inline)) AVX512 void stride2_block(
             }
         }
     }
+    if (clamp != NULL) {
+        /* max and min return their second operand when either is NaN: NaN is kept. */
+        const __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
+        a0 = _mm512_min_ps(hi, _mm512_max_ps(lo, a0));
+        a1 = _mm512_min_ps(hi, _mm512_max_ps(lo, a1));
+        c0 = _mm512_min_ps(hi, _mm512_max_ps(lo, c0));
+        c1 = _mm512_min_ps(hi, _mm512_max_ps(lo, c1));
+    }
     __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
     __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
     _mm512_mask_storeu_ps(dst, m0, a0);
@@ -218,10 +252,10 @@ static AVX512 void stride2_rows(const depthwise_job *job, const float *buf, cons
         int64_t cols = d->out_w - ow < 32 ? d->out_w - ow : 32;
         if (rows == 2)
             stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w, b, 2,
-                          dst + ow, d->out_w, cols);
+                          dst + ow, d->out_w, cols, job->clamp);
         else
             stride2_block(window, row_step, kh_step, d->kernel_h, d->kernel_w, w, b, 1,
-                          dst + ow, d->out_w, cols);
+                          dst + ow, d->out_w, cols, job->clamp);
     }
 }
 
@@ -257,6 +291,8 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                          .out = out, .scratch = scratch, .rows_fn = split_rows,
                          .planes = d->batch * d->out_channels};
     rt_conv__padded_layout(d, &job.layout);
+    if (rt_gemm_f32_clamp_of(act, job.clamp_values))
+        job.clamp = job.clamp_values;
     for (int64_t kh = 0; kh < d->kernel_h; kh++)
         for (int64_t kw = 0; kw < d->kernel_w; kw++)
             job.tap_offset[kh * d->kernel_w + kw] = rt_conv__tap_offset(d, &job.layout, kh, kw);
