@@ -56,8 +56,9 @@ def test_linear_with_bias_through_gemm():
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64) + bias, rtol=1e-4, atol=1e-3)
 
 
-# A matmul and a convolution with constant weights (the direct kernel reading B's rows in
-# place: the kernels' gathered form), saved side by side.
+# A matmul, a convolution with constant weights (the direct kernel reading B's rows in place:
+# the kernels' gathered form) and 3x3 depthwise convolutions with strides 1 and 2 (AVX-512
+# kernels of their own, which follow the GEMM's choice), saved side by side.
 PORTABLE_SCRIPT = """
 import sys, numpy as np
 sys.path.insert(0, sys.argv[1])
@@ -69,7 +70,12 @@ b = rng.standard_normal((300, 40)).astype(np.float32)
 x = rng.standard_normal((1, 7, 9, 60)).astype(np.float32)
 w = rng.standard_normal((13, 7, 3, 3)).astype(np.float32)
 conv = run_conv_constant_weights(x, w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1, 0, 2)
-np.save(sys.argv[2], np.concatenate([run_matmul(a, b, 2).ravel(), conv.ravel()]))
+xd = rng.standard_normal((1, 4, 23, 70)).astype(np.float32)
+wd = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
+depthwise = [run_conv_constant_weights(xd, wd, None, [s, s], [1, 0, 2, 1], [1, 1], 4, 2, 2)
+             for s in (1, 2)]
+np.save(sys.argv[2], np.concatenate([run_matmul(a, b, 2).ravel(), conv.ravel()] +
+                                    [d.ravel() for d in depthwise]))
 """
 
 

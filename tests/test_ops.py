@@ -603,6 +603,30 @@ def test_depthwise_conv2d_act_wide_rows(stride, step, dilation, kernel, rows, mu
     assert_close(got, want, **tolerance("float32", rows * kernel + 1, 4.0))
 
 
+@examples(60)
+@given(stride=st.integers(1, 2), pads=st.tuples(*[st.integers(0, 2)] * 4),
+       out_h=st.integers(1, 13), out_w=st.integers(1, 100), multiplier=st.integers(1, 2),
+       batch=st.integers(1, 2), act=st.sampled_from([0, 1, 2, 5]), threads=st.integers(1, 2),
+       data=st.data())
+def test_depthwise_3x3(stride, pads, out_h, out_w, multiplier, batch, act, threads, data):
+    """3x3 depthwise with stride 1 or 2 both ways, MobileNet's layers: with AVX-512 these
+    read x in place, 4 output rows x 32 columns at a time, with masked loads for the padding.
+    Rows past a multiple of 4, rows under 16 or 32 columns, any padding up to 2 a side."""
+    top, left, bottom, right = pads
+    height = max((out_h - 1) * stride + 3 - top - bottom, 1)
+    width = max((out_w - 1) * stride + 3 - left - right, 1)
+    channels = 3
+    x = data.draw(S.arrays("float32", (batch, channels, height, width), bound=2.0), label="x")
+    w = data.draw(S.arrays("float32", (channels * multiplier, 1, 3, 3), bound=2.0), label="w")
+    bias = data.draw(S.arrays("float32", (channels * multiplier,), bound=2.0), label="bias")
+    strides, padding = [stride, stride], list(pads)
+    want = ACTIVATIONS[act](ref_conv2d(x, w, bias, strides, padding, [1, 1], channels),
+                            np.float32(0.5), np.float32(1.5)).astype(np.float32)
+    got = run_op("conv2d_act", [x, w, bias], [strides, padding, [1, 1], channels, act, 0.5, 1.5],
+                 out=("float32", want.shape), num_threads=threads)
+    assert_close(got, want, **tolerance("float32", 10, 4.0))
+
+
 def run_conv_constant_weights(x, w, bias, strides, padding, dilations, groups, act, threads):
     """conv2d_act with w and bias as program constants, which the loader packs once: the path
     real models take (direct on the GEMM kernels, or im2col + GEMM with packed weights)."""

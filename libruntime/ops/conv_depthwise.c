@@ -1,12 +1,14 @@
 /* conv_depthwise.c: float32 convolution with one input channel per output channel.
  *
- * A thread takes one (image, channel) plane at a time and copies it once into a padded,
- * stride-phase-split buffer (conv_padded.c), a few rows ahead of the outputs reading them, so
- * they are read back from L1. Every tap of every output row then reads a contiguous run of
- * that buffer, so padding costs nothing, strided convolutions vectorise like unit-stride ones,
- * and each output vector (8 columns) sums all its taps in a register before one store. Relu
- * and Clip are applied to the sums before that store; other activations run on each finished
- * pair of rows. */
+ * A thread takes one (image, channel) plane at a time. In general it copies the plane into a
+ * padded, stride-phase-split buffer (conv_padded.c), a few rows ahead of the outputs reading
+ * them, so they are read back from L1. Every tap of every output row then reads a contiguous
+ * run of that buffer, so padding costs nothing, strided convolutions vectorise like
+ * unit-stride ones, and each output vector (8 columns) sums all its taps in a register before
+ * one store. With AVX-512, 3x3 kernels with stride 1 or 2 (MobileNet's) skip the copy: they
+ * read the plane itself with masked loads and make the taps by shifting and permuting loaded
+ * vectors. Relu and Clip are applied to the sums before the store; other activations run on
+ * each finished group of rows. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -18,7 +20,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(RT_NO_MULTIVERSION)
 #include <immintrin.h>
-#define HAVE_STRIDE2_AVX512 1
+#define HAVE_AVX512_DEPTHWISE 1
 #endif
 
 #define MAX_STRIDE 4
@@ -39,7 +41,8 @@ size_t rt_conv__depthwise_scratch_bytes(const conv_dims *d, int32_t threads) {
 
 typedef struct depthwise_job depthwise_job;
 
-/* Output rows [oh, oh + rows) (rows 1 or 2) of one plane, from its padded buffer. */
+/* Output rows [oh, oh + rows) (rows 1 to the job's step_rows) of one plane, from its padded
+ * buffer. */
 typedef void (*depthwise_rows_fn)(const depthwise_job *job, const float *buf, const float *w,
                                   float b, int64_t oh, int64_t rows, float *dst);
 
@@ -54,6 +57,8 @@ struct depthwise_job {
     rt_conv_padded layout;
     int64_t tap_offset[MAX_TAPS]; /* split_rows': from an output row's first window row */
     depthwise_rows_fn rows_fn;
+    int64_t step_rows; /* output rows per rows_fn call */
+    bool reads_x;      /* rows_fn reads the input plane itself, not a padded copy */
     int64_t planes;
     atomic_llong next_plane;
 };
@@ -152,7 +157,7 @@ RT_MULTIVERSION static void split_rows(const depthwise_job *job, const float *bu
 }
 
 /* The thread body: each slot claims planes, pads each into its buffer a few rows ahead of the
- * outputs and has job->rows_fn compute them two rows at a time. */
+ * outputs and has job->rows_fn compute them step_rows rows at a time. */
 static void depthwise_slots(void *arg, size_t begin, size_t end) {
     depthwise_job *job = arg;
     const conv_dims *d = job->d;
@@ -163,26 +168,26 @@ static void depthwise_slots(void *arg, size_t begin, size_t end) {
         for (int64_t plane; (plane = atomic_fetch_add(&job->next_plane, 1)) < job->planes;) {
             int64_t n = plane / d->out_channels, o = plane % d->out_channels;
             const float *x = job->x + (n * d->channels + o / group_out) * d->height * d->width;
-            if (!zeroed)
+            if (!zeroed && !job->reads_x)
                 rt_conv__zero_padding(&job->padded_dims, &job->layout, buf);
             zeroed = true;
             int64_t filled = 0; /* padded rows [0, filled) hold this plane */
             const float *w = job->w + o * taps;
             float b = job->bias != NULL ? job->bias[o] : 0.0f;
             float *out = job->out + plane * d->out_h * d->out_w;
-            for (int64_t oh = 0; oh < d->out_h; oh += 2) {
-                int64_t rows = d->out_h - oh < 2 ? d->out_h - oh : 2;
+            for (int64_t oh = 0; oh < d->out_h; oh += job->step_rows) {
+                int64_t rows = d->out_h - oh < job->step_rows ? d->out_h - oh : job->step_rows;
                 /* Pad the rows these outputs read just before reading them, so they are
                  * still in L1 (a whole padded plane often is not). */
                 int64_t need = (oh + rows - 1) * d->stride[0] +
                                (d->kernel_h - 1) * d->dilation[0] + 1;
-                if (need > filled) {
+                if (need > filled && !job->reads_x) {
                     rt_conv__fill_padded_rows(&job->padded_dims, &job->layout, x, buf, filled,
                                               need);
                     filled = need;
                 }
                 float *dst = out + oh * d->out_w;
-                job->rows_fn(job, buf, w, b, oh, rows, dst);
+                job->rows_fn(job, job->reads_x ? x : buf, w, b, oh, rows, dst);
                 if (job->clamp == NULL)
                     rt_activation__apply(job->act, dst, rows * d->out_w);
             }
@@ -190,7 +195,7 @@ static void depthwise_slots(void *arg, size_t begin, size_t end) {
     }
 }
 
-#ifdef HAVE_STRIDE2_AVX512
+#ifdef HAVE_AVX512_DEPTHWISE
 #define AVX512 __attribute__((target("avx512f")))
 
 /* Horizontal stride 2, dilation 1, with AVX-512: the plane is padded without the phase split
@@ -264,7 +269,7 @@ static AVX512 void stride2_rows(const depthwise_job *job, const float *buf, cons
  * slack, which is made that long (the scratch holds a split plane, which is larger). */
 static bool stride2_fits(const conv_dims *d, rt_conv_padded *unsplit_layout) {
     rt_conv_padded split;
-    if (d->stride[1] != 2 || d->dilation[1] != 1 || !__builtin_cpu_supports("avx512f") ||
+    if (d->stride[1] != 2 || d->dilation[1] != 1 || !rt_gemm_f32_avx512() ||
         !rt_conv__padded_layout(d, &split))
         return false;
     conv_dims unsplit = *d;
@@ -282,13 +287,192 @@ static bool stride2_fits(const conv_dims *d, rt_conv_padded *unsplit_layout) {
         unsplit_layout->plane_floats = floats;
     return true;
 }
+
+/* Rows x 32 sums of a 3x3 block into output rows of out_w floats from column ow (cut at the
+ * row's end), clamped first when asked. */
+static inline __attribute__((always_inline)) AVX512 void k3_store(
+    __m512 acc[4][2], int64_t rows, int64_t out_w, int64_t ow, float *dst, const float *clamp) {
+    int64_t cols = out_w - ow < 32 ? out_w - ow : 32;
+    __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+    __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+    const __m512 lo = _mm512_set1_ps(clamp != NULL ? clamp[0] : 0.0f);
+    const __m512 hi = _mm512_set1_ps(clamp != NULL ? clamp[1] : 0.0f);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t v = 0; v < 2; v++) {
+            __m512 y = acc[r][v];
+            if (clamp != NULL) /* max and min return their second operand for NaN: kept */
+                y = _mm512_min_ps(hi, _mm512_max_ps(lo, y));
+            _mm512_mask_storeu_ps(dst + r * out_w + ow + 16 * v, v == 0 ? m0 : m1, y);
+        }
+}
+
+/* 3x3, stride 1, dilation 1 with AVX-512, straight from x (no padded copy): up to four
+ * output rows x 32 columns at a time. Each input row a block reads is loaded once, as three
+ * vectors whose lanes outside the image are masked to zero (the padding; a masked lane is
+ * never read), and its kw = 1, 2 taps are the same vectors shifted by one and two lanes
+ * (valignd); it feeds every output row that reads it. That is 9 multiply-adds per output
+ * vector against under 2 loads, where reading each tap of a padded copy took 9 loads, half
+ * of them split across cache lines, after the copy itself. */
+static inline __attribute__((always_inline)) AVX512 void k3s1_block(
+    const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
+    int64_t rows, int64_t ow, float *dst, const float *clamp) {
+    const conv_dims *d = job->d;
+    int64_t col0 = ow - d->pad[1];
+    __mmask16 in_image[3];
+    for (int64_t v = 0; v < 3; v++) {
+        int64_t first = col0 + 16 * v, lo = first < 0 ? -first : 0;
+        int64_t hi = d->width - first > 16 ? 16 : d->width - first;
+        in_image[v] = hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+    }
+    __m512 acc[4][2];
+    for (int64_t r = 0; r < rows; r++)
+        acc[r][0] = acc[r][1] = _mm512_set1_ps(b);
+#pragma GCC unroll 8
+    for (int64_t ir = 0; ir < rows + 2; ir++) {
+        int64_t ih = oh + ir - d->pad[0];
+        if (ih < 0 || ih >= d->height) /* a padding row: zeros add nothing */
+            continue;
+        const float *row = x + ih * d->width + col0;
+        __m512i x0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[0], row));
+        __m512i x1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[1], row + 16));
+        __m512i x2 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[2], row + 32));
+        __m512 tap[2][3] = {
+            {_mm512_castsi512_ps(x0), _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 1)),
+             _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 2))},
+            {_mm512_castsi512_ps(x1), _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 1)),
+             _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 2))},
+        };
+#pragma GCC unroll 4
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t kh = ir - r; /* output row r reads input row ir with kernel row kh */
+            if (kh < 0 || kh > 2)
+                continue;
+#pragma GCC unroll 2
+            for (int64_t v = 0; v < 2; v++)
+#pragma GCC unroll 3
+                for (int64_t kw = 0; kw < 3; kw++)
+                    acc[r][v] = _mm512_fmadd_ps(wv[kh * 3 + kw], tap[v][kw], acc[r][v]);
+        }
+    }
+    k3_store(acc, rows, d->out_w, ow, dst, clamp);
+}
+
+/* `x` here is the input plane itself. */
+static AVX512 void k3s1_rows(const depthwise_job *job, const float *x, const float *w,
+                             float b, int64_t oh, int64_t rows, float *dst) {
+    __m512 wv[9];
+    for (int64_t t = 0; t < 9; t++)
+        wv[t] = _mm512_set1_ps(w[t]);
+    for (int64_t ow = 0; ow < job->d->out_w; ow += 32) {
+        /* One call per row count, so each inlined copy has its loops unrolled. */
+        switch (rows) {
+        case 4:
+            k3s1_block(job, x, wv, b, oh, 4, ow, dst, job->clamp);
+            break;
+        case 3:
+            k3s1_block(job, x, wv, b, oh, 3, ow, dst, job->clamp);
+            break;
+        case 2:
+            k3s1_block(job, x, wv, b, oh, 2, ow, dst, job->clamp);
+            break;
+        default:
+            k3s1_block(job, x, wv, b, oh, 1, ow, dst, job->clamp);
+        }
+    }
+}
+
+/* The same for stride 2: output column j of a vector reads input columns 2j, 2j + 1, 2j + 2
+ * from its first, so its three taps are the even lanes, the odd lanes and the even lanes
+ * shifted by one of five loaded vectors (vpermt2ps, valignd). An input row feeds one or two
+ * output rows. */
+static inline __attribute__((always_inline)) AVX512 void k3s2_block(
+    const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
+    int64_t rows, int64_t ow, float *dst, const float *clamp) {
+    const conv_dims *d = job->d;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
+                                          2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    int64_t col0 = 2 * ow - d->pad[1];
+    __mmask16 in_image[5];
+    for (int64_t v = 0; v < 5; v++) {
+        int64_t first = col0 + 16 * v, lo = first < 0 ? -first : 0;
+        int64_t hi = d->width - first > 16 ? 16 : d->width - first;
+        in_image[v] = hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+    }
+    __m512 acc[4][2];
+    for (int64_t r = 0; r < rows; r++)
+        acc[r][0] = acc[r][1] = _mm512_set1_ps(b);
+#pragma GCC unroll 9
+    for (int64_t ir = 0; ir < 2 * rows + 1; ir++) {
+        int64_t ih = 2 * oh + ir - d->pad[0];
+        if (ih < 0 || ih >= d->height) /* a padding row: zeros add nothing */
+            continue;
+        const float *row = x + ih * d->width + col0;
+        __m512 x0 = _mm512_maskz_loadu_ps(in_image[0], row);
+        __m512 x1 = _mm512_maskz_loadu_ps(in_image[1], row + 16);
+        __m512 x2 = _mm512_maskz_loadu_ps(in_image[2], row + 32);
+        __m512 x3 = _mm512_maskz_loadu_ps(in_image[3], row + 48);
+        __m512 x4 = _mm512_maskz_loadu_ps(in_image[4] & 1, row + 64);
+        __m512 e0 = _mm512_permutex2var_ps(x0, even, x1), e1 = _mm512_permutex2var_ps(x2, even, x3);
+        __m512 tap[2][3] = {
+            {e0, _mm512_permutex2var_ps(x0, odd, x1),
+             _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(e1),
+                                                     _mm512_castps_si512(e0), 1))},
+            {e1, _mm512_permutex2var_ps(x2, odd, x3),
+             _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(x4),
+                                                     _mm512_castps_si512(e1), 1))},
+        };
+#pragma GCC unroll 4
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t kh = ir - 2 * r; /* output row r reads input row ir with kernel row kh */
+            if (kh < 0 || kh > 2)
+                continue;
+#pragma GCC unroll 2
+            for (int64_t v = 0; v < 2; v++)
+#pragma GCC unroll 3
+                for (int64_t kw = 0; kw < 3; kw++)
+                    acc[r][v] = _mm512_fmadd_ps(wv[kh * 3 + kw], tap[v][kw], acc[r][v]);
+        }
+    }
+    k3_store(acc, rows, d->out_w, ow, dst, clamp);
+}
+
+static AVX512 void k3s2_rows(const depthwise_job *job, const float *x, const float *w,
+                             float b, int64_t oh, int64_t rows, float *dst) {
+    __m512 wv[9];
+    for (int64_t t = 0; t < 9; t++)
+        wv[t] = _mm512_set1_ps(w[t]);
+    for (int64_t ow = 0; ow < job->d->out_w; ow += 32) {
+        switch (rows) {
+        case 4:
+            k3s2_block(job, x, wv, b, oh, 4, ow, dst, job->clamp);
+            break;
+        case 3:
+            k3s2_block(job, x, wv, b, oh, 3, ow, dst, job->clamp);
+            break;
+        case 2:
+            k3s2_block(job, x, wv, b, oh, 2, ow, dst, job->clamp);
+            break;
+        default:
+            k3s2_block(job, x, wv, b, oh, 1, ow, dst, job->clamp);
+        }
+    }
+}
+
+/* 3x3 kernels, dilation 1, the same stride both ways: 1 or 2. */
+static depthwise_rows_fn k3_rows_for(const conv_dims *d) {
+    if (d->kernel_h != 3 || d->kernel_w != 3 || d->dilation[0] != 1 || d->dilation[1] != 1 ||
+        d->stride[0] != d->stride[1] || !rt_gemm_f32_avx512())
+        return NULL;
+    return d->stride[0] == 1 ? k3s1_rows : d->stride[0] == 2 ? k3s2_rows : NULL;
+}
 #endif
 
 void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                             const float *bias, const rt_activation *act, float *out,
                             void *scratch, int32_t threads) {
     depthwise_job job = {.d = d, .padded_dims = *d, .x = x, .w = w, .bias = bias, .act = act,
-                         .out = out, .scratch = scratch, .rows_fn = split_rows,
+                         .out = out, .scratch = scratch, .rows_fn = split_rows, .step_rows = 2,
                          .planes = d->batch * d->out_channels};
     rt_conv__padded_layout(d, &job.layout);
     if (rt_gemm_f32_clamp_of(act, job.clamp_values))
@@ -305,9 +489,13 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
         threads = (int32_t)useful;
     if (threads < 1)
         threads = 1;
-#ifdef HAVE_STRIDE2_AVX512
+#ifdef HAVE_AVX512_DEPTHWISE
     rt_conv_padded unsplit;
-    if (stride2_fits(d, &unsplit)) { /* its plane is no larger than the split one */
+    if (k3_rows_for(d) != NULL) {
+        job.rows_fn = k3_rows_for(d);
+        job.step_rows = 4;
+        job.reads_x = true;
+    } else if (stride2_fits(d, &unsplit)) { /* its plane is no larger than the split one */
         job.layout = unsplit;
         job.padded_dims.stride[1] = 1;
         job.rows_fn = stride2_rows;

@@ -99,6 +99,8 @@ static size_t shared_b_floats(int64_t m, int64_t n, int64_t k) {
     return whole < (double)SHARED_MAX_FLOATS ? (size_t)whole : SHARED_MAX_FLOATS;
 }
 
+bool rt_gemm_f32_avx512(void) { return strcmp(rt_gemm_f32_variant(), "avx512") == 0; }
+
 size_t rt_gemm_f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads) {
     pthread_once(&select_once, select_micro_kernel);
     return slots_bytes(threads) + (shared_a_floats(m, n, k) + shared_b_floats(m, n, k)) *

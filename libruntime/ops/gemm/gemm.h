@@ -69,6 +69,10 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
  * they are made and used in the same process. */
 const char *rt_gemm_f32_variant(void);
 
+/* Whether that kernel is the AVX-512 one: other AVX-512 loops (the depthwise convolutions)
+ * follow the same choice, so the same variables force them off. */
+bool rt_gemm_f32_avx512(void);
+
 /* ---- micro-kernels (gemm_*.c) ------------------------------------------------------------ */
 
 /* acc = sum_p a[p*MR + i] * b[p*NR + j] over k; then for i < MR, j < NR:
