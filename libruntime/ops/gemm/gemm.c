@@ -26,6 +26,8 @@
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
 static rt_gemm_f32_gather_fn gather_kernel;
+static rt_gemm_f32_cols_fn cols_kernel; /* with masked_cols_kernel: full-height blocks of C */
+static bool masked_cols_kernel;         /* narrower than NR; else computed aside and copied */
 static const char *micro_variant;
 static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
@@ -58,6 +60,8 @@ static void select_micro_kernel(void) {
     if ((any || env_says("RT_GEMM_KERNEL", "avx512")) && __builtin_cpu_supports("avx512f")) {
         use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8,
                    32);
+        cols_kernel = rt_gemm_f32_cols__avx512;
+        masked_cols_kernel = true;
         return;
     }
 #endif
@@ -204,6 +208,12 @@ static inline float clamped(float v, const float *clamp) {
 static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, const float *pb,
                        int64_t i, int64_t j, int64_t rows, int64_t cols, int accumulate,
                        const float *clamp) {
+    if (rows == MR && masked_cols_kernel) {
+        cols_kernel(kc, pa, pb, NULL, g->c + i * g->c_row_stride + j, g->c_row_stride,
+                    accumulate, g->row_bias != NULL ? g->row_bias + i : NULL,
+                    g->column_bias != NULL ? g->column_bias + j : NULL, clamp, cols);
+        return;
+    }
     float edge[RT_GEMM_MR_MAX * RT_GEMM_NR_MAX];
     micro_kernel(kc, pa, pb, edge, NR, 0, NULL, NULL, NULL);
     for (int64_t r = 0; r < rows; r++) {
@@ -312,6 +322,10 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
     const float *bias = row_bias != NULL ? row_bias + i : NULL;
     if (rows == MR && cols == NR) {
         gather_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL, clamp);
+        return;
+    }
+    if (rows == MR && masked_cols_kernel) {
+        cols_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL, clamp, cols);
         return;
     }
     float edge[RT_GEMM_MR_MAX * RT_GEMM_NR_MAX];

@@ -92,6 +92,13 @@ typedef void (*rt_gemm_f32_gather_fn)(int64_t k, const float *a, const float *b,
                                       int accumulate, const float *row_bias,
                                       const float *col_bias, const float *clamp);
 
+/* The same for a block of C only `cols` (< NR) wide, with B packed (b_offsets NULL) or
+ * gathered: C and the column bias are read and written in those columns only. */
+typedef void (*rt_gemm_f32_cols_fn)(int64_t k, const float *a, const float *b,
+                                    const int64_t *b_offsets, float *c, int64_t ldc,
+                                    int accumulate, const float *row_bias,
+                                    const float *col_bias, const float *clamp, int64_t cols);
+
 /* The clamp {lo, hi} an activation is, for the kernels' epilogue: Relu (0, +inf) and Clip
  * with lo <= hi (whose scalar form then agrees with min(max(x, lo), hi), NaN included);
  * false for the others, which take a pass over each finished tile. */
@@ -127,5 +134,12 @@ void rt_gemm_f32_gather__avx512(int64_t k, const float *a, const float *b,
                                 const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
                                 const float *row_bias, const float *col_bias,
                                 const float *clamp);
+/* The AVX-512 kernel (packed B, or gathered with b_offsets) for a block of C only `cols`
+ * (< 32) wide: masked loads and stores of C and of the column bias, so a partial block needs
+ * no copy aside. */
+void rt_gemm_f32_cols__avx512(int64_t k, const float *a, const float *b,
+                              const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
+                              const float *row_bias, const float *col_bias, const float *clamp,
+                              int64_t cols);
 
 #endif

@@ -10,10 +10,15 @@
 #define MR 8
 #define NR 32
 
-/* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. */
+/* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. Only C's
+ * first `cols` columns are read and written (masked), and only that many column biases. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
-    int accumulate, const float *row_bias, const float *col_bias, const float *clamp) {
+    int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
+    int64_t cols) {
+    const __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+    const __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0
+                                                          : (__mmask16)((1u << (cols - 16)) - 1);
     __m512 acc[MR][2];
     for (int i = 0; i < MR; i++)
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -34,16 +39,16 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
     }
     __m512 col0 = _mm512_setzero_ps(), col1 = _mm512_setzero_ps();
     if (!accumulate && col_bias != NULL) {
-        col0 = _mm512_loadu_ps(col_bias);
-        col1 = _mm512_loadu_ps(col_bias + 16);
+        col0 = _mm512_maskz_loadu_ps(m0, col_bias);
+        col1 = _mm512_maskz_loadu_ps(m1, col_bias + 16);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
         float *row = c + i * ldc;
         __m512 base0, base1;
         if (accumulate) {
-            base0 = _mm512_loadu_ps(row);
-            base1 = _mm512_loadu_ps(row + 16);
+            base0 = _mm512_maskz_loadu_ps(m0, row);
+            base1 = _mm512_maskz_loadu_ps(m1, row + 16);
         } else {
             __m512 r = row_bias != NULL ? _mm512_set1_ps(row_bias[i]) : _mm512_setzero_ps();
             base0 = _mm512_add_ps(r, col0);
@@ -55,21 +60,31 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
             r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));
             r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));
         }
-        _mm512_storeu_ps(row, r0);
-        _mm512_storeu_ps(row + 16, r1);
+        _mm512_mask_storeu_ps(row, m0, r0);
+        _mm512_mask_storeu_ps(row + 16, m1, r1);
     }
 }
 
 __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
     int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
     const float *row_bias, const float *col_bias, const float *clamp) {
-    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp);
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, NR);
 }
 
 __attribute__((target("avx512f"))) void rt_gemm_f32_gather__avx512(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp) {
-    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp);
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, NR);
+}
+
+__attribute__((target("avx512f"))) void rt_gemm_f32_cols__avx512(
+    int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
+    int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
+    int64_t cols) {
+    if (b_offsets != NULL)
+        micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols);
+    else
+        micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, cols);
 }
 
 #endif
