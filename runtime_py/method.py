@@ -14,10 +14,12 @@ from . import dtypes as _dt
 from ._ffi import ffi, get_lib, to_str
 from .errors import (ClosedError, Error, InvalidArgument, InvalidState, NotFound, _check,
                      raise_status)
-from .tensor import Tensor, device_name, owned
+from .tensor import _CPU, Tensor, device_name, owned
 
 _prepare = _inputs.prepare
 _buffer = ffi.buffer
+_cast = ffi.cast
+_view = Tensor._view
 
 __all__ = ["TensorInfo", "MethodMeta", "Method", "ProfileEvent"]
 
@@ -469,11 +471,16 @@ class Method:
                 if status:
                     raise_status(status)
             fast = self._fast_views
-            if fast is not None and self._clone:  # static dense outputs: copy them out
+            if fast is not None:  # static dense CPU outputs: copy them out, or view them
                 outputs = []  # a loop: a comprehension is a call of its own before 3.12
-                for t, nbytes, dtype, shape in fast:
-                    outputs.append(owned(bytearray(_buffer(t.data, nbytes)) if nbytes
-                                         else bytearray(), dtype, shape))
+                if self._clone:
+                    for t, nbytes, dtype, shape in fast:
+                        outputs.append(owned(bytearray(_buffer(t.data, nbytes)) if nbytes
+                                             else bytearray(), dtype, shape))
+                else:
+                    for t, nbytes, dtype, shape in fast:
+                        outputs.append(_view(int(_cast("uintptr_t", t.data)), dtype, shape,
+                                             None, _CPU, self, True))
                 return outputs
             return self._views(self._clone)
         finally:

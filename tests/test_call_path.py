@@ -241,8 +241,10 @@ def test_views_when_clone_outputs_is_false():
         ones = np.ones(3, np.float32)
         first = m(ones, ones, ones)[0]
         assert first.is_view and first.tolist() == [3, 3, 3]
-        second = m(ones, ones, ones + 1)[0]
+        second = m(ones, ones, ones + 1)[0]  # from the second call on, views are made flat
         assert second.tolist() == [4, 4, 4] and first.tolist() == [4, 4, 4]  # the same memory
+        assert second.is_view and second.readonly and second.shape == (3,)
+        assert second.dtype == "float32" and second.device == "cpu"
 
 
 def test_wrong_input_count_and_closed_method(add3):
