@@ -121,7 +121,8 @@ enum { PHASE_PACK_A, PHASE_PACK_B, PHASE_TILES };
 typedef struct gemm_plan {
     const rt_gemm_f32_args *g;
     float *scratch; /* one packing slot per thread */
-    int64_t m_tiles, nc, n_tiles; /* row tiles, columns per tile, column tiles of all C */
+    int64_t mc, m_tiles;          /* rows per tile (at most MC) and row tiles */
+    int64_t nc, n_tiles;          /* columns per tile and column tiles of all C */
     const float *packed_a;        /* the caller's, or shared_a once packed, or NULL */
     float *shared_a, *shared_b;   /* where A and a strip of B are packed, or NULL */
     int64_t strip_tiles;          /* column tiles per strip (all of them without shared_b) */
@@ -231,8 +232,9 @@ static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, c
 static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t tile,
                      float *slot) {
     const rt_gemm_f32_args *g = plan->g;
-    int64_t i0 = tile / strip->n_tiles * MC, j0 = strip->b_j0 + tile % strip->n_tiles * plan->nc;
-    int64_t mc = min64(MC, g->m - i0), nc = min64(plan->nc, g->n - j0);
+    int64_t i0 = tile / strip->n_tiles * plan->mc;
+    int64_t j0 = strip->b_j0 + tile % strip->n_tiles * plan->nc;
+    int64_t mc = min64(plan->mc, g->m - i0), nc = min64(plan->nc, g->n - j0);
     if (mc <= 0 || nc <= 0)
         return;
     if (g->k == 0) {
@@ -417,7 +419,9 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
     gemm_plan plan = {.g = g, .scratch = scratch, .packed_a = g->packed_a};
     atomic_init(&plan.next_unit, 0);
     atomic_init(&plan.units_done, 0);
+    /* Row tiles of equal height (256 rows: two of 128, not 192 and 64), for the threads. */
     plan.m_tiles = (g->m + MC - 1) / MC;
+    plan.mc = round_up((g->m + plan.m_tiles - 1) / plan.m_tiles, MR);
     plan.nc = min64(NC_MAX / NR * NR, round_up(g->n, NR));
     plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
     if (threads > 1 && plan.m_tiles * plan.n_tiles < 2 * (int64_t)threads) {
