@@ -156,8 +156,9 @@ RT_MULTIVERSION static void split_rows(const depthwise_job *job, const float *bu
     }
 }
 
-/* The thread body: each slot claims planes, pads each into its buffer a few rows ahead of the
- * outputs and has job->rows_fn compute them step_rows rows at a time. */
+/* The thread body: each slot claims planes and has job->rows_fn compute them step_rows rows
+ * at a time, padding each plane into the slot's buffer a few rows ahead of the outputs first
+ * unless rows_fn reads the plane itself. */
 static void depthwise_slots(void *arg, size_t begin, size_t end) {
     depthwise_job *job = arg;
     const conv_dims *d = job->d;

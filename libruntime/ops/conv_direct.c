@@ -231,9 +231,9 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     int64_t block_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, d->out_channels), l.depth);
     /* Bands of little work go to fewer threads, as rt_parallel_for's grain would have it. */
     int64_t band_work = rt_op__mul_sat(block_work, job.blocks_per_row * l.band_rows);
-    int64_t per_thread = (int64_t)rt_op__grain(band_work), busy = threads;
-    if (!l.pointwise && busy > (job.bands + per_thread - 1) / per_thread)
-        busy = (job.bands + per_thread - 1) / per_thread;
+    int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
+    if (!l.pointwise && busy > (job.bands + bands_per_chunk - 1) / bands_per_chunk)
+        busy = (job.bands + bands_per_chunk - 1) / bands_per_chunk;
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
         job.out = out + n * d->out_channels * d->out_h * d->out_w;

@@ -1,9 +1,10 @@
 /* gemm.c: the blocked GEMM driver (after Goto and BLIS): C is cut into tiles of up to MC rows
- * and NC columns; for each KC-deep slice a tile packs its A block into MR-row panels and runs
- * the micro-kernel over B's NR-column panels, all zero-padded at the edges. Tiles are
- * independent, so threads take them with no synchronisation. B is packed once for all tiles
- * when the scratch has room (column strips of it, all threads packing), else each tile packs
- * its own B block: with several row tiles that would repeat B's packing for each. */
+ * and NC columns; for each KC-deep slice the micro-kernel runs over a tile's A block in MR-row
+ * panels and its B block in NR-column panels, all zero-padded at the edges. A, when several
+ * column tiles read it, and B, when several row tiles do, are packed once for all of them by
+ * all threads (B in column strips) as far as the scratch has room; otherwise each tile packs
+ * its own blocks, repeating that work once per tile that reads them. Threads claim the units
+ * of work (a panel to pack, a tile to compute) from one counter. */
 #include "ops/gemm/gemm.h"
 
 #include <math.h>
