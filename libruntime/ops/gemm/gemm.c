@@ -27,8 +27,10 @@
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
 static rt_gemm_f32_gather_fn gather_kernel;
-static rt_gemm_f32_cols_fn cols_kernel; /* with masked_cols_kernel: full-height blocks of C */
-static bool masked_cols_kernel;         /* narrower than NR; else computed aside and copied */
+/* The AVX-512 kernel's extra entries, NULL with the others: full-height blocks of C narrower
+ * than NR (else computed aside and copied), and whole 8-row A panels packed with AVX. */
+static rt_gemm_f32_cols_fn cols_kernel;
+static void (*pack_a8)(const float *a, int64_t lda, int64_t k, float *dst);
 static const char *micro_variant;
 static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
@@ -62,7 +64,7 @@ static void select_micro_kernel(void) {
         use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8,
                    32);
         cols_kernel = rt_gemm_f32_cols__avx512;
-        masked_cols_kernel = true;
+        pack_a8 = rt_gemm_f32_pack_a8__avx512;
         return;
     }
 #endif
@@ -145,6 +147,17 @@ static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0
     for (int64_t ir = 0; ir < mc; ir += MR) {
         int64_t rows = min64(MR, mc - ir);
         const float *a = g->a + (i0 + ir) * g->a_row_stride + p0 * g->a_col_stride;
+        if (rows == 8 && MR == 8 && g->a_col_stride == 1 && pack_a8 != NULL) {
+            pack_a8(a, g->a_row_stride, kc, dst);
+            dst += kc * MR;
+            continue;
+        }
+        if (rows == MR && g->a_row_stride == 1) { /* a transposed A: a panel's column is a run */
+            for (int64_t p = 0; p < kc; p++)
+                memcpy(dst + p * MR, a + p * g->a_col_stride, (size_t)MR * sizeof(float));
+            dst += kc * MR;
+            continue;
+        }
         for (int64_t r = 0; r < MR; r++) {
             const float *src = a + r * g->a_row_stride;
             for (int64_t p = 0; p < kc; p++)
@@ -210,7 +223,7 @@ static inline float clamped(float v, const float *clamp) {
 static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, const float *pb,
                        int64_t i, int64_t j, int64_t rows, int64_t cols, int accumulate,
                        const float *clamp) {
-    if (rows == MR && masked_cols_kernel) {
+    if (rows == MR && cols_kernel != NULL) {
         cols_kernel(kc, pa, pb, NULL, g->c + i * g->c_row_stride + j, g->c_row_stride,
                     accumulate, g->row_bias != NULL ? g->row_bias + i : NULL,
                     g->column_bias != NULL ? g->column_bias + j : NULL, clamp, cols);
@@ -327,7 +340,7 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
         gather_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL, clamp);
         return;
     }
-    if (rows == MR && masked_cols_kernel) {
+    if (rows == MR && cols_kernel != NULL) {
         cols_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL, clamp, cols);
         return;
     }

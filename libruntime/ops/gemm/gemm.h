@@ -134,6 +134,9 @@ void rt_gemm_f32_gather__avx512(int64_t k, const float *a, const float *b,
                                 const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
                                 const float *row_bias, const float *col_bias,
                                 const float *clamp);
+/* Eight whole rows of a row-major A (row stride lda), columns [0, k), packed as one 8-row
+ * panel (dst[p * 8 + r]), with AVX. */
+void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *dst);
 /* The AVX-512 kernel (packed B, or gathered with b_offsets) for a block of C only `cols`
  * (< 32) wide: masked loads and stores of C and of the column bias, so a partial block needs
  * no copy aside. */

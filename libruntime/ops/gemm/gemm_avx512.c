@@ -65,6 +65,38 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
     }
 }
 
+/* Rows a[0..8) (row stride lda, unit column stride), columns [0, k), into an 8-row panel:
+ * dst[p * 8 + r] = a[r * lda + p]. Eight columns at a time are an 8 x 8 transpose in
+ * registers; packing with scalar stores took 7 to 12% of a 32-row product's time. */
+__attribute__((target("avx512f"))) void rt_gemm_f32_pack_a8__avx512(const float *a,
+                                                                     int64_t lda, int64_t k,
+                                                                     float *dst) {
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+        __m256 r[8], t[8], u[8];
+        for (int i = 0; i < 8; i++)
+            r[i] = _mm256_loadu_ps(a + i * lda + p);
+        for (int i = 0; i < 8; i += 2) {
+            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 8; i += 4) {
+            u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        for (int j = 0; j < 4; j++) {
+            _mm256_storeu_ps(dst + (p + j) * 8, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
+            _mm256_storeu_ps(dst + (p + j + 4) * 8,
+                             _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
+        }
+    }
+    for (; p < k; p++)
+        for (int i = 0; i < 8; i++)
+            dst[p * 8 + i] = a[i * lda + p];
+}
+
 __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
     int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
     const float *row_bias, const float *col_bias, const float *clamp) {
