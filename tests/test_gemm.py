@@ -56,6 +56,29 @@ def test_linear_with_bias_through_gemm():
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64) + bias, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("rows", [1, 3, 7])
+@pytest.mark.parametrize("kind,lo,hi", [(0, 0.0, 0.0), (1, 0.0, 0.0), (2, -0.5, 0.75)])
+def test_linear_with_fewer_rows_than_the_kernel(rows, kind, lo, hi):
+    """A batch of under 8 rows (a batch-1 classifier) runs one row at a time against the packed
+    weights instead of as an 8-row tile: bias, activation, several depth slices (k = 450) and
+    a partial last block of columns (n = 1000 = 31 x 32 + 8)."""
+    rng = np.random.default_rng(rows * 10 + kind)
+    x = rng.standard_normal((rows, 450)).astype(np.float32)
+    w = (rng.standard_normal((1000, 450)) * 0.05).astype(np.float32)
+    bias = rng.standard_normal(1000).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    y = m.linear(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias))
+    if kind:
+        assert m.fuse_activation(y, kind, lo, hi)
+    m.output(y)
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as f:
+        got = np.asarray(f(x)[0])
+    plain = (x.astype(np.float64) @ w.T.astype(np.float64) + bias).astype(np.float32)
+    want = {0: plain, 1: np.maximum(plain, 0), 2: clip_scalar(plain, lo, hi)}[kind]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 # A matmul, a convolution with constant weights (the direct kernel reading B's rows in place:
 # the kernels' gathered form) and 3x3 depthwise convolutions with strides 1 and 2 (AVX-512
 # kernels of their own, which follow the GEMM's choice), saved side by side.

@@ -31,6 +31,9 @@ static rt_gemm_f32_gather_fn gather_kernel;
  * than NR (else computed aside and copied), and whole 8-row A panels packed with AVX. */
 static rt_gemm_f32_cols_fn cols_kernel;
 static void (*pack_a8)(const float *a, int64_t lda, int64_t k, float *dst);
+static void (*row_kernel)(int64_t k, const float *a, int64_t a_stride, const float *b, float *c,
+                          int accumulate, float row_bias, const float *col_bias,
+                          const float *clamp, int64_t cols); /* products of fewer than MR rows */
 static const char *micro_variant;
 static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
@@ -65,6 +68,7 @@ static void select_micro_kernel(void) {
                    32);
         cols_kernel = rt_gemm_f32_cols__avx512;
         pack_a8 = rt_gemm_f32_pack_a8__avx512;
+        row_kernel = rt_gemm_f32_row__avx512;
         return;
     }
 #endif
@@ -127,6 +131,7 @@ typedef struct gemm_plan {
     int64_t mc, m_tiles;          /* rows per tile (at most MC) and row tiles */
     int64_t nc, n_tiles;          /* columns per tile and column tiles of all C */
     const float *packed_a;        /* the caller's, or shared_a once packed, or NULL */
+    bool rows_by_one;             /* under MR rows: row_kernel, A read in place */
     float *shared_a, *shared_b;   /* where A and a strip of B are packed, or NULL */
     int64_t strip_tiles;          /* column tiles per strip (all of them without shared_b) */
     int64_t strips, phases;
@@ -260,8 +265,10 @@ static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t til
     int64_t m_pad = round_up(g->m, MR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
-        const float *pa, *pb;
-        if (plan->packed_a != NULL) {
+        const float *pa = NULL, *pb;
+        if (plan->rows_by_one) {
+            /* A is read in place, row by row. */
+        } else if (plan->packed_a != NULL) {
             pa = plan->packed_a + p0 * m_pad + i0 * kc;
         } else {
             pack_a(g, i0, mc, p0, kc, slot);
@@ -276,7 +283,15 @@ static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t til
         int accumulate = p0 > 0;
         /* Relu and Clip are applied by the last slice's kernels. */
         const float *clamp = fused && p0 + kc == g->k ? clamp_values : NULL;
-        for (int64_t jr = 0; jr < nc; jr += NR) {
+        for (int64_t jr = 0; jr < nc && plan->rows_by_one; jr += NR) {
+            int64_t cols = min64(NR, nc - jr), j = j0 + jr;
+            for (int64_t i = i0; i < i0 + mc; i++)
+                row_kernel(kc, g->a + i * g->a_row_stride + p0 * g->a_col_stride,
+                           g->a_col_stride, pb + jr * kc, g->c + i * g->c_row_stride + j,
+                           accumulate, g->row_bias != NULL ? g->row_bias[i] : 0.0f,
+                           g->column_bias != NULL ? g->column_bias + j : NULL, clamp, cols);
+        }
+        for (int64_t jr = 0; jr < nc && !plan->rows_by_one; jr += NR) {
             int64_t cols = min64(NR, nc - jr), j = j0 + jr;
             const float *col_bias = g->column_bias != NULL ? g->column_bias + j : NULL;
             for (int64_t ir = 0; ir < mc; ir += MR) {
@@ -430,7 +445,8 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
         threads = 1;
     while (threads > 1 && flops / threads < MIN_FLOPS_PER_THREAD)
         threads--;
-    gemm_plan plan = {.g = g, .scratch = scratch, .packed_a = g->packed_a};
+    gemm_plan plan = {.g = g, .scratch = scratch, .packed_a = g->packed_a,
+                      .rows_by_one = g->m < MR && row_kernel != NULL};
     atomic_init(&plan.next_unit, 0);
     atomic_init(&plan.units_done, 0);
     /* Row tiles of equal height (256 rows: two of 128, not 192 and 64), for the threads. */
@@ -454,7 +470,8 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
     int64_t room = scratch_bytes > slots ? (int64_t)((scratch_bytes - slots) / sizeof(float)) : 0;
     float *free_space = (float *)((char *)scratch + slots);
     int64_t a_floats = round_up(round_up(g->m, MR) * g->k, FLOATS_PER_LINE); /* B: aligned */
-    if (g->packed_a == NULL && g->k > 0 && plan.n_tiles > 1 && a_floats <= room) {
+    if (g->packed_a == NULL && !plan.rows_by_one && g->k > 0 && plan.n_tiles > 1 &&
+        a_floats <= room) {
         plan.packed_a = plan.shared_a = free_space;
         free_space += a_floats;
         room -= a_floats;

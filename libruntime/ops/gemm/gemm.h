@@ -134,6 +134,13 @@ void rt_gemm_f32_gather__avx512(int64_t k, const float *a, const float *b,
                                 const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
                                 const float *row_bias, const float *col_bias,
                                 const float *clamp);
+/* One row of C, `cols` (<= 32) wide, against a packed 32-column B panel: c (+)= sum over
+ * p < k of a[p * a_stride] * b[p * 32 + j], with the first slice's biases (accumulate 0) and
+ * the clamp as the micro-kernels take them. For products of fewer rows than the micro-kernel's
+ * 8, which would multiply zero rows for the rest (a batch-1 linear layer: 8x the work). */
+void rt_gemm_f32_row__avx512(int64_t k, const float *a, int64_t a_stride, const float *b,
+                             float *c, int accumulate, float row_bias, const float *col_bias,
+                             const float *clamp, int64_t cols);
 /* Eight whole rows of a row-major A (row stride lda), columns [0, k), packed as one 8-row
  * panel (dst[p * 8 + r]), with AVX. */
 void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *dst);

@@ -97,6 +97,56 @@ __attribute__((target("avx512f"))) void rt_gemm_f32_pack_a8__avx512(const float 
             dst[p * 8 + i] = a[i * lda + p];
 }
 
+__attribute__((target("avx512f"))) void rt_gemm_f32_row__avx512(
+    int64_t k, const float *a, int64_t a_stride, const float *b, float *c, int accumulate,
+    float row_bias, const float *col_bias, const float *clamp, int64_t cols) {
+    const __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+    const __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0
+                                                          : (__mmask16)((1u << (cols - 16)) - 1);
+    /* Four sums per vector over interleaved depths: one chain would wait on each FMA. */
+    __m512 acc[4][2];
+    for (int u = 0; u < 4; u++)
+        acc[u][0] = acc[u][1] = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 4 <= k; p += 4) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            const __m512 av = _mm512_set1_ps(a[(p + u) * a_stride]);
+            acc[u][0] = _mm512_fmadd_ps(av, _mm512_load_ps(b + (p + u) * NR), acc[u][0]);
+            acc[u][1] = _mm512_fmadd_ps(av, _mm512_load_ps(b + (p + u) * NR + 16), acc[u][1]);
+        }
+    }
+    for (; p < k; p++) {
+        const __m512 av = _mm512_set1_ps(a[p * a_stride]);
+        acc[0][0] = _mm512_fmadd_ps(av, _mm512_load_ps(b + p * NR), acc[0][0]);
+        acc[0][1] = _mm512_fmadd_ps(av, _mm512_load_ps(b + p * NR + 16), acc[0][1]);
+    }
+    __m512 r0 = _mm512_add_ps(_mm512_add_ps(acc[0][0], acc[1][0]),
+                              _mm512_add_ps(acc[2][0], acc[3][0]));
+    __m512 r1 = _mm512_add_ps(_mm512_add_ps(acc[0][1], acc[1][1]),
+                              _mm512_add_ps(acc[2][1], acc[3][1]));
+    __m512 base0, base1;
+    if (accumulate) {
+        base0 = _mm512_maskz_loadu_ps(m0, c);
+        base1 = _mm512_maskz_loadu_ps(m1, c + 16);
+    } else {
+        base0 = base1 = _mm512_set1_ps(row_bias);
+        if (col_bias != NULL) {
+            base0 = _mm512_add_ps(base0, _mm512_maskz_loadu_ps(m0, col_bias));
+            base1 = _mm512_add_ps(base1, _mm512_maskz_loadu_ps(m1, col_bias + 16));
+        }
+    }
+    r0 = _mm512_add_ps(r0, base0);
+    r1 = _mm512_add_ps(r1, base1);
+    if (clamp != NULL) { /* max / min return their second operand for a NaN */
+        const __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
+        r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));
+        r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));
+    }
+    _mm512_mask_storeu_ps(c, m0, r0);
+    _mm512_mask_storeu_ps(c + 16, m1, r1);
+}
+
 __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
     int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
     const float *row_bias, const float *col_bias, const float *clamp) {
