@@ -18,7 +18,8 @@
 #include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(RT_NO_MULTIVERSION)
+/* Plain target attributes, not clones: the fuzzing build (RT_NO_MULTIVERSION) keeps them. */
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_AVX512_DEPTHWISE 1
 #endif
