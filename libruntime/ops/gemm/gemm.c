@@ -248,6 +248,42 @@ static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, c
     }
 }
 
+/* One KC-deep slice of a tile, rows [i0, i0 + mc) by columns [j0, j0 + nc), from packed A
+ * (pa) and B (pb) panels. */
+static void slice_by_panels(const rt_gemm_f32_args *g, int64_t kc, const float *pa,
+                            const float *pb, int64_t i0, int64_t mc, int64_t j0, int64_t nc,
+                            int accumulate, const float *clamp) {
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+        int64_t cols = min64(NR, nc - jr), j = j0 + jr;
+        const float *col_bias = g->column_bias != NULL ? g->column_bias + j : NULL;
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+            int64_t rows = min64(MR, mc - ir), i = i0 + ir;
+            float *c = g->c + i * g->c_row_stride + j;
+            if (rows == MR && cols == NR)
+                micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride, accumulate,
+                             g->row_bias != NULL ? g->row_bias + i : NULL, col_bias, clamp);
+            else
+                edge_block(g, kc, pa + ir * kc, pb + jr * kc, i, j, rows, cols, accumulate,
+                           clamp);
+        }
+    }
+}
+
+/* The same with A read in place one row at a time (under MR rows in all), the slice starting
+ * at depth p0. */
+static void slice_by_rows(const rt_gemm_f32_args *g, int64_t p0, int64_t kc, const float *pb,
+                          int64_t i0, int64_t mc, int64_t j0, int64_t nc, int accumulate,
+                          const float *clamp) {
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+        int64_t cols = min64(NR, nc - jr), j = j0 + jr;
+        for (int64_t i = i0; i < i0 + mc; i++)
+            row_kernel(kc, g->a + i * g->a_row_stride + p0 * g->a_col_stride, g->a_col_stride,
+                       pb + jr * kc, g->c + i * g->c_row_stride + j, accumulate,
+                       g->row_bias != NULL ? g->row_bias[i] : 0.0f,
+                       g->column_bias != NULL ? g->column_bias + j : NULL, clamp, cols);
+    }
+}
+
 static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t tile,
                      float *slot) {
     const rt_gemm_f32_args *g = plan->g;
@@ -283,29 +319,10 @@ static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t til
         int accumulate = p0 > 0;
         /* Relu and Clip are applied by the last slice's kernels. */
         const float *clamp = fused && p0 + kc == g->k ? clamp_values : NULL;
-        for (int64_t jr = 0; jr < nc && plan->rows_by_one; jr += NR) {
-            int64_t cols = min64(NR, nc - jr), j = j0 + jr;
-            for (int64_t i = i0; i < i0 + mc; i++)
-                row_kernel(kc, g->a + i * g->a_row_stride + p0 * g->a_col_stride,
-                           g->a_col_stride, pb + jr * kc, g->c + i * g->c_row_stride + j,
-                           accumulate, g->row_bias != NULL ? g->row_bias[i] : 0.0f,
-                           g->column_bias != NULL ? g->column_bias + j : NULL, clamp, cols);
-        }
-        for (int64_t jr = 0; jr < nc && !plan->rows_by_one; jr += NR) {
-            int64_t cols = min64(NR, nc - jr), j = j0 + jr;
-            const float *col_bias = g->column_bias != NULL ? g->column_bias + j : NULL;
-            for (int64_t ir = 0; ir < mc; ir += MR) {
-                int64_t rows = min64(MR, mc - ir), i = i0 + ir;
-                float *c = g->c + i * g->c_row_stride + j;
-                if (rows == MR && cols == NR)
-                    micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride,
-                                 accumulate, g->row_bias != NULL ? g->row_bias + i : NULL,
-                                 col_bias, clamp);
-                else
-                    edge_block(g, kc, pa + ir * kc, pb + jr * kc, i, j, rows, cols,
-                               accumulate, clamp);
-            }
-        }
+        if (plan->rows_by_one)
+            slice_by_rows(g, p0, kc, pb, i0, mc, j0, nc, accumulate, clamp);
+        else
+            slice_by_panels(g, kc, pa, pb, i0, mc, j0, nc, accumulate, clamp);
     }
     /* The tile is final: activate it while it is still in cache (other activations). */
     for (int64_t i = 0; i < mc && g->activation.kind != RT_ACT_NONE && !fused; i++)
