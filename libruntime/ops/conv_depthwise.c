@@ -314,95 +314,60 @@ static inline __attribute__((always_inline)) AVX512 void k3_store(
         }
 }
 
-/* 3x3, stride 1, dilation 1 with AVX-512, straight from x (no padded copy): up to four
- * output rows x 32 columns at a time. Each input row a block reads is loaded once, as three
- * vectors whose lanes outside the image are masked to zero (the padding; a masked lane is
- * never read), and its kw = 1, 2 taps are the same vectors shifted by one and two lanes
- * (valignd); it feeds every output row that reads it. That is 9 multiply-adds per output
- * vector against under 2 loads, where reading each tap of a padded copy took 9 loads, half
- * of them split across cache lines, after the copy itself. */
-static inline __attribute__((always_inline)) AVX512 void k3s1_block(
-    const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
-    int64_t rows, int64_t ow, float *dst, const float *clamp) {
-    const conv_dims *d = job->d;
-    int64_t col0 = ow - d->pad[1];
-    __mmask16 in_image[3];
-    for (int64_t v = 0; v < 3; v++) {
-        int64_t first = col0 + 16 * v, lo = first < 0 ? -first : 0;
-        int64_t hi = d->width - first > 16 ? 16 : d->width - first;
-        in_image[v] = hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-    }
-    __m512 acc[4][2];
-    for (int64_t r = 0; r < rows; r++)
-        acc[r][0] = acc[r][1] = _mm512_set1_ps(b);
-#pragma GCC unroll 8
-    for (int64_t ir = 0; ir < rows + 2; ir++) {
-        int64_t ih = oh + ir - d->pad[0];
-        if (ih < 0 || ih >= d->height) /* a padding row: zeros add nothing */
-            continue;
-        const float *row = x + ih * d->width + col0;
+/* 3x3, stride 1 or 2, dilation 1 with AVX-512, straight from x (no padded copy): up to
+ * four output rows x 32 columns at a time. Each input row a block reads is loaded once, the
+ * lanes outside the image masked to zero (the padding; a masked lane is never read), and its
+ * taps are made from those vectors in registers: for stride 1, kw = 1, 2 are the vectors
+ * shifted by one and two lanes (valignd); for stride 2, output column j reads input columns
+ * 2j, 2j + 1, 2j + 2, so the taps are the even lanes, the odd lanes and the even lanes
+ * shifted by one (vpermt2ps, valignd). Each input row feeds every output row that reads it.
+ * That is 9 multiply-adds per output vector against under 3 loads, where reading each tap of
+ * a padded copy took 9 loads, half of them split across cache lines, after the copy itself. */
+
+/* The taps kw = 0, 1, 2 of the block's two 16-column output vectors, from the input row at
+ * `row` (its first column read) with `in_image` masking its 16-float vectors. */
+static inline __attribute__((always_inline)) AVX512 void k3_taps(const float *row,
+                                                                 const __mmask16 *in_image,
+                                                                 int64_t stride,
+                                                                 __m512 tap[2][3]) {
+    if (stride == 1) {
         __m512i x0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[0], row));
         __m512i x1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[1], row + 16));
         __m512i x2 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[2], row + 32));
-        __m512 tap[2][3] = {
-            {_mm512_castsi512_ps(x0), _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 1)),
-             _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 2))},
-            {_mm512_castsi512_ps(x1), _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 1)),
-             _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 2))},
-        };
-#pragma GCC unroll 4
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t kh = ir - r; /* output row r reads input row ir with kernel row kh */
-            if (kh < 0 || kh > 2)
-                continue;
-#pragma GCC unroll 2
-            for (int64_t v = 0; v < 2; v++)
-#pragma GCC unroll 3
-                for (int64_t kw = 0; kw < 3; kw++)
-                    acc[r][v] = _mm512_fmadd_ps(wv[kh * 3 + kw], tap[v][kw], acc[r][v]);
-        }
+        tap[0][0] = _mm512_castsi512_ps(x0);
+        tap[0][1] = _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 1));
+        tap[0][2] = _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 2));
+        tap[1][0] = _mm512_castsi512_ps(x1);
+        tap[1][1] = _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 1));
+        tap[1][2] = _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 2));
+        return;
     }
-    k3_store(acc, rows, d->out_w, ow, dst, clamp);
-}
-
-/* `x` here is the input plane itself. */
-static AVX512 void k3s1_rows(const depthwise_job *job, const float *x, const float *w,
-                             float b, int64_t oh, int64_t rows, float *dst) {
-    __m512 wv[9];
-    for (int64_t t = 0; t < 9; t++)
-        wv[t] = _mm512_set1_ps(w[t]);
-    for (int64_t ow = 0; ow < job->d->out_w; ow += 32) {
-        /* One call per row count, so each inlined copy has its loops unrolled. */
-        switch (rows) {
-        case 4:
-            k3s1_block(job, x, wv, b, oh, 4, ow, dst, job->clamp);
-            break;
-        case 3:
-            k3s1_block(job, x, wv, b, oh, 3, ow, dst, job->clamp);
-            break;
-        case 2:
-            k3s1_block(job, x, wv, b, oh, 2, ow, dst, job->clamp);
-            break;
-        default:
-            k3s1_block(job, x, wv, b, oh, 1, ow, dst, job->clamp);
-        }
-    }
-}
-
-/* The same for stride 2: output column j of a vector reads input columns 2j, 2j + 1, 2j + 2
- * from its first, so its three taps are the even lanes, the odd lanes and the even lanes
- * shifted by one of five loaded vectors (vpermt2ps, valignd). An input row feeds one or two
- * output rows. */
-static inline __attribute__((always_inline)) AVX512 void k3s2_block(
-    const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
-    int64_t rows, int64_t ow, float *dst, const float *clamp) {
-    const conv_dims *d = job->d;
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
                                           2, 0);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    int64_t col0 = 2 * ow - d->pad[1];
+    __m512 x0 = _mm512_maskz_loadu_ps(in_image[0], row);
+    __m512 x1 = _mm512_maskz_loadu_ps(in_image[1], row + 16);
+    __m512 x2 = _mm512_maskz_loadu_ps(in_image[2], row + 32);
+    __m512 x3 = _mm512_maskz_loadu_ps(in_image[3], row + 48);
+    __m512 x4 = _mm512_maskz_loadu_ps(in_image[4] & 1, row + 64); /* one column is read */
+    __m512 e0 = _mm512_permutex2var_ps(x0, even, x1), e1 = _mm512_permutex2var_ps(x2, even, x3);
+    tap[0][0] = e0;
+    tap[0][1] = _mm512_permutex2var_ps(x0, odd, x1);
+    tap[0][2] = _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(e1), _mm512_castps_si512(e0), 1));
+    tap[1][0] = e1;
+    tap[1][1] = _mm512_permutex2var_ps(x2, odd, x3);
+    tap[1][2] = _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(x4), _mm512_castps_si512(e1), 1));
+}
+
+static inline __attribute__((always_inline)) AVX512 void k3_block(
+    const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
+    int64_t rows, int64_t ow, float *dst, int64_t stride) {
+    const conv_dims *d = job->d;
+    int64_t col0 = stride * ow - d->pad[1];
     __mmask16 in_image[5];
-    for (int64_t v = 0; v < 5; v++) {
+    for (int64_t v = 0; v < (stride == 1 ? 3 : 5); v++) {
         int64_t first = col0 + 16 * v, lo = first < 0 ? -first : 0;
         int64_t hi = d->width - first > 16 ? 16 : d->width - first;
         in_image[v] = hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
@@ -411,28 +376,15 @@ static inline __attribute__((always_inline)) AVX512 void k3s2_block(
     for (int64_t r = 0; r < rows; r++)
         acc[r][0] = acc[r][1] = _mm512_set1_ps(b);
 #pragma GCC unroll 9
-    for (int64_t ir = 0; ir < 2 * rows + 1; ir++) {
-        int64_t ih = 2 * oh + ir - d->pad[0];
+    for (int64_t ir = 0; ir < stride * (rows - 1) + 3; ir++) {
+        int64_t ih = stride * oh + ir - d->pad[0];
         if (ih < 0 || ih >= d->height) /* a padding row: zeros add nothing */
             continue;
-        const float *row = x + ih * d->width + col0;
-        __m512 x0 = _mm512_maskz_loadu_ps(in_image[0], row);
-        __m512 x1 = _mm512_maskz_loadu_ps(in_image[1], row + 16);
-        __m512 x2 = _mm512_maskz_loadu_ps(in_image[2], row + 32);
-        __m512 x3 = _mm512_maskz_loadu_ps(in_image[3], row + 48);
-        __m512 x4 = _mm512_maskz_loadu_ps(in_image[4] & 1, row + 64);
-        __m512 e0 = _mm512_permutex2var_ps(x0, even, x1), e1 = _mm512_permutex2var_ps(x2, even, x3);
-        __m512 tap[2][3] = {
-            {e0, _mm512_permutex2var_ps(x0, odd, x1),
-             _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(e1),
-                                                     _mm512_castps_si512(e0), 1))},
-            {e1, _mm512_permutex2var_ps(x2, odd, x3),
-             _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(x4),
-                                                     _mm512_castps_si512(e1), 1))},
-        };
+        __m512 tap[2][3];
+        k3_taps(x + ih * d->width + col0, in_image, stride, tap);
 #pragma GCC unroll 4
         for (int64_t r = 0; r < rows; r++) {
-            int64_t kh = ir - 2 * r; /* output row r reads input row ir with kernel row kh */
+            int64_t kh = ir - stride * r; /* output row r reads input row ir at kernel row kh */
             if (kh < 0 || kh > 2)
                 continue;
 #pragma GCC unroll 2
@@ -442,29 +394,42 @@ static inline __attribute__((always_inline)) AVX512 void k3s2_block(
                     acc[r][v] = _mm512_fmadd_ps(wv[kh * 3 + kw], tap[v][kw], acc[r][v]);
         }
     }
-    k3_store(acc, rows, d->out_w, ow, dst, clamp);
+    k3_store(acc, rows, d->out_w, ow, dst, job->clamp);
 }
 
-static AVX512 void k3s2_rows(const depthwise_job *job, const float *x, const float *w,
-                             float b, int64_t oh, int64_t rows, float *dst) {
+/* `x` here is the input plane itself. */
+static inline __attribute__((always_inline)) AVX512 void k3_rows(
+    const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
+    int64_t rows, float *dst, int64_t stride) {
     __m512 wv[9];
     for (int64_t t = 0; t < 9; t++)
         wv[t] = _mm512_set1_ps(w[t]);
     for (int64_t ow = 0; ow < job->d->out_w; ow += 32) {
+        /* One call per row count, so each inlined copy has its loops unrolled. */
         switch (rows) {
         case 4:
-            k3s2_block(job, x, wv, b, oh, 4, ow, dst, job->clamp);
+            k3_block(job, x, wv, b, oh, 4, ow, dst, stride);
             break;
         case 3:
-            k3s2_block(job, x, wv, b, oh, 3, ow, dst, job->clamp);
+            k3_block(job, x, wv, b, oh, 3, ow, dst, stride);
             break;
         case 2:
-            k3s2_block(job, x, wv, b, oh, 2, ow, dst, job->clamp);
+            k3_block(job, x, wv, b, oh, 2, ow, dst, stride);
             break;
         default:
-            k3s2_block(job, x, wv, b, oh, 1, ow, dst, job->clamp);
+            k3_block(job, x, wv, b, oh, 1, ow, dst, stride);
         }
     }
+}
+
+static AVX512 void k3s1_rows(const depthwise_job *job, const float *x, const float *w,
+                             float b, int64_t oh, int64_t rows, float *dst) {
+    k3_rows(job, x, w, b, oh, rows, dst, 1);
+}
+
+static AVX512 void k3s2_rows(const depthwise_job *job, const float *x, const float *w,
+                             float b, int64_t oh, int64_t rows, float *dst) {
+    k3_rows(job, x, w, b, oh, rows, dst, 2);
 }
 
 /* 3x3 kernels, dilation 1, the same stride both ways: 1 or 2. */
