@@ -10,15 +10,34 @@
 #define MR 8
 #define NR 32
 
+/* Masks of the first `cols` (<= 32) of a row's two 16-float vectors. */
+static inline __attribute__((always_inline, target("avx512f"))) void column_masks(
+    int64_t cols, __mmask16 *m0, __mmask16 *m1) {
+    *m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+    *m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+}
+
+/* A finished row of C: the clamp (max and min return their second operand for a NaN, so it
+ * is kept), then the masked stores. */
+static inline __attribute__((always_inline, target("avx512f"))) void store_row(
+    float *c, __mmask16 m0, __mmask16 m1, __m512 r0, __m512 r1, const float *clamp) {
+    if (clamp != NULL) {
+        const __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
+        r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));
+        r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));
+    }
+    _mm512_mask_storeu_ps(c, m0, r0);
+    _mm512_mask_storeu_ps(c + 16, m1, r1);
+}
+
 /* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. Only C's
  * first `cols` columns are read and written (masked), and only that many column biases. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
     int64_t cols) {
-    const __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
-    const __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0
-                                                          : (__mmask16)((1u << (cols - 16)) - 1);
+    __mmask16 m0, m1;
+    column_masks(cols, &m0, &m1);
     __m512 acc[MR][2];
     for (int i = 0; i < MR; i++)
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -54,14 +73,8 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
             base0 = _mm512_add_ps(r, col0);
             base1 = _mm512_add_ps(r, col1);
         }
-        __m512 r0 = _mm512_add_ps(acc[i][0], base0), r1 = _mm512_add_ps(acc[i][1], base1);
-        if (clamp != NULL) { /* max / min return their second operand for a NaN */
-            const __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
-            r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));
-            r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));
-        }
-        _mm512_mask_storeu_ps(row, m0, r0);
-        _mm512_mask_storeu_ps(row + 16, m1, r1);
+        store_row(row, m0, m1, _mm512_add_ps(acc[i][0], base0),
+                  _mm512_add_ps(acc[i][1], base1), clamp);
     }
 }
 
@@ -100,9 +113,8 @@ __attribute__((target("avx512f"))) void rt_gemm_f32_pack_a8__avx512(const float 
 __attribute__((target("avx512f"))) void rt_gemm_f32_row__avx512(
     int64_t k, const float *a, int64_t a_stride, const float *b, float *c, int accumulate,
     float row_bias, const float *col_bias, const float *clamp, int64_t cols) {
-    const __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
-    const __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0
-                                                          : (__mmask16)((1u << (cols - 16)) - 1);
+    __mmask16 m0, m1;
+    column_masks(cols, &m0, &m1);
     /* Four sums per vector over interleaved depths: one chain would wait on each FMA. */
     __m512 acc[4][2];
     for (int u = 0; u < 4; u++)
@@ -136,15 +148,7 @@ __attribute__((target("avx512f"))) void rt_gemm_f32_row__avx512(
             base1 = _mm512_add_ps(base1, _mm512_maskz_loadu_ps(m1, col_bias + 16));
         }
     }
-    r0 = _mm512_add_ps(r0, base0);
-    r1 = _mm512_add_ps(r1, base1);
-    if (clamp != NULL) { /* max / min return their second operand for a NaN */
-        const __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
-        r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));
-        r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));
-    }
-    _mm512_mask_storeu_ps(c, m0, r0);
-    _mm512_mask_storeu_ps(c + 16, m1, r1);
+    store_row(c, m0, m1, _mm512_add_ps(r0, base0), _mm512_add_ps(r1, base1), clamp);
 }
 
 __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
