@@ -4,8 +4,14 @@
 #include <math.h>
 
 #include "core/multiversion.h"
+#include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX512_POOL 1
+#endif
 
 typedef struct pool_dims {
     int64_t planes, height, width; /* planes = N * C */
@@ -140,6 +146,47 @@ RT_MULTIVERSION static void max_pool_2x2_rows__f32(void *arg, size_t begin, size
                               bottom[2 * ow + 1]);
     }
 }
+
+#ifdef HAVE_AVX512_POOL
+/* max_nan lane by lane: v where v > best or v is NaN, else best. */
+static inline __attribute__((always_inline, target("avx512f"))) __m512 max_nan16(__m512 best,
+                                                                                 __m512 v) {
+    __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+                     _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(best, take, v);
+}
+
+/* The same with AVX-512, 16 outputs at a time: the two rows' maxima lane by lane, then the
+ * even and odd columns of those (vpermt2ps), then their maxima; a row's last vector masked.
+ * The compiler's own vectorisation of the loop above took 1.3 cycles per output. */
+__attribute__((target("avx512f"))) static void max_pool_2x2_rows__avx512(void *arg,
+                                                                          size_t begin,
+                                                                          size_t end) {
+    const pool_job *job = arg;
+    const pool_dims *d = job->dims;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
+                                          2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (size_t row = begin; row < end; row++) {
+        int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;
+        const float *top = (const float *)job->x + (plane * d->height + 2 * oh) * d->width;
+        const float *bottom = top + d->width;
+        float *out = (float *)job->out + (int64_t)row * d->out_w;
+        for (int64_t ow = 0; ow < d->out_w; ow += 16) {
+            int64_t n = d->out_w - ow < 16 ? d->out_w - ow : 16; /* outputs, 2n inputs */
+            __mmask16 lo = n >= 8 ? 0xffff : (__mmask16)((1u << (2 * n)) - 1);
+            __mmask16 hi = n >= 16 ? 0xffff : n <= 8 ? 0 : (__mmask16)((1u << (2 * n - 16)) - 1);
+            const float *t = top + 2 * ow, *b = bottom + 2 * ow;
+            __m512 v0 = max_nan16(_mm512_maskz_loadu_ps(lo, t), _mm512_maskz_loadu_ps(lo, b));
+            __m512 v1 = max_nan16(_mm512_maskz_loadu_ps(hi, t + 16),
+                                  _mm512_maskz_loadu_ps(hi, b + 16));
+            __m512 r = max_nan16(_mm512_permutex2var_ps(v0, even, v1),
+                                 _mm512_permutex2var_ps(v0, odd, v1));
+            _mm512_mask_storeu_ps(out + ow, n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1), r);
+        }
+    }
+}
+#endif
 
 static bool is_inner_2x2(const pool_dims *d) {
     return d->kernel[0] == 2 && d->kernel[1] == 2 && d->stride[0] == 2 && d->stride[1] == 2 &&
@@ -300,8 +347,13 @@ rt_status rt_ops__max_pool2d_prepare(rt_op_ctx *ctx) {
 rt_status rt_ops__max_pool2d_run(rt_op_ctx *ctx) {
     pool_args args;
     RT_RETURN_IF_ERROR(max_pool_setup(ctx, &args));
-    if (args.x->type == RT_F32 && is_inner_2x2(&args.dims))
+    if (args.x->type == RT_F32 && is_inner_2x2(&args.dims)) {
+#ifdef HAVE_AVX512_POOL
+        if (rt_gemm_f32_avx512())
+            return run_pool(ctx, &args, max_pool_2x2_rows__avx512);
+#endif
         return run_pool(ctx, &args, max_pool_2x2_rows__f32);
+    }
     return run_pool(ctx, &args, max_pool_kernel_for(args.x->type));
 }
 
