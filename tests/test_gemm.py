@@ -18,11 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # Sizes straddling the micro-tiles (4 x 24, 8 x 32), the blocks (MC 192, KC 192, NC 528 or
 # 512) and zero. Past 192 rows B is packed once for every row tile: in column strips of at
 # most 4M floats (200 x 2100 x 2050 takes a strip of three 528-column blocks, then a narrower
-# one), and tile by tile when one block's depth alone exceeds that (200 x 530 x 8000).
+# one), and tile by tile when one block's depth alone exceeds that (200 x 530 x 8000). A last
+# block of columns 16 wide or less is computed half as wide (16 x 50 x 200 ends in 18 columns,
+# 8 x 12 x 400 in 12).
 SIZES = [(1, 1, 1), (5, 15, 3), (4, 24, 256), (5, 25, 257), (193, 33, 300), (192, 530, 40),
          (73, 30, 193), (3, 1100, 9), (0, 4, 4), (4, 0, 4), (4, 4, 0), (200, 70, 513),
          (6, 16, 256), (7, 23, 257), (8, 32, 192), (9, 33, 385), (16, 515, 64),
-         (200, 2100, 2050), (200, 530, 8000)]
+         (200, 2100, 2050), (200, 530, 8000), (16, 50, 200), (8, 12, 400)]
 
 
 def run_matmul(a, b, threads):

@@ -31,11 +31,12 @@ static inline __attribute__((always_inline, target("avx512f"))) void store_row(
 }
 
 /* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. Only C's
- * first `cols` columns are read and written (masked), and only that many column biases. */
+ * first `cols` columns are read and written (masked), and only that many column biases; with
+ * `halves` 1 (a constant, cols <= 16) only the first 16 columns are computed at all. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
-    int64_t cols) {
+    int64_t cols, int halves) {
     __mmask16 m0, m1;
     column_masks(cols, &m0, &m1);
     __m512 acc[MR][2];
@@ -45,12 +46,15 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
     for (int64_t p = 0; p < k; p++) {
         const float *row = b_offsets != NULL ? b + b_offsets[p] : b;
         const __m512 b0 = b_offsets != NULL ? _mm512_loadu_ps(row) : _mm512_load_ps(row);
-        const __m512 b1 = b_offsets != NULL ? _mm512_loadu_ps(row + 16) : _mm512_load_ps(row + 16);
+        const __m512 b1 = halves == 1         ? _mm512_setzero_ps()
+                          : b_offsets != NULL ? _mm512_loadu_ps(row + 16)
+                                              : _mm512_load_ps(row + 16);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             const __m512 ai = _mm512_set1_ps(a[i]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+            if (halves == 2)
+                acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
         a += MR;
         if (b_offsets == NULL)
@@ -154,23 +158,28 @@ __attribute__((target("avx512f"))) void rt_gemm_f32_row__avx512(
 __attribute__((target("avx512f"))) void rt_gemm_f32_micro__avx512(
     int64_t k, const float *a, const float *b, float *c, int64_t ldc, int accumulate,
     const float *row_bias, const float *col_bias, const float *clamp) {
-    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, NR);
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, NR, 2);
 }
 
 __attribute__((target("avx512f"))) void rt_gemm_f32_gather__avx512(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp) {
-    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, NR);
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, NR, 2);
 }
 
 __attribute__((target("avx512f"))) void rt_gemm_f32_cols__avx512(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
     int64_t cols) {
-    if (b_offsets != NULL)
-        micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols);
+    /* A block of 16 columns or fewer (a row of 112 outputs ends in one) does half the work. */
+    if (b_offsets != NULL && cols <= 16)
+        micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 1);
+    else if (b_offsets != NULL)
+        micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 2);
+    else if (cols <= 16)
+        micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 1);
     else
-        micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, cols);
+        micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 2);
 }
 
 #endif
