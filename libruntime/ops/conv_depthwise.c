@@ -324,19 +324,22 @@ static inline __attribute__((always_inline)) AVX512 void k3_store(
  * That is 9 multiply-adds per output vector against under 3 loads, where reading each tap of
  * a padded copy took 9 loads, half of them split across cache lines, after the copy itself. */
 
-/* The taps kw = 0, 1, 2 of the block's two 16-column output vectors, from the input row at
- * `row` (its first column read) with `in_image` masking its 16-float vectors. */
+/* The taps kw = 0, 1, 2 of the block's `vectors` (a constant: 2, or 1 for a last block of 16
+ * columns or fewer) 16-column output vectors, from the input row at `row` (its first column
+ * read) with `in_image` masking its 16-float vectors. */
 static inline __attribute__((always_inline)) AVX512 void k3_taps(const float *row,
                                                                  const __mmask16 *in_image,
-                                                                 int64_t stride,
+                                                                 int64_t stride, int vectors,
                                                                  __m512 tap[2][3]) {
     if (stride == 1) {
         __m512i x0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[0], row));
         __m512i x1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[1], row + 16));
-        __m512i x2 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[2], row + 32));
         tap[0][0] = _mm512_castsi512_ps(x0);
         tap[0][1] = _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 1));
         tap[0][2] = _mm512_castsi512_ps(_mm512_alignr_epi32(x1, x0, 2));
+        if (vectors == 1)
+            return;
+        __m512i x2 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_image[2], row + 32));
         tap[1][0] = _mm512_castsi512_ps(x1);
         tap[1][1] = _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 1));
         tap[1][2] = _mm512_castsi512_ps(_mm512_alignr_epi32(x2, x1, 2));
@@ -347,12 +350,18 @@ static inline __attribute__((always_inline)) AVX512 void k3_taps(const float *ro
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     __m512 x0 = _mm512_maskz_loadu_ps(in_image[0], row);
     __m512 x1 = _mm512_maskz_loadu_ps(in_image[1], row + 16);
-    __m512 x2 = _mm512_maskz_loadu_ps(in_image[2], row + 32);
-    __m512 x3 = _mm512_maskz_loadu_ps(in_image[3], row + 48);
-    __m512 x4 = _mm512_maskz_loadu_ps(in_image[4] & 1, row + 64); /* one column is read */
-    __m512 e0 = _mm512_permutex2var_ps(x0, even, x1), e1 = _mm512_permutex2var_ps(x2, even, x3);
+    __m512 x2 = _mm512_maskz_loadu_ps(vectors == 1 ? in_image[2] & 1 : in_image[2], row + 32);
+    __m512 e0 = _mm512_permutex2var_ps(x0, even, x1);
     tap[0][0] = e0;
     tap[0][1] = _mm512_permutex2var_ps(x0, odd, x1);
+    if (vectors == 1) { /* the last tap's column 32 is x2's first */
+        tap[0][2] = _mm512_castsi512_ps(
+            _mm512_alignr_epi32(_mm512_castps_si512(x2), _mm512_castps_si512(e0), 1));
+        return;
+    }
+    __m512 x3 = _mm512_maskz_loadu_ps(in_image[3], row + 48);
+    __m512 x4 = _mm512_maskz_loadu_ps(in_image[4] & 1, row + 64); /* one column is read */
+    __m512 e1 = _mm512_permutex2var_ps(x2, even, x3);
     tap[0][2] = _mm512_castsi512_ps(
         _mm512_alignr_epi32(_mm512_castps_si512(e1), _mm512_castps_si512(e0), 1));
     tap[1][0] = e1;
@@ -363,7 +372,7 @@ static inline __attribute__((always_inline)) AVX512 void k3_taps(const float *ro
 
 static inline __attribute__((always_inline)) AVX512 void k3_block(
     const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
-    int64_t rows, int64_t ow, float *dst, int64_t stride) {
+    int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
     const conv_dims *d = job->d;
     int64_t col0 = stride * ow - d->pad[1];
     __mmask16 in_image[5];
@@ -381,20 +390,20 @@ static inline __attribute__((always_inline)) AVX512 void k3_block(
         if (ih < 0 || ih >= d->height) /* a padding row: zeros add nothing */
             continue;
         __m512 tap[2][3];
-        k3_taps(x + ih * d->width + col0, in_image, stride, tap);
+        k3_taps(x + ih * d->width + col0, in_image, stride, vectors, tap);
 #pragma GCC unroll 4
         for (int64_t r = 0; r < rows; r++) {
             int64_t kh = ir - stride * r; /* output row r reads input row ir at kernel row kh */
             if (kh < 0 || kh > 2)
                 continue;
 #pragma GCC unroll 2
-            for (int64_t v = 0; v < 2; v++)
+            for (int64_t v = 0; v < vectors; v++)
 #pragma GCC unroll 3
                 for (int64_t kw = 0; kw < 3; kw++)
                     acc[r][v] = _mm512_fmadd_ps(wv[kh * 3 + kw], tap[v][kw], acc[r][v]);
         }
     }
-    k3_store(acc, rows, d->out_w, ow, dst, job->clamp);
+    k3_store(acc, rows, d->out_w, ow, dst, job->clamp); /* a second vector stays masked off */
 }
 
 /* `x` here is the input plane itself. */
@@ -405,19 +414,33 @@ static inline __attribute__((always_inline)) AVX512 void k3_rows(
     for (int64_t t = 0; t < 9; t++)
         wv[t] = _mm512_set1_ps(w[t]);
     for (int64_t ow = 0; ow < job->d->out_w; ow += 32) {
-        /* One call per row count, so each inlined copy has its loops unrolled. */
-        switch (rows) {
+        /* One call per row count and width, so each inlined copy has its loops unrolled; a
+         * last block of 16 columns or fewer (a row of 14, 28 or 112) computes one vector. */
+        int vectors = job->d->out_w - ow > 16 ? 2 : 1;
+        switch (rows * 2 + vectors - 2) {
+        case 8:
+            k3_block(job, x, wv, b, oh, 4, ow, dst, stride, 2);
+            break;
+        case 7:
+            k3_block(job, x, wv, b, oh, 4, ow, dst, stride, 1);
+            break;
+        case 6:
+            k3_block(job, x, wv, b, oh, 3, ow, dst, stride, 2);
+            break;
+        case 5:
+            k3_block(job, x, wv, b, oh, 3, ow, dst, stride, 1);
+            break;
         case 4:
-            k3_block(job, x, wv, b, oh, 4, ow, dst, stride);
+            k3_block(job, x, wv, b, oh, 2, ow, dst, stride, 2);
             break;
         case 3:
-            k3_block(job, x, wv, b, oh, 3, ow, dst, stride);
+            k3_block(job, x, wv, b, oh, 2, ow, dst, stride, 1);
             break;
         case 2:
-            k3_block(job, x, wv, b, oh, 2, ow, dst, stride);
+            k3_block(job, x, wv, b, oh, 1, ow, dst, stride, 2);
             break;
         default:
-            k3_block(job, x, wv, b, oh, 1, ow, dst, stride);
+            k3_block(job, x, wv, b, oh, 1, ow, dst, stride, 1);
         }
     }
 }
