@@ -406,6 +406,25 @@ static inline __attribute__((always_inline)) AVX512 void k3_block(
     k3_store(acc, rows, d->out_w, ow, dst, job->clamp); /* a second vector stays masked off */
 }
 
+/* k3_block with the row count a constant in each inlined copy, so its loops unroll. */
+static inline __attribute__((always_inline)) AVX512 void k3_block_rows(
+    const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
+    int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
+    switch (rows) {
+    case 4:
+        k3_block(job, x, wv, b, oh, 4, ow, dst, stride, vectors);
+        break;
+    case 3:
+        k3_block(job, x, wv, b, oh, 3, ow, dst, stride, vectors);
+        break;
+    case 2:
+        k3_block(job, x, wv, b, oh, 2, ow, dst, stride, vectors);
+        break;
+    default:
+        k3_block(job, x, wv, b, oh, 1, ow, dst, stride, vectors);
+    }
+}
+
 /* `x` here is the input plane itself. */
 static inline __attribute__((always_inline)) AVX512 void k3_rows(
     const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
@@ -414,34 +433,11 @@ static inline __attribute__((always_inline)) AVX512 void k3_rows(
     for (int64_t t = 0; t < 9; t++)
         wv[t] = _mm512_set1_ps(w[t]);
     for (int64_t ow = 0; ow < job->d->out_w; ow += 32) {
-        /* One call per row count and width, so each inlined copy has its loops unrolled; a
-         * last block of 16 columns or fewer (a row of 14, 28 or 112) computes one vector. */
-        int vectors = job->d->out_w - ow > 16 ? 2 : 1;
-        switch (rows * 2 + vectors - 2) {
-        case 8:
-            k3_block(job, x, wv, b, oh, 4, ow, dst, stride, 2);
-            break;
-        case 7:
-            k3_block(job, x, wv, b, oh, 4, ow, dst, stride, 1);
-            break;
-        case 6:
-            k3_block(job, x, wv, b, oh, 3, ow, dst, stride, 2);
-            break;
-        case 5:
-            k3_block(job, x, wv, b, oh, 3, ow, dst, stride, 1);
-            break;
-        case 4:
-            k3_block(job, x, wv, b, oh, 2, ow, dst, stride, 2);
-            break;
-        case 3:
-            k3_block(job, x, wv, b, oh, 2, ow, dst, stride, 1);
-            break;
-        case 2:
-            k3_block(job, x, wv, b, oh, 1, ow, dst, stride, 2);
-            break;
-        default:
-            k3_block(job, x, wv, b, oh, 1, ow, dst, stride, 1);
-        }
+        /* A last block of 16 columns or fewer (a row of 14, 28 or 112) computes one vector. */
+        if (job->d->out_w - ow > 16)
+            k3_block_rows(job, x, wv, b, oh, rows, ow, dst, stride, 2);
+        else
+            k3_block_rows(job, x, wv, b, oh, rows, ow, dst, stride, 1);
     }
 }
 
