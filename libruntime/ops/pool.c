@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <math.h>
 
+#include "core/lane_mask.h"
 #include "core/multiversion.h"
 #include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
@@ -174,15 +175,14 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_rows__avx512(void *a
         float *out = (float *)job->out + (int64_t)row * d->out_w;
         for (int64_t ow = 0; ow < d->out_w; ow += 16) {
             int64_t n = d->out_w - ow < 16 ? d->out_w - ow : 16; /* outputs, 2n inputs */
-            __mmask16 lo = n >= 8 ? 0xffff : (__mmask16)((1u << (2 * n)) - 1);
-            __mmask16 hi = n >= 16 ? 0xffff : n <= 8 ? 0 : (__mmask16)((1u << (2 * n - 16)) - 1);
+            __mmask16 lo = rt_lane_mask16(0, 2 * n), hi = rt_lane_mask16(0, 2 * n - 16);
             const float *t = top + 2 * ow, *b = bottom + 2 * ow;
             __m512 v0 = max_nan16(_mm512_maskz_loadu_ps(lo, t), _mm512_maskz_loadu_ps(lo, b));
             __m512 v1 = max_nan16(_mm512_maskz_loadu_ps(hi, t + 16),
                                   _mm512_maskz_loadu_ps(hi, b + 16));
             __m512 r = max_nan16(_mm512_permutex2var_ps(v0, even, v1),
                                  _mm512_permutex2var_ps(v0, odd, v1));
-            _mm512_mask_storeu_ps(out + ow, n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1), r);
+            _mm512_mask_storeu_ps(out + ow, rt_lane_mask16(0, n), r);
         }
     }
 }

@@ -4,6 +4,8 @@
  * the instructions per FMA, which leaves the front end room to keep both FMA pipes busy. */
 #include "ops/gemm/gemm.h"
 
+#include "core/lane_mask.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -13,8 +15,8 @@
 /* Masks of the first `cols` (<= 32) of a row's two 16-float vectors. */
 static inline __attribute__((always_inline, target("avx512f"))) void column_masks(
     int64_t cols, __mmask16 *m0, __mmask16 *m1) {
-    *m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
-    *m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+    *m0 = rt_lane_mask16(0, cols);
+    *m1 = rt_lane_mask16(0, cols - 16);
 }
 
 /* A finished row of C: the clamp (max and min return their second operand for a NaN, so it
