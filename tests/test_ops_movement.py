@@ -148,6 +148,25 @@ def test_gather_out_of_range_names_the_index():
         run(lambda m, x, i: call(m, "gather", x, i, 1, dtype="float32", shape=(3, 2, 2)), x, idx)
 
 
+def test_gather_family_errors_name_the_dimension():
+    x = np.zeros((3, 4), np.float32)
+    with pytest.raises(InvalidArgument, match=r"indices\[0, 1\] is -5, out of range for axis 1 "
+                       r"of data of size 4 \(valid: -4 to 3\)"):
+        run(lambda m, x, i: call(m, "gather_elements", x, i, 1, dtype="float32", shape=(1, 2)),
+            x, np.array([[0, -5]], np.int64))
+    with pytest.raises(InvalidArgument, match=r"indices\[1, 1\] is 4, out of range for "
+                       r"dimension 1 of data of size 4"):
+        run(lambda m, x, i: call(m, "gather_nd", x, i, 0, dtype="float32", shape=(2,)),
+            x, np.array([[0, 1], [2, 4]], np.int64))
+
+
+def test_split_errors_name_the_output():
+    x = np.zeros((2, 12, 3))
+    outs = [("float64", (2, 1, 3), False)] * 11 + [("float64", (2, 2, 3), False)]
+    with pytest.raises(InvalidProgram, match=r"out_11 is planned with shape \[2, 2, 3\]"):
+        run(lambda m, x: m.call("split", x, 1, [], outputs=outs), x)
+
+
 def test_gather_elements_and_nd():
     x = RNG.integers(-50, 50, (4, 5, 3)).astype(np.int32)
     idx = RNG.integers(-5, 5, (4, 2, 3))

@@ -209,11 +209,11 @@ static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args) {
     const conv_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op__check_conv_groups(ctx, args->x, args->w, d->groups));
     char tw[RT_OP_SHAPE_TEXT];
-    rt_op__shape_text(args->w->sizes, 4, tw);
     if (args->bias && args->bias->sizes[0] != d->out_channels)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "bias has %" PRId64 " elements, but w %s has %" PRId64 " output channels",
-                          args->bias->sizes[0], tw, d->out_channels);
+                          args->bias->sizes[0], rt_op__shape_text(args->w->sizes, 4, tw),
+                          d->out_channels);
     return RT_OK;
 }
 

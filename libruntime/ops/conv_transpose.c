@@ -224,29 +224,32 @@ static rt_status convt_padding(rt_op_ctx *ctx, size_t index, int64_t out[4]) {
 /* Channel counts of x, w and bias against groups, for the current sizes. */
 static rt_status convt_check_channels(rt_op_ctx *ctx, const convt_args *a) {
     const convt_dims *d = &a->dims;
+    /* The shapes are formatted only for a message: this runs on every call. */
     char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
-    rt_op__shape_text(a->x->sizes, 4, tx);
-    rt_op__shape_text(a->w->sizes, 4, tw);
+#define TX rt_op__shape_text(a->x->sizes, 4, tx)
+#define TW rt_op__shape_text(a->w->sizes, 4, tw)
     if (a->w->sizes[0] != d->channels)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "w %s must have one row per input channel of x %s", tw, tx);
+                          "w %s must have one row per input channel of x %s", TW, TX);
     if (d->channels % d->groups != 0)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "groups %" PRId64 " must divide the input channels of x %s", d->groups,
-                          tx);
+                          TX);
     if (d->kernel_h < 1 || d->kernel_w < 1)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);
+        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", TW);
     /* Sizes beside a 0 can be anything; the kernels multiply these pairs. */
     int64_t product;
     if (!rt_op__mul(d->kernel_h, d->kernel_w, &product) ||
         !rt_op__mul(d->height, d->width, &product))
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "the kernel of w %s or the image of x %s has too many elements", tw, tx);
+                          "the kernel of w %s or the image of x %s has too many elements", TW, TX);
     if (a->bias && a->bias->sizes[0] != d->out_channels)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "bias has %" PRId64 " elements, but w %s and groups %" PRId64
                           " give %" PRId64 " output channels",
-                          a->bias->sizes[0], tw, d->groups, d->out_channels);
+                          a->bias->sizes[0], TW, d->groups, d->out_channels);
+#undef TX
+#undef TW
     return RT_OK;
 }
 

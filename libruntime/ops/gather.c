@@ -4,32 +4,32 @@
  * every index is checked before anything is written, and one out of range fails the run
  * with RT_INVALID_ARGUMENT naming its value and position. */
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ops/movement.h"
 #include "ops/ops.h"
 
-/* Fails naming indices[position] = value when it is outside [-limit, limit). */
+/* Fails naming indices[position] = value when it is outside [-limit, limit), and the
+ * dimension as "<kind> <number> of data" (formatted only then: this runs per index). */
 static rt_status index_in_range(rt_op_ctx *ctx, const rt_tensor_value *indices, int64_t flat,
-                                int64_t value, int64_t limit, const char *dimension) {
+                                int64_t value, int64_t limit, const char *kind, int32_t number) {
     if (value >= -limit && value < limit)
         return RT_OK;
     char pos[RT_OP_SHAPE_TEXT];
     return rt_op_fail(ctx, RT_INVALID_ARGUMENT,
-                      "indices%s is %" PRId64 ", out of range for %s of size %" PRId64
-                      " (valid: %" PRId64 " to %" PRId64 ")",
+                      "indices%s is %" PRId64 ", out of range for %s %" PRId32
+                      " of data of size %" PRId64 " (valid: %" PRId64 " to %" PRId64 ")",
                       rt_mv__position_text(flat, indices->rank, indices->sizes, pos), value,
-                      dimension, limit, -limit, limit - 1);
+                      kind, number, limit, -limit, limit - 1);
 }
 
 /* Every index against one limit (the size of the gathered dimension). */
 static rt_status check_indices(rt_op_ctx *ctx, const rt_tensor_value *indices, int64_t limit,
-                               const char *dimension) {
+                               int32_t axis) {
     int64_t n = rt_tensor__numel(indices);
     for (int64_t i = 0; i < n; i++)
         RT_RETURN_IF_ERROR(index_in_range(ctx, indices, i, rt_mv__index_at(indices, i), limit,
-                                          dimension));
+                                          "axis", axis));
     return RT_OK;
 }
 
@@ -105,9 +105,7 @@ rt_status rt_ops__gather_run(rt_op_ctx *ctx) {
     gather_args args;
     RT_RETURN_IF_ERROR(gather_setup(ctx, &args));
     const rt_tensor_value *data = args.data, *out = args.out;
-    char dimension[48];
-    snprintf(dimension, sizeof dimension, "axis %" PRId32 " of data", args.axis);
-    RT_RETURN_IF_ERROR(check_indices(ctx, args.indices, data->sizes[args.axis], dimension));
+    RT_RETURN_IF_ERROR(check_indices(ctx, args.indices, data->sizes[args.axis], args.axis));
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
     int64_t outer = 1, inner = 1;
@@ -189,9 +187,7 @@ static void elements_range(void *arg, size_t begin, size_t end) {
 rt_status rt_ops__gather_elements_run(rt_op_ctx *ctx) {
     gather_args args;
     RT_RETURN_IF_ERROR(gather_elements_setup(ctx, &args));
-    char dimension[48];
-    snprintf(dimension, sizeof dimension, "axis %" PRId32 " of data", args.axis);
-    RT_RETURN_IF_ERROR(check_indices(ctx, args.indices, args.data->sizes[args.axis], dimension));
+    RT_RETURN_IF_ERROR(check_indices(ctx, args.indices, args.data->sizes[args.axis], args.axis));
     const rt_tensor_value *out = args.out;
     int64_t numel = rt_tensor__numel(out);
     if (numel == 0)
@@ -288,10 +284,8 @@ rt_status rt_ops__gather_nd_run(rt_op_ctx *ctx) {
     int64_t count = rt_tensor__numel(indices);
     for (int64_t i = 0; i < count; i++) {
         int32_t j = (int32_t)(i % k);
-        char dimension[48];
-        snprintf(dimension, sizeof dimension, "dimension %" PRId32 " of data", b + j);
         RT_RETURN_IF_ERROR(index_in_range(ctx, indices, i, rt_mv__index_at(indices, i),
-                                          data->sizes[b + j], dimension));
+                                          data->sizes[b + j], "dimension", b + j));
     }
     if (rt_tensor__numel(args.g.out) == 0)
         return RT_OK;

@@ -34,6 +34,23 @@ rt_status rt_op_fail(rt_op_ctx *ctx, rt_status code, const char *fmt, ...) {
                      op, message);
 }
 
+const char *rt_op__item_name(char buf[RT_OP_ITEM_NAME], const char *prefix, size_t i,
+                             const char *suffix) {
+    char digits[24];
+    size_t n = 0, used = 0;
+    do
+        digits[n++] = (char)('0' + i % 10);
+    while ((i /= 10) > 0);
+    for (; *prefix && used < RT_OP_ITEM_NAME - 1; prefix++)
+        buf[used++] = *prefix;
+    while (n > 0 && used < RT_OP_ITEM_NAME - 1)
+        buf[used++] = digits[--n];
+    for (; *suffix && used < RT_OP_ITEM_NAME - 1; suffix++)
+        buf[used++] = *suffix;
+    buf[used] = '\0';
+    return buf;
+}
+
 const char *rt_op__shape_text(const int64_t *sizes, int32_t rank, char buf[RT_OP_SHAPE_TEXT]) {
     size_t used = 0;
     buf[used++] = '[';
@@ -473,22 +490,24 @@ rt_status rt_op__check_conv_tensors(rt_op_ctx *ctx, const rt_tensor_value *x,
 
 rt_status rt_op__check_conv_groups(rt_op_ctx *ctx, const rt_tensor_value *x,
                                    const rt_tensor_value *w, int64_t groups) {
+    /* The shapes are formatted only for a message: this runs on every call. */
     char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
     int64_t channels = x->sizes[1], out_channels = w->sizes[0];
-    rt_op__shape_text(x->sizes, 4, tx);
-    rt_op__shape_text(w->sizes, 4, tw);
     if (channels % groups != 0 || out_channels % groups != 0)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "groups %" PRId64 " must divide the input channels of x %s and the "
                           "output channels of w %s",
-                          groups, tx, tw);
+                          groups, rt_op__shape_text(x->sizes, 4, tx),
+                          rt_op__shape_text(w->sizes, 4, tw));
     if (w->sizes[1] != channels / groups)
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "w %s must have %" PRId64 " input channels per group for x %s and "
                           "groups %" PRId64,
-                          tw, channels / groups, tx, groups);
+                          rt_op__shape_text(w->sizes, 4, tw), channels / groups,
+                          rt_op__shape_text(x->sizes, 4, tx), groups);
     if (w->sizes[2] < 1 || w->sizes[3] < 1)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", tw);
+        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel",
+                          rt_op__shape_text(w->sizes, 4, tw));
     return RT_OK;
 }
 

@@ -38,6 +38,11 @@ static inline rt_status rt_op__shape_code(const rt_op_ctx *ctx) {
 
 /* "[2, 3]" into buf; returns buf. */
 const char *rt_op__shape_text(const int64_t *sizes, int32_t rank, char buf[RT_OP_SHAPE_TEXT]);
+/* prefix, i in decimal, suffix ("xs[" 2 "]"), cut to fit 32 bytes: an argument's name for
+ * checks that run on every call, written without printf's cost. */
+#define RT_OP_ITEM_NAME 32
+const char *rt_op__item_name(char buf[RT_OP_ITEM_NAME], const char *prefix, size_t i,
+                             const char *suffix);
 
 /* Fails with RT_UNSUPPORTED unless t's type is in `types` (RT_TYPE_BIT set); `expected` is the
  * text for the set, e.g. "float32 or float64". */

@@ -45,9 +45,8 @@ static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
     out->single = true;
     if (!p)
         return RT_OK;
+    /* The shapes are formatted only for a message: this runs on every call. */
     char tp[RT_OP_SHAPE_TEXT], tx[RT_OP_SHAPE_TEXT];
-    rt_op__shape_text(p->sizes, p->rank, tp);
-    rt_op__shape_text(x->sizes, x->rank, tx);
     if (rt_tensor__numel(p) == 1 && (p->rank <= 1 || (block > 0 && p->rank == x->rank)))
         return RT_OK;
     out->single = false;
@@ -58,7 +57,8 @@ static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
             return rt_op_fail(ctx, rt_op__shape_code(ctx),
                               "%s %s must have one element or be 1-D of length %" PRId64
                               " (x %s along axis %" PRId32 ")",
-                              what, tp, x->sizes[ax], tx, ax);
+                              what, rt_op__shape_text(p->sizes, p->rank, tp), x->sizes[ax],
+                              rt_op__shape_text(x->sizes, x->rank, tx), ax);
         return RT_OK;
     }
     bool ok = p->rank == x->rank;
@@ -70,7 +70,8 @@ static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "%s %s must have x's shape %s with axis %" PRId32
                           " cut into blocks of %" PRId64,
-                          what, tp, tx, ax, block);
+                          what, rt_op__shape_text(p->sizes, p->rank, tp),
+                          rt_op__shape_text(x->sizes, x->rank, tx), ax, block);
     return RT_OK;
 }
 

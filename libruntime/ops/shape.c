@@ -1,6 +1,5 @@
 /* shape.c: reshape, transpose and concat. Any dtype; data is moved as raw elements. */
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ops/op_util.h"
@@ -46,23 +45,26 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
     const rt_tensor_value *x = args->x;
     if (!rt_tensor__checked_numel(x->sizes, x->rank, &numel))
         return rt_op_fail(ctx, RT_INTERNAL, "x has an invalid shape");
-    rt_op__shape_text(x->sizes, x->rank, tx);
-    rt_op__shape_text(args->shape, (int32_t)args->count, ts);
+    /* The shapes are formatted only for a message: this runs on every call. */
+#define TX rt_op__shape_text(x->sizes, x->rank, tx)
+#define TS rt_op__shape_text(args->shape, (int32_t)args->count, ts)
     if (inferred != SIZE_MAX) {
         if (known == 0) /* any size would do: numpy and PyTorch refuse this too */
             return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                              "cannot infer the -1 in shape %s: the other sizes multiply to 0", ts);
+                              "cannot infer the -1 in shape %s: the other sizes multiply to 0", TS);
         if (numel % known != 0)
             return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "cannot reshape x %s (%" PRId64 " elements) into shape %s", tx,
-                              numel, ts);
+                              "cannot reshape x %s (%" PRId64 " elements) into shape %s", TX,
+                              numel, TS);
         sizes[inferred] = numel / known;
     } else if (known != numel) {
         return rt_op_fail(ctx, rt_op__shape_code(ctx),
                           "cannot reshape x %s (%" PRId64 " elements) into shape %s (%" PRId64
                           " elements)",
-                          tx, numel, ts, known);
+                          TX, numel, TS, known);
     }
+#undef TX
+#undef TS
     return RT_OK;
 }
 
@@ -167,10 +169,10 @@ typedef struct concat_args {
 /* Every input against the first: dtype, rank, layout, no shared memory with out. */
 static rt_status concat_check_inputs(rt_op_ctx *ctx, const concat_args *args) {
     const rt_tensor_value *first = args->xs[0];
-    char what[48];
+    char what[RT_OP_ITEM_NAME];
     for (size_t i = 0; i < args->count; i++) {
         const rt_tensor_value *x = args->xs[i];
-        snprintf(what, sizeof what, "xs[%zu]", i);
+        rt_op__item_name(what, "xs[", i, "]");
         RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, x, what, first, "xs[0]"));
         if (x->rank != first->rank)
             return rt_op_fail(ctx, RT_INVALID_PROGRAM,

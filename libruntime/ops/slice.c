@@ -4,7 +4,6 @@
  * int32/int64 tensors read at run; then the output is usually dynamic, planned at bounds the
  * input's sizes cap (a slice or a part is never longer than the input). */
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ops/movement.h"
@@ -212,10 +211,10 @@ static rt_status split_setup(rt_op_ctx *ctx, split_args *args) {
     const rt_tensor_value *x = args->x;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, x->rank, "axis", &args->axis));
-    char what[32];
+    char what[RT_OP_ITEM_NAME];
     for (size_t i = 0; i < args->count; i++) {
         rt_tensor_value *out;
-        snprintf(what, sizeof what, "out_%zu", i);
+        rt_op__item_name(what, "out_", i, "");
         RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3 + i, what, &out));
         RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, x, "x", out));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, what, x, "x"));
@@ -228,7 +227,7 @@ static rt_status split_setup(rt_op_ctx *ctx, split_args *args) {
     }
     if (!rt_mv__ints_known(ctx, &args->sizes)) {
         for (size_t i = 0; i < args->count; i++) {
-            snprintf(what, sizeof what, "out_%zu", i);
+            rt_op__item_name(what, "out_", i, "");
             RT_RETURN_IF_ERROR(rt_mv__plan_at_bounds(ctx, split_out(ctx, i), what));
         }
         return RT_OK;
@@ -238,7 +237,7 @@ static rt_status split_setup(rt_op_ctx *ctx, split_args *args) {
     memcpy(sizes, x->sizes, sizeof sizes);
     for (size_t i = 0; i < args->count; i++) {
         sizes[args->axis] = split_part(args, x->sizes[args->axis], i);
-        snprintf(what, sizeof what, "out_%zu", i);
+        rt_op__item_name(what, "out_", i, "");
         RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, split_out(ctx, i), what, x->rank, sizes));
     }
     return RT_OK;
