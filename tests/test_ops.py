@@ -699,6 +699,29 @@ def test_conv2d_constant_weights_model_shapes(x_shape, w_shape, strides, padding
         assert_close(got, want, **tolerance("float32", w[0].size + 1, 4.0))
 
 
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_conv2d_direct_pads_over_stale_scratch(stride):
+    """Instructions share one scratch area, so a convolution's band buffers start out holding
+    what the one before left there (here an im2col column matrix, no zeros in it): every zero
+    it reads (the right padding column of an odd width, read by stride 2's last window) must
+    be written by its own fill."""
+    rng = np.random.default_rng(stride)
+    xa = rng.uniform(1, 2, (1, 16, 11, 101)).astype(np.float32)
+    wa = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    xb = rng.standard_normal((1, 16, 11, 63)).astype(np.float32)
+    wb = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.conv2d(m.input("xa", "float32", xa.shape), m.constant(wa), None, [1, 5],
+                      [0, 0, 0, 0], [1, 1], 1))  # stride 5 goes through im2col
+    m.output(m.conv2d(m.input("xb", "float32", xb.shape), m.constant(wb), None,
+                      [stride, stride], [1, 1, 1, 1], [1, 1], 1))
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as f:
+        got = np.array(f(xa, xb)[1])
+    want = ref_conv2d(xb, wb, None, [stride, stride], [1, 1, 1, 1], [1, 1], 1)
+    assert_close(got, want.astype(np.float32), **tolerance("float32", 16 * 9 + 1, 4.0))
+
+
 # ============================================================================================
 # max_pool2d, avg_pool2d
 # ============================================================================================
