@@ -6,6 +6,8 @@
 
 #include "core/lane_mask.h"
 
+#include <math.h>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -20,13 +22,18 @@ static inline __attribute__((always_inline, target("avx512f"))) void column_mask
 }
 
 /* A finished row of C: the clamp (max and min return their second operand for a NaN, so it
- * is kept), then the masked stores. */
+ * is kept; Relu's upper bound, +inf, is skipped), then the masked stores. */
 static inline __attribute__((always_inline, target("avx512f"))) void store_row(
     float *c, __mmask16 m0, __mmask16 m1, __m512 r0, __m512 r1, const float *clamp) {
     if (clamp != NULL) {
-        const __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
-        r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));
-        r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));
+        const __m512 lo = _mm512_set1_ps(clamp[0]);
+        r0 = _mm512_max_ps(lo, r0);
+        r1 = _mm512_max_ps(lo, r1);
+        if (clamp[1] != INFINITY) {
+            const __m512 hi = _mm512_set1_ps(clamp[1]);
+            r0 = _mm512_min_ps(hi, r0);
+            r1 = _mm512_min_ps(hi, r1);
+        }
     }
     _mm512_mask_storeu_ps(c, m0, r0);
     _mm512_mask_storeu_ps(c + 16, m1, r1);
@@ -62,25 +69,33 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
         if (b_offsets == NULL)
             b += NR;
     }
+    /* Only the additions there is something to add: with a small k (a 27-deep convolution)
+     * the epilogue is a fifth of a call. */
+    const bool col = !accumulate && col_bias != NULL;
     __m512 col0 = _mm512_setzero_ps(), col1 = _mm512_setzero_ps();
-    if (!accumulate && col_bias != NULL) {
+    if (col) {
         col0 = _mm512_maskz_loadu_ps(m0, col_bias);
         col1 = _mm512_maskz_loadu_ps(m1, col_bias + 16);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
         float *row = c + i * ldc;
-        __m512 base0, base1;
+        __m512 r0 = acc[i][0], r1 = acc[i][1];
         if (accumulate) {
-            base0 = _mm512_maskz_loadu_ps(m0, row);
-            base1 = _mm512_maskz_loadu_ps(m1, row + 16);
+            r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, row));
+            r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, row + 16));
         } else {
-            __m512 r = row_bias != NULL ? _mm512_set1_ps(row_bias[i]) : _mm512_setzero_ps();
-            base0 = _mm512_add_ps(r, col0);
-            base1 = _mm512_add_ps(r, col1);
+            if (row_bias != NULL) {
+                const __m512 r = _mm512_set1_ps(row_bias[i]);
+                r0 = _mm512_add_ps(r0, r);
+                r1 = _mm512_add_ps(r1, r);
+            }
+            if (col) {
+                r0 = _mm512_add_ps(r0, col0);
+                r1 = _mm512_add_ps(r1, col1);
+            }
         }
-        store_row(row, m0, m1, _mm512_add_ps(acc[i][0], base0),
-                  _mm512_add_ps(acc[i][1], base1), clamp);
+        store_row(row, m0, m1, r0, r1, clamp);
     }
 }
 
