@@ -769,6 +769,17 @@ def test_max_pool2d_2x2_stride_2(h, w, ceil_mode, nans, data):
     assert_equal(got, want)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_max_pool2d_2x2_stride_2_split_mid_plane(threads):
+    """On several threads the 2x2 loop gets runs of output rows that start and end inside a
+    plane, and steps from plane to plane within a run."""
+    x = np.random.default_rng(threads).standard_normal((2, 5, 26, 400)).astype(np.float32)
+    want = ref_max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
+    got = run_op("max_pool2d", [x], [[2, 2], [2, 2], [0, 0], [1, 1], False],
+                 out=("float32", want.shape), num_threads=threads)
+    assert_equal(got, want)
+
+
 def test_max_pool2d_nan_propagates_and_empty_window_is_lowest():
     x = np.array([[[[1.0, np.nan, 5.0], [3.0, 4.0, 2.0]]]], np.float32)
     got = run_op("max_pool2d", [x], [[2, 2], [2, 2], [0, 0], [1, 1], False],
