@@ -443,6 +443,40 @@ class MethodBuilder:
         self._instructions[pc] = ("kernel", op + "_act", args[:-1] + extra + args[-1:])
         return True
 
+    def fuse_conv_max_pool(self) -> int:
+        """Merge each max_pool2d that directly follows the float32 conv2d or conv2d_act whose
+        result it pools, when nothing else reads that result (no other instruction, not an
+        output or attribute), into one conv2d_act_max_pool2d (see docs/ops.md): the runtime
+        pools the convolution's rows while they are in cache and never writes the unpooled
+        result. Methods with jumps are left as they are. Returns how many pairs it merged."""
+        if any(ins[0] != "kernel" for ins in self._instructions):
+            return 0
+        reads: Dict[int, int] = {}
+        for ins in self._instructions:
+            for i in ins[2]:
+                v = self._values[i]
+                for t in (v.items if v.kind == w.TENSOR_LIST else [v]):
+                    reads[t.index] = reads.get(t.index, 0) + 1
+        for v, _ in self._inputs + self._outputs + [(v, n) for n, v in self._attributes]:
+            reads[v.index] = reads.get(v.index, 0) + 1
+        fused: List[Any] = []
+        for ins in self._instructions:
+            before = fused[-1] if fused else None
+            if (ins[1] == "max_pool2d" and before is not None and
+                    before[1] in ("conv2d", "conv2d_act") and before[2][-1] == ins[2][0] and
+                    reads.get(ins[2][0]) == 2 and
+                    self._values[before[2][0]].dtype == "float32"):
+                conv = before[2][:-1]
+                if before[1] == "conv2d":
+                    conv = conv + [self.scalar(0).index, self.scalar(0.0).index,
+                                   self.scalar(0.0).index]
+                fused[-1] = ("kernel", "conv2d_act_max_pool2d", conv + ins[2][1:])
+                continue
+            fused.append(ins)
+        merged = len(self._instructions) - len(fused)
+        self._instructions = fused
+        return merged
+
     def replace_argument(self, pc: int, position: int, value: Value) -> None:
         """Make instruction `pc` read `value` as its argument `position` (used by fusions)."""
         kind, op, args = self._instructions[pc]

@@ -61,5 +61,5 @@ def test_bench_and_profile(tmp_path):
 
     events = json.loads(trace.read_text())["traceEvents"]
     ops = [e["name"] for e in events if e["args"]["run"] == 0]
-    assert ops[0] == "conv2d_act" and len(events) == 3 * len(ops)
+    assert ops[0] == "conv2d_act_max_pool2d" and len(events) == 3 * len(ops)
     assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)

@@ -1,5 +1,6 @@
 """Import-time fusions (Conv+BatchNormalization folding, MatMul+Add into linear, activations in
-the conv/linear epilogue): each fused program must compute what the unfused one does."""
+the conv/linear epilogue, MaxPool into the Conv before it): each fused program must compute
+what the unfused one does."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +15,8 @@ from tests import onnx_models  # noqa: E402
 CASES = {
     # model, input shape, ops the fused program must use, ops it must no longer use
     "mlp": (onnx_models.mlp, (4, 256), {"linear_act"}, {"relu"}),
-    "cnn": (onnx_models.small_cnn, (2, 3, 64, 64), {"conv2d_act", "linear"}, {"mul", "relu"}),
+    "cnn": (onnx_models.small_cnn, (2, 3, 64, 64), {"conv2d_act_max_pool2d", "conv2d_act", "linear"},
+            {"mul", "relu", "max_pool2d"}),
     "transformer": (onnx_models.transformer_block, (2, 32, 128), {"linear", "linear_act"},
                     {"erf"}),
     "mobilenet": (lambda batch: onnx_models.mobilenet(batch, size=64), (1, 3, 64, 64),

@@ -14,12 +14,6 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-typedef struct conv_args {
-    rt_tensor_value *x, *w, *bias, *out;
-    conv_dims dims;
-    rt_activation act; /* conv2d_act only */
-} conv_args;
-
 /* ---- kernel ----------------------------------------------------------------------------- */
 
 /* Output rows per work item. */
@@ -106,7 +100,7 @@ DEFINE_CONV_BANDS(f64, double)
  * (depthwise) stay on the direct kernel, where a GEMM would have a 1-row A. */
 #define CONV_GEMM_MIN_DEPTH 16
 
-static bool conv_uses_gemm(const conv_args *args) {
+static bool conv_uses_gemm(const rt_conv_args *args) {
     const conv_dims *d = &args->dims;
     return args->x->type == RT_F32 &&
            d->channels / d->groups * d->kernel_h * d->kernel_w >= CONV_GEMM_MIN_DEPTH;
@@ -166,17 +160,17 @@ static void im2col_rows(void *arg, size_t begin, size_t end) {
     }
 }
 
-static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
+static void conv_f32_gemm(const rt_op_ctx *ctx, const rt_conv_args *args, float *out,
+                          void *scratch, size_t scratch_bytes) {
     const conv_dims *d = &args->dims;
     int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups;
     int64_t depth = group_in * d->kernel_h * d->kernel_w, plane = d->out_h * d->out_w;
     size_t columns_bytes = conv_columns_bytes(d);
-    float *columns = ctx->scratch;
-    void *gemm_scratch = (char *)ctx->scratch + columns_bytes;
+    float *columns = scratch;
+    void *gemm_scratch = (char *)scratch + columns_bytes;
     int32_t threads = rt_op__slot_threads(ctx);
     const float *x = args->x->data, *w = args->w->data;
     const float *bias = args->bias ? args->bias->data : NULL;
-    float *out = args->out->data;
     const float *packed_w = ctx->state;
     size_t packed_group = rt_gemm_f32_packed_a_floats(group_out, depth);
     for (int64_t n = 0; n < d->batch; n++) {
@@ -197,7 +191,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
                 .activation = args->act,
                 .packed_a = packed_w ? packed_w + (size_t)g * packed_group : NULL,
             };
-            rt_gemm_f32(&gemm, gemm_scratch, ctx->scratch_bytes - columns_bytes, threads);
+            rt_gemm_f32(&gemm, gemm_scratch, scratch_bytes - columns_bytes, threads);
         }
     }
 }
@@ -205,7 +199,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const conv_args *args) {
 /* ---- op --------------------------------------------------------------------------------- */
 
 /* Channel counts of x, w and bias against groups, for the current sizes. */
-static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args) {
+static rt_status conv_check_channels(rt_op_ctx *ctx, const rt_conv_args *args) {
     const conv_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op__check_conv_groups(ctx, args->x, args->w, d->groups));
     char tw[RT_OP_SHAPE_TEXT];
@@ -217,12 +211,8 @@ static rt_status conv_check_channels(rt_op_ctx *ctx, const conv_args *args) {
     return RT_OK;
 }
 
-/* conv2d(x, w, bias, stride, padding, dilation, groups, out) and conv2d_act, which adds
- * (activation, lo, hi) before out. */
-static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args, bool fused) {
+rt_status rt_conv__read_args(rt_op_ctx *ctx, rt_conv_args *args, bool fused, size_t out_index) {
     conv_dims *d = &args->dims;
-    size_t out_index = fused ? 10 : 7;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, out_index + 1));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &args->w));
     RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &args->bias));
@@ -252,15 +242,23 @@ static rt_status conv_setup(rt_op_ctx *ctx, conv_args *args, bool fused) {
     RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "height", d->height, d->pad[0], d->pad[2],
                                             d->kernel_h, d->stride[0], d->dilation[0], false,
                                             &d->out_h));
-    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "width", d->width, d->pad[1], d->pad[3],
-                                            d->kernel_w, d->stride[1], d->dilation[1], false,
-                                            &d->out_w));
+    return rt_op__window_output(ctx, "width", d->width, d->pad[1], d->pad[3], d->kernel_w,
+                                d->stride[1], d->dilation[1], false, &d->out_w);
+}
+
+/* conv2d(x, w, bias, stride, padding, dilation, groups, out) and conv2d_act, which adds
+ * (activation, lo, hi) before out. */
+static rt_status conv_setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused) {
+    size_t out_index = fused ? 10 : 7;
+    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, out_index + 1));
+    RT_RETURN_IF_ERROR(rt_conv__read_args(ctx, args, fused, out_index));
+    const conv_dims *d = &args->dims;
     int64_t sizes[4] = {d->batch, d->out_channels, d->out_h, d->out_w};
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
 /* Constant weights: each group's [O/g, C/g*kH*kW] matrix packed once, for every call. */
-static void conv_pack_weights(rt_op_ctx *ctx, const conv_args *args) {
+static void conv_pack_weights(rt_op_ctx *ctx, const rt_conv_args *args) {
     const conv_dims *d = &args->dims;
     int64_t group_out = d->out_channels / d->groups;
     int64_t depth = d->channels / d->groups * d->kernel_h * d->kernel_w;
@@ -278,28 +276,32 @@ static void conv_pack_weights(rt_op_ctx *ctx, const conv_args *args) {
     }
 }
 
-static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
-    conv_args args;
-    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
-    if (args.x->type == RT_F32 && rt_conv__depthwise_fits(&args.dims)) {
+void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args) {
+    if (args->x->type == RT_F32 && rt_conv__depthwise_fits(&args->dims)) {
         ctx->scratch_bytes = rt_conv__depthwise_scratch_bytes(
-            &args.dims, rt_threadpool__hardware_threads());
-        return RT_OK;
+            &args->dims, rt_threadpool__hardware_threads());
+        return;
     }
-    if (!conv_uses_gemm(&args))
-        return RT_OK;
-    const conv_dims *d = &args.dims;
+    if (!conv_uses_gemm(args))
+        return;
+    const conv_dims *d = &args->dims;
     ctx->scratch_bytes = conv_columns_bytes(d) +
                          rt_gemm_f32_scratch_bytes(d->out_channels / d->groups,
                                                    d->out_h * d->out_w,
                                                    d->channels / d->groups * d->kernel_h *
                                                        d->kernel_w,
                                                    rt_threadpool__hardware_threads());
-    size_t direct = rt_conv__direct_scratch_bytes(d, rt_threadpool__hardware_threads());
-    if (rt_conv__direct_fits(d) && direct > ctx->scratch_bytes)
+    size_t direct = rt_conv__direct_scratch_bytes(d, NULL, rt_threadpool__hardware_threads());
+    if (rt_conv__direct_fits(d, NULL) && direct > ctx->scratch_bytes)
         ctx->scratch_bytes = direct;
-    if (rt_op__is_constant(args.w))
-        conv_pack_weights(ctx, &args);
+    if (rt_op__is_constant(args->w))
+        conv_pack_weights(ctx, args);
+}
+
+static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
+    rt_conv_args args;
+    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
+    rt_conv__prepare(ctx, &args);
     return RT_OK;
 }
 
@@ -313,35 +315,31 @@ static void activation_range(void *arg, size_t begin, size_t end) {
     rt_activation__apply(job->act, job->out + begin, (int64_t)(end - begin));
 }
 
-static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
-    conv_args args;
-    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
-    const conv_dims *d = &args.dims;
-    if (rt_tensor__numel(args.out) == 0)
-        return RT_OK;
-    /* The same choice, in the same order, as conv_prepare made (it sized the scratch). */
-    if (args.x->type == RT_F32 && rt_conv__depthwise_fits(d)) {
-        rt_conv__depthwise_f32(d, args.x->data, args.w->data,
-                               args.bias ? args.bias->data : NULL, &args.act, args.out->data,
-                               ctx->scratch, rt_op__slot_threads(ctx));
-        return RT_OK;
+void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
+                      void *scratch, size_t scratch_bytes) {
+    const conv_dims *d = &args->dims;
+    const void *bias = args->bias ? args->bias->data : NULL;
+    /* The same choice, in the same order, as rt_conv__prepare made (it sized the scratch). */
+    if (args->x->type == RT_F32 && rt_conv__depthwise_fits(d)) {
+        rt_conv__depthwise_f32(d, args->x->data, args->w->data, bias, &args->act, out, scratch,
+                               rt_op__slot_threads(ctx));
+        return;
     }
-    if (conv_uses_gemm(&args)) {
+    if (conv_uses_gemm(args)) {
         /* Weights packed at load (constant, and memory allowed it) take the direct path. */
-        if (ctx->state != NULL && rt_conv__direct_fits(d))
-            rt_conv__direct_f32(d, args.x->data, ctx->state,
-                                args.bias ? args.bias->data : NULL, &args.act, args.out->data,
-                                ctx->scratch, rt_op__slot_threads(ctx));
+        if (ctx->state != NULL && rt_conv__direct_fits(d, NULL))
+            rt_conv__direct_f32(d, args->x->data, ctx->state, bias, &args->act, NULL, out,
+                                scratch, rt_op__slot_threads(ctx));
         else
-            conv_f32_gemm(ctx, &args);
-        return RT_OK;
+            conv_f32_gemm(ctx, args, out, scratch, scratch_bytes);
+        return;
     }
     conv_job job = {
         .dims = d,
-        .x = args.x->data,
-        .w = args.w->data,
-        .bias = args.bias ? args.bias->data : NULL,
-        .out = args.out->data,
+        .x = args->x->data,
+        .w = args->w->data,
+        .bias = bias,
+        .out = out,
         .bands = (d->out_h + CONV_BAND - 1) / CONV_BAND,
     };
     /* Bounded by the output's element count. */
@@ -350,14 +348,22 @@ static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
     int64_t work = rt_op__mul_sat(rt_op__mul_sat(band_rows, d->out_w),
                                   rt_op__mul_sat(d->channels / d->groups,
                                                  rt_op__mul_sat(d->kernel_h, d->kernel_w)));
-    rt_range_fn kernel = args.x->type == RT_F32 ? conv_bands__f32 : conv_bands__f64;
+    rt_range_fn kernel = args->x->type == RT_F32 ? conv_bands__f32 : conv_bands__f64;
     rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
-    if (args.act.kind != RT_ACT_NONE) {
+    if (args->act.kind != RT_ACT_NONE) {
         /* The direct kernel (depthwise) accumulates in place; activate in a second pass. */
-        activation_job act = {&args.act, args.out->data};
-        rt_parallel_for(rt_op__threads(ctx), (size_t)rt_tensor__numel(args.out),
-                        rt_op__grain(4), activation_range, &act);
+        activation_job act = {&args->act, out};
+        int64_t numel = rt_op__mul_sat(d->batch * d->out_channels, d->out_h * d->out_w);
+        rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(4), activation_range,
+                        &act);
     }
+}
+
+static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
+    rt_conv_args args;
+    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
+    if (rt_tensor__numel(args.out) > 0)
+        rt_conv__compute(ctx, &args, args.out->data, ctx->scratch, ctx->scratch_bytes);
     return RT_OK;
 }
 

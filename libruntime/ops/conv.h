@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "ops/fused_activation.h"
+#include "ops/op.h"
+#include "ops/pool.h"
 
 typedef struct conv_dims {
     int64_t batch, channels, height, width;     /* x */
@@ -16,6 +18,40 @@ typedef struct conv_dims {
     int64_t stride[2], dilation[2];
     int64_t pad[4]; /* top, left, bottom, right */
 } conv_dims;
+
+/* A convolution's operands as its op reads them (conv.c). */
+typedef struct rt_conv_args {
+    rt_tensor_value *x, *w, *bias, *out;
+    conv_dims dims;
+    rt_activation act; /* conv2d_act's; none for conv2d */
+} rt_conv_args;
+
+/* conv2d's arguments 0..6 (x, w, bias, stride, padding, dilation, groups), conv2d_act's
+ * activation after them with `fused`, and out at out_index: checked, with the output's sizes
+ * in dims, but out not sized (an op that pools the result gives out its own). */
+rt_status rt_conv__read_args(rt_op_ctx *ctx, rt_conv_args *args, bool fused, size_t out_index);
+
+/* At load: the scratch the convolution needs, in ctx->scratch_bytes, and constant weights
+ * packed into ctx->state. */
+void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args);
+
+/* The convolution into out ([N, O, Ho, Wo] densely, not args->out), with scratch of the size
+ * rt_conv__prepare asked for. */
+void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
+                      void *scratch, size_t scratch_bytes);
+
+/* conv2d_act_max_pool2d's operands (conv_pool.c): the convolution's, and the max pool over
+ * its result. */
+typedef struct rt_conv_pool_args {
+    rt_conv_args conv;
+    rt_pool_dims pool;
+} rt_conv_pool_args;
+
+/* Its arguments read and checked, out sized (the CPU's and the CUDA backend's run). */
+rt_status rt_conv_pool__setup(rt_op_ctx *ctx, rt_conv_pool_args *args);
+
+/* Bytes of the unpooled float32 result, 64-byte aligned; 0 when it would not fit in memory. */
+size_t rt_conv_pool__unpooled_bytes(const rt_conv_pool_args *args);
 
 /* A zero-padded input plane split by horizontal stride phase (conv_padded.c): padded row i,
  * phase r, index j holds padded column stride * j + r, at i * row_floats + r * phase_len + j.
@@ -66,17 +102,21 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
 
 /* float32 convolutions with one group, a horizontal stride of at most 4, at least 16 taps in
  * all and output rows not much narrower than the GEMM kernel's NR: what rt_conv__direct_f32
- * takes (conv_direct.c). */
-bool rt_conv__direct_fits(const conv_dims *d);
+ * takes (conv_direct.c). With `pool` (a float32 max pool of the result, its height and width
+ * the convolution's output), also: not pointwise, and pooling windows that do not overlap in
+ * height. */
+bool rt_conv__direct_fits(const conv_dims *d, const rt_pool_dims *pool);
 
-/* Scratch rt_conv__direct_f32 needs on up to `threads` threads (an offset table and a band
- * buffer for each thread). */
-size_t rt_conv__direct_scratch_bytes(const conv_dims *d, int32_t threads);
+/* Scratch rt_conv__direct_f32 needs on up to `threads` threads (an offset table, and a band
+ * buffer and with a pool a buffer of pooled rows for each thread). */
+size_t rt_conv__direct_scratch_bytes(const conv_dims *d, const rt_pool_dims *pool,
+                                     int32_t threads);
 
 /* out = act(conv(x, w) + bias), bias may be NULL, with w packed by rt_gemm_f32_pack_a as an
- * [out_channels, channels * kernel_h * kernel_w] matrix; up to `threads` threads. */
+ * [out_channels, channels * kernel_h * kernel_w] matrix; up to `threads` threads. With
+ * `pool`, out is the max pool of that ([N, O, pool->out_h, pool->out_w]). */
 void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed_w,
-                         const float *bias, const rt_activation *act, float *out, void *scratch,
-                         int32_t threads);
+                         const float *bias, const rt_activation *act, const rt_pool_dims *pool,
+                         float *out, void *scratch, int32_t threads);
 
 #endif

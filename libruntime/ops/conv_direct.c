@@ -11,7 +11,11 @@
  *
  * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
  * along the whole plane of x, each channel one B row, and only a partial last block, whose
- * reads would pass the end of x, is copied aside. */
+ * reads would pass the end of x, is copied aside.
+ *
+ * A max pool after the convolution (conv2d_act_max_pool2d) makes the bands bands of pooled
+ * rows: the convolution rows one pooled row reads go to a small buffer of the thread's, which
+ * stays in L1, and are pooled from there, so the unpooled result is never written out. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -31,7 +35,9 @@ typedef struct direct_layout {
     rt_conv_padded plane; /* otherwise */
     int64_t depth;        /* channels * kernel_h * kernel_w */
     int64_t rows, row_len; /* blocks run along `rows` rows of `row_len` outputs */
-    int64_t band_rows;     /* output rows per band */
+    int64_t band_rows;     /* output rows per band (pooled rows with a pool) */
+    int64_t window_rows;   /* with a pool: convolution rows one pooled row reads, at most */
+    size_t pool_floats;    /* with a pool: each thread's buffer of those rows */
     int64_t band_plane;    /* floats per channel in a band buffer: its padded rows and slack */
     size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes (twice when pointwise) */
     size_t buffer_floats;  /* each thread's band buffer; pointwise: the last block's copy */
@@ -51,20 +57,33 @@ static bool is_pointwise(const conv_dims *d) {
            d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0;
 }
 
-/* Output rows per band on `threads` threads: a band per thread, so few input rows are padded
- * twice and each thread's output is one run of rows (which the next op, cut the same way,
- * then reads from its own cache: two bands a thread measured 2 to 4% slower on the small
- * CNN); fewer rows where a band of every channel would not stay in L2. */
-static int64_t band_rows_for(const conv_dims *d, const rt_conv_padded *p, int32_t threads) {
+/* Rows per band, of `total` rows, each reading `step` output rows, on `threads` threads: a
+ * band per thread, so few input rows are padded twice and each thread's output is one run of
+ * rows (which the next op, cut the same way, then reads from its own cache: two bands a
+ * thread measured 2 to 4% slower on the small CNN); fewer rows where a band of every channel
+ * would not stay in L2. */
+static int64_t band_rows_for(const conv_dims *d, const rt_conv_padded *p, int64_t total,
+                             int64_t step, int32_t threads) {
     int64_t bands = threads > 1 ? threads : 1;
-    int64_t rows = (d->out_h + bands - 1) / bands;
+    int64_t rows = (total + bands - 1) / bands;
     int64_t fit = (BAND_TARGET_FLOATS / d->channels - RT_CONV_PADDED_SLACK - 15) /
                       p->row_floats - (d->kernel_h - 1) * d->dilation[0] - 1;
-    fit = fit < 0 ? 1 : fit / d->stride[0] + 1;
-    return rows < 1 ? 1 : rows < fit ? rows : fit;
+    fit = fit < 0 ? 1 : (fit / d->stride[0] + 1) / step;
+    return rows < 1 ? 1 : rows < fit ? rows : fit < 1 ? 1 : fit;
 }
 
-static bool direct_layout_of(const conv_dims *d, int32_t threads, direct_layout *l) {
+/* Pooled rows [q0, q1) read convolution rows [*c0, *c1), cut to the image (empty when every
+ * window lies in the padding). */
+static void pooled_rows_read(const conv_dims *d, const rt_pool_dims *pool, int64_t window_rows,
+                             int64_t q0, int64_t q1, int64_t *c0, int64_t *c1) {
+    int64_t first = q0 * pool->stride[0] - pool->pad[0];
+    int64_t end = (q1 - 1) * pool->stride[0] - pool->pad[0] + window_rows;
+    *c0 = first < 0 ? 0 : first > d->out_h ? d->out_h : first;
+    *c1 = end > d->out_h ? d->out_h : end < *c0 ? *c0 : end;
+}
+
+static bool direct_layout_of(const conv_dims *d, const rt_pool_dims *pool, int32_t threads,
+                             direct_layout *l) {
     int64_t mr, nr, kc, taps, depth, floats;
     rt_gemm_f32_tile(&mr, &nr, &kc);
     l->pointwise = is_pointwise(d);
@@ -81,17 +100,33 @@ static bool direct_layout_of(const conv_dims *d, int32_t threads, direct_layout 
     l->row_len = l->pointwise ? d->out_h * d->out_w : d->out_w;
     l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64 * (l->pointwise ? 2 : 1);
     l->buffer_floats = (size_t)floats;
+    l->pool_floats = 0;
     if (l->pointwise)
-        return true;
-    l->band_rows = band_rows_for(d, &l->plane, threads);
-    l->band_plane = band_plane_floats(d, &l->plane, l->band_rows);
+        return pool == NULL;
+    if (pool == NULL) {
+        l->band_rows = band_rows_for(d, &l->plane, d->out_h, 1, threads);
+        l->band_plane = band_plane_floats(d, &l->plane, l->band_rows);
+    } else {
+        /* Windows that overlap in height would have their shared rows computed twice. */
+        l->window_rows = (pool->kernel[0] - 1) * pool->dilation[0] + 1;
+        int64_t pooled_floats;
+        if (l->window_rows > pool->stride[0] ||
+            !rt_op__mul(d->out_channels, l->window_rows * l->row_len, &pooled_floats) ||
+            (uint64_t)pooled_floats > MAX_IMAGE_BYTES / sizeof(float))
+            return false;
+        l->pool_floats = (size_t)(pooled_floats + 15) / 16 * 16;
+        l->band_rows = band_rows_for(d, &l->plane, pool->out_h, pool->stride[0], threads);
+        l->band_plane = band_plane_floats(
+            d, &l->plane, (l->band_rows - 1) * pool->stride[0] + l->window_rows);
+    }
     l->buffer_floats = (size_t)(d->channels * l->band_plane);
     return true;
 }
 
-bool rt_conv__direct_fits(const conv_dims *d) {
+bool rt_conv__direct_fits(const conv_dims *d, const rt_pool_dims *pool) {
     direct_layout l;
-    if (!direct_layout_of(d, 1, &l) || l.depth < MIN_DEPTH || l.row_len < 1)
+    if (!direct_layout_of(d, pool, 1, &l) || l.depth < MIN_DEPTH || l.row_len < 1 ||
+        d->out_h < 1)
         return false;
     /* Blocks run NR columns along one output row: a row much narrower than NR would waste
      * most of each block, where im2col's columns run on across rows. At most a quarter. */
@@ -101,15 +136,16 @@ bool rt_conv__direct_fits(const conv_dims *d) {
     return 4 * (computed - l.row_len) <= computed;
 }
 
-size_t rt_conv__direct_scratch_bytes(const conv_dims *d, int32_t threads) {
+size_t rt_conv__direct_scratch_bytes(const conv_dims *d, const rt_pool_dims *pool,
+                                     int32_t threads) {
     /* The most any thread count up to `threads` takes: bands are taller with fewer threads. */
     size_t most = 0;
     for (int32_t t = 1; t <= (threads > 0 ? threads : 1); t++) {
         direct_layout l;
-        if (!direct_layout_of(d, t, &l))
+        if (!direct_layout_of(d, pool, t, &l))
             return 0;
-        size_t bytes = l.offsets_bytes + (l.pointwise ? 1 : (size_t)t) * l.buffer_floats *
-                                             sizeof(float);
+        size_t bytes = l.offsets_bytes + (l.pointwise ? 1 : (size_t)t) *
+                                             (l.buffer_floats + l.pool_floats) * sizeof(float);
         most = bytes > most ? bytes : most;
     }
     return most;
@@ -120,6 +156,7 @@ typedef struct direct_job {
     const direct_layout *l;
     const float *x, *packed_w, *bias;
     const rt_activation *act;
+    const rt_pool_dims *pool; /* or NULL */
     float *out, *buffers;
     const int64_t *offsets;
     const int64_t *tail_offsets; /* pointwise: the last block's copy, row p at p * NR */
@@ -130,24 +167,24 @@ typedef struct direct_job {
     atomic_llong next_band;
 } direct_job;
 
-/* Outputs [col, col + NR) of output row `row` (cut at the row's end), every panel of output
- * channels, from `window`, the block's first read: B's row p is at window + offsets[p]. */
+/* Outputs [col, col + NR) of one output row (cut at the row's end), every panel of output
+ * channels, from `window`, the block's first read: B's row p is at window + offsets[p]. The
+ * row of channel o starts at out + o * ldc. */
 static void compute_block(const direct_job *job, const float *window, const int64_t *offsets,
-                          int64_t row, int64_t col) {
+                          float *out, int64_t ldc, int64_t col) {
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
-    int64_t plane_out = d->out_h * d->out_w;
     int64_t cols = l->row_len - col < job->nr ? l->row_len - col : job->nr;
     for (int64_t o = 0; o < d->out_channels; o += job->mr) {
         int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
-        float *c = job->out + o * plane_out + row * l->row_len + col;
+        float *c = out + o * ldc + col;
         for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
             rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o, p0, window,
-                                       offsets + p0, c, plane_out, rows, cols, p0 > 0,
-                                       job->bias, p0 + job->kc >= l->depth ? job->clamp : NULL);
+                                       offsets + p0, c, ldc, rows, cols, p0 > 0, job->bias,
+                                       p0 + job->kc >= l->depth ? job->clamp : NULL);
         /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
         for (int64_t r = 0; r < rows && job->act_pass; r++)
-            rt_activation__apply(job->act, c + r * plane_out, cols);
+            rt_activation__apply(job->act, c + r * ldc, cols);
     }
 }
 
@@ -166,10 +203,49 @@ static void pointwise_blocks(void *arg, size_t begin, size_t end) {
     const direct_job *job = arg;
     for (size_t block = begin; block < end; block++) {
         int64_t col = (int64_t)block * job->nr;
-        if (job->l->row_len - col < job->nr)
-            compute_block(job, job->buffers, job->tail_offsets, 0, col);
+        int64_t plane_out = job->l->row_len;
+        if (plane_out - col < job->nr)
+            compute_block(job, job->buffers, job->tail_offsets, job->out, plane_out, col);
         else
-            compute_block(job, job->x + col, job->offsets, 0, col);
+            compute_block(job, job->x + col, job->offsets, job->out, plane_out, col);
+    }
+}
+
+/* Pads the input rows that output rows [row0, row0 + rows) read, of every channel, into buf. */
+static void fill_band(const direct_job *job, float *buf, int64_t row0, int64_t rows) {
+    const conv_dims *d = job->d;
+    int64_t first = row0 * d->stride[0], last = first + band_input_rows(d, rows);
+    for (int64_t c = 0; c < d->channels; c++)
+        rt_conv__fill_padded_band(d, &job->l->plane, job->x + c * d->height * d->width,
+                                  buf + c * job->l->band_plane, first, last);
+}
+
+/* Output row `row` (of a band starting at row0, padded in buf), every channel's. */
+static void compute_row(const direct_job *job, const float *buf, int64_t row0, int64_t row,
+                        float *out, int64_t ldc) {
+    for (int64_t col = 0; col < job->l->row_len; col += job->nr)
+        compute_block(job, buf + (row - row0) * job->row_step + col, job->offsets, out, ldc, col);
+}
+
+/* Pooled rows [q0, q1), their convolution rows padded in buf from row c0: each pooled row's
+ * rows of every channel into `rows` ([channel][row][column]), then pooled from there. */
+static void pool_band(const direct_job *job, const float *buf, int64_t c0, int64_t q0,
+                      int64_t q1, float *rows) {
+    const conv_dims *d = job->d;
+    const rt_pool_dims *pool = job->pool;
+    int64_t width = job->l->row_len;
+    for (int64_t q = q0; q < q1; q++) {
+        int64_t a, b;
+        pooled_rows_read(d, pool, job->l->window_rows, q, q + 1, &a, &b);
+        for (int64_t r = a; r < b; r++)
+            compute_row(job, buf, c0, r, rows + (r - a) * width, (b - a) * width);
+        rt_pool_dims one = *pool; /* this pooled row of every channel, from `rows` */
+        one.planes = d->out_channels;
+        one.height = b - a;
+        one.out_h = 1;
+        one.pad[0] = a - (q * pool->stride[0] - pool->pad[0]);
+        rt_pool__max_f32_rows(&one, rows, job->out + q * pool->out_w, 0,
+                              (size_t)d->out_channels);
     }
 }
 
@@ -179,32 +255,36 @@ static void band_slots(void *arg, size_t begin, size_t end) {
     direct_job *job = arg;
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
+    int64_t total = job->pool != NULL ? job->pool->out_h : d->out_h;
     for (size_t slot = begin; slot < end; slot++) {
-        float *buf = job->buffers + slot * l->buffer_floats;
+        float *buf = job->buffers + slot * (l->buffer_floats + l->pool_floats);
         for (int64_t band; (band = atomic_fetch_add(&job->next_band, 1)) < job->bands;) {
             int64_t row0 = band * l->band_rows;
-            int64_t rows = d->out_h - row0 < l->band_rows ? d->out_h - row0 : l->band_rows;
-            int64_t first = row0 * d->stride[0], last = first + band_input_rows(d, rows);
-            for (int64_t c = 0; c < d->channels; c++)
-                rt_conv__fill_padded_band(d, &l->plane, job->x + c * d->height * d->width,
-                                          buf + c * l->band_plane, first, last);
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t col = 0; col < l->row_len; col += job->nr)
-                    compute_block(job, buf + r * job->row_step + col, job->offsets, row0 + r,
-                                  col);
+            int64_t rows = total - row0 < l->band_rows ? total - row0 : l->band_rows;
+            if (job->pool != NULL) {
+                int64_t c0, c1;
+                pooled_rows_read(d, job->pool, l->window_rows, row0, row0 + rows, &c0, &c1);
+                if (c1 > c0)
+                    fill_band(job, buf, c0, c1 - c0);
+                pool_band(job, buf, c0, row0, row0 + rows, buf + l->buffer_floats);
+                continue;
+            }
+            fill_band(job, buf, row0, rows);
+            for (int64_t r = row0; r < row0 + rows; r++)
+                compute_row(job, buf, row0, r, job->out + r * l->row_len, d->out_h * d->out_w);
         }
     }
 }
 
 void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed_w,
-                         const float *bias, const rt_activation *act, float *out, void *scratch,
-                         int32_t threads) {
+                         const float *bias, const rt_activation *act, const rt_pool_dims *pool,
+                         float *out, void *scratch, int32_t threads) {
     direct_layout l;
-    if (!direct_layout_of(d, threads, &l)) /* rt_conv__direct_fits(d) held: never taken */
+    if (!direct_layout_of(d, pool, threads, &l)) /* rt_conv__direct_fits held: never taken */
         return;
     int64_t *offsets = scratch;
     direct_job job = {.d = d, .l = &l, .packed_w = packed_w, .bias = bias, .act = act,
-                      .buffers = (float *)((char *)scratch + l.offsets_bytes),
+                      .pool = pool, .buffers = (float *)((char *)scratch + l.offsets_bytes),
                       .offsets = offsets};
     rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
     if (rt_gemm_f32_clamp_of(act, job.clamp_values))
@@ -221,7 +301,8 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         job.tail_offsets = tail;
     } else {
         job.row_step = d->stride[0] * l.plane.row_floats;
-        job.bands = (d->out_h + l.band_rows - 1) / l.band_rows;
+        int64_t total = pool != NULL ? pool->out_h : d->out_h;
+        job.bands = (total + l.band_rows - 1) / l.band_rows;
         int64_t taps = d->kernel_h * d->kernel_w;
         for (int64_t c = 0; c < d->channels; c++)
             for (int64_t kh = 0; kh < d->kernel_h; kh++)
@@ -231,13 +312,15 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     }
     int64_t block_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, d->out_channels), l.depth);
     /* Bands of little work go to fewer threads, as rt_parallel_for's grain would have it. */
-    int64_t band_work = rt_op__mul_sat(block_work, job.blocks_per_row * l.band_rows);
+    int64_t band_work = rt_op__mul_sat(
+        block_work, job.blocks_per_row * l.band_rows * (pool != NULL ? l.window_rows : 1));
     int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
     if (!l.pointwise && busy > (job.bands + bands_per_chunk - 1) / bands_per_chunk)
         busy = (job.bands + bands_per_chunk - 1) / bands_per_chunk;
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
-        job.out = out + n * d->out_channels * d->out_h * d->out_w;
+        job.out = out + n * d->out_channels *
+                            (pool != NULL ? pool->out_plane : d->out_h * d->out_w);
         if (l.pointwise) {
             if (l.row_len % job.nr != 0)
                 copy_tail(&job);

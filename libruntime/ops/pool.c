@@ -8,23 +8,15 @@
 #include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
+#include "ops/pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_AVX512_POOL 1
 #endif
 
-typedef struct pool_dims {
-    int64_t planes, height, width; /* planes = N * C */
-    int64_t out_h, out_w;
-    int64_t kernel[2], stride[2], dilation[2];
-    int64_t pad[4]; /* top, left, bottom, right */
-    bool ceil_mode;
-    bool count_include_pad; /* avg only */
-} pool_dims;
-
 typedef struct pool_job {
-    const pool_dims *dims;
+    const rt_pool_dims *dims;
     const void *x;
     void *out;
 } pool_job;
@@ -43,7 +35,7 @@ static void tap_range(int64_t start, int64_t dilation, int64_t kernel, int64_t s
 /* ---- max -------------------------------------------------------------------------------- */
 
 /* Output columns [lo, hi) whose whole window lies inside the row: they need no clipping. */
-static void interior_columns(const pool_dims *d, int64_t *lo, int64_t *hi) {
+static void interior_columns(const rt_pool_dims *d, int64_t *lo, int64_t *hi) {
     int64_t reach = (d->kernel[1] - 1) * d->dilation[1];
     *lo = rt_op__ceil_div(d->pad[1], d->stride[1]);
     *hi = rt_op__floor_div(d->width - 1 - reach + d->pad[1], d->stride[1]) + 1;
@@ -66,7 +58,7 @@ static void interior_columns(const pool_dims *d, int64_t *lo, int64_t *hi) {
  * propagates, as in PyTorch. Interior columns run tap by tap over the whole row span, without
  * a division per output; the few edge columns clip their windows one by one. */
 #define DEFINE_MAX_POOL(sfx, T, LOWEST, IS_NAN)                                          \
-    static T max_window__##sfx(const pool_dims *d, const T *x, int64_t h0, int64_t kh0,  \
+    static T max_window__##sfx(const rt_pool_dims *d, const T *x, int64_t h0, int64_t kh0,  \
                                int64_t kh1, int64_t ow)                                  \
     {                                                                                    \
         int64_t w0 = ow * d->stride[1] - d->pad[1], kw0, kw1;                            \
@@ -85,13 +77,13 @@ static void interior_columns(const pool_dims *d, int64_t *lo, int64_t *hi) {
     RT_MULTIVERSION static void max_pool_rows__##sfx(void *arg, size_t begin, size_t end) \
     {                                                                                    \
         const pool_job *job = arg;                                                       \
-        const pool_dims *d = job->dims;                                                  \
+        const rt_pool_dims *d = job->dims;                                                  \
         int64_t lo, hi, sw = d->stride[1];                                               \
         interior_columns(d, &lo, &hi);                                                   \
         for (size_t row = begin; row < end; row++) {                                     \
             int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;       \
             const T *x = (const T *)job->x + plane * d->height * d->width;               \
-            T *out = (T *)job->out + (int64_t)row * d->out_w;                            \
+            T *out = (T *)job->out + plane * d->out_plane + oh * d->out_w;               \
             int64_t h0 = oh * d->stride[0] - d->pad[0], kh0, kh1;                        \
             tap_range(h0, d->dilation[0], d->kernel[0], d->height, &kh0, &kh1);          \
             for (int64_t ow = 0; ow < lo; ow++)                                          \
@@ -136,12 +128,12 @@ static inline float max_nan(float best, float v) { return v > best || isnan(v) ?
 
 RT_MULTIVERSION static void max_pool_2x2_rows__f32(void *arg, size_t begin, size_t end) {
     const pool_job *job = arg;
-    const pool_dims *d = job->dims;
+    const rt_pool_dims *d = job->dims;
     for (size_t row = begin; row < end; row++) {
         int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;
         const float *top = (const float *)job->x + (plane * d->height + 2 * oh) * d->width;
         const float *bottom = top + d->width;
-        float *out = (float *)job->out + (int64_t)row * d->out_w;
+        float *out = (float *)job->out + plane * d->out_plane + oh * d->out_w;
         for (int64_t ow = 0; ow < d->out_w; ow++)
             out[ow] = max_nan(max_nan(max_nan(top[2 * ow], top[2 * ow + 1]), bottom[2 * ow]),
                               bottom[2 * ow + 1]);
@@ -164,7 +156,7 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_rows__avx512(void *a
                                                                           size_t begin,
                                                                           size_t end) {
     const pool_job *job = arg;
-    const pool_dims *d = job->dims;
+    const rt_pool_dims *d = job->dims;
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
                                           2, 0);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -178,9 +170,30 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_rows__avx512(void *a
         }
         const float *top = (const float *)job->x + (plane * d->height + 2 * oh) * d->width;
         const float *bottom = top + d->width;
-        float *out = (float *)job->out + (int64_t)row * d->out_w;
-        for (int64_t ow = 0; ow < d->out_w; ow += 16) {
-            int64_t n = d->out_w - ow < 16 ? d->out_w - ow : 16; /* outputs, 2n inputs */
+        float *out = (float *)job->out + plane * d->out_plane + oh * d->out_w;
+        int64_t ow = 0;
+        /* Whole vectors with plain loads and stores (masked ones cost several times as much
+         * on AMD Zen 4), and plain maxima unless an input is NaN. */
+        for (; ow + 16 <= d->out_w; ow += 16) {
+            const float *t = top + 2 * ow, *b = bottom + 2 * ow;
+            __m512 t0 = _mm512_loadu_ps(t), t1 = _mm512_loadu_ps(t + 16);
+            __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+            __m512 r;
+            if ((_mm512_cmp_ps_mask(t0, b0, _CMP_UNORD_Q) |
+                 _mm512_cmp_ps_mask(t1, b1, _CMP_UNORD_Q)) == 0) {
+                /* max returns its second operand on a tie: the first, as max_nan16 keeps */
+                __m512 v0 = _mm512_max_ps(b0, t0), v1 = _mm512_max_ps(b1, t1);
+                r = _mm512_max_ps(_mm512_permutex2var_ps(v0, odd, v1),
+                                  _mm512_permutex2var_ps(v0, even, v1));
+            } else {
+                __m512 v0 = max_nan16(t0, b0), v1 = max_nan16(t1, b1);
+                r = max_nan16(_mm512_permutex2var_ps(v0, even, v1),
+                              _mm512_permutex2var_ps(v0, odd, v1));
+            }
+            _mm512_storeu_ps(out + ow, r);
+        }
+        if (ow < d->out_w) {
+            int64_t n = d->out_w - ow; /* outputs, 2n inputs */
             __mmask16 lo = rt_lane_mask16(0, 2 * n), hi = rt_lane_mask16(0, 2 * n - 16);
             const float *t = top + 2 * ow, *b = bottom + 2 * ow;
             __m512 v0 = max_nan16(_mm512_maskz_loadu_ps(lo, t), _mm512_maskz_loadu_ps(lo, b));
@@ -194,7 +207,7 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_rows__avx512(void *a
 }
 #endif
 
-static bool is_inner_2x2(const pool_dims *d) {
+static bool is_inner_2x2(const rt_pool_dims *d) {
     return d->kernel[0] == 2 && d->kernel[1] == 2 && d->stride[0] == 2 && d->stride[1] == 2 &&
            d->dilation[0] == 1 && d->dilation[1] == 1 && d->pad[0] == 0 && d->pad[1] == 0 &&
            d->pad[2] == 0 && d->pad[3] == 0 && 2 * d->out_h <= d->height &&
@@ -255,7 +268,7 @@ static inline double row_sum_f64(const double *x, int64_t n) {
     RT_MULTIVERSION static void avg_pool_rows__##sfx(void *arg, size_t begin, size_t end)     \
     {                                                                                         \
         const pool_job *job = arg;                                                            \
-        const pool_dims *d = job->dims;                                                       \
+        const rt_pool_dims *d = job->dims;                                                       \
         for (size_t row = begin; row < end; row++) {                                          \
             int64_t plane = (int64_t)row / d->out_h, oh = (int64_t)row % d->out_h;            \
             const T *x = (const T *)job->x + plane * d->height * d->width;                    \
@@ -293,13 +306,27 @@ DEFINE_AVG_POOL(f64, double, double, row_sum_f64)
 
 typedef struct pool_args {
     rt_tensor_value *x, *out;
-    pool_dims dims;
+    rt_pool_dims dims;
 } pool_args;
+
+/* The output sizes for an input of height x width, once the window parameters are in d. */
+static rt_status window_sizes(rt_op_ctx *ctx, int64_t height, int64_t width, rt_pool_dims *d) {
+    d->height = height;
+    d->width = width;
+    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "height", d->height, d->pad[0], d->pad[2],
+                                            d->kernel[0], d->stride[0], d->dilation[0],
+                                            d->ceil_mode, &d->out_h));
+    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "width", d->width, d->pad[1], d->pad[3],
+                                            d->kernel[1], d->stride[1], d->dilation[1],
+                                            d->ceil_mode, &d->out_w));
+    d->out_plane = rt_op__mul_sat(d->out_h, d->out_w);
+    return RT_OK;
+}
 
 /* Tensor checks and the output shape, once the window parameters are in args->dims. */
 static rt_status pool_shape(rt_op_ctx *ctx, pool_args *args, uint32_t types,
                             const char *expected) {
-    pool_dims *d = &args->dims;
+    rt_pool_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->x, "x", types, expected));
     RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
     RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->x, "x", 4));
@@ -311,20 +338,13 @@ static rt_status pool_shape(rt_op_ctx *ctx, pool_args *args, uint32_t types,
     const int64_t *xs = args->x->sizes;
     if (!rt_op__mul(xs[0], xs[1], &d->planes))
         return rt_op_fail(ctx, rt_op__shape_code(ctx), "the batch and channel sizes overflow");
-    d->height = xs[2];
-    d->width = xs[3];
-    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "height", d->height, d->pad[0], d->pad[2],
-                                            d->kernel[0], d->stride[0], d->dilation[0],
-                                            d->ceil_mode, &d->out_h));
-    RT_RETURN_IF_ERROR(rt_op__window_output(ctx, "width", d->width, d->pad[1], d->pad[3],
-                                            d->kernel[1], d->stride[1], d->dilation[1],
-                                            d->ceil_mode, &d->out_w));
+    RT_RETURN_IF_ERROR(window_sizes(ctx, xs[2], xs[3], d));
     int64_t sizes[4] = {xs[0], xs[1], d->out_h, d->out_w};
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
 static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn kernel) {
-    const pool_dims *d = &args->dims;
+    const rt_pool_dims *d = &args->dims;
     if (rt_tensor__numel(args->out) == 0)
         return RT_OK;
     if (!kernel)
@@ -337,18 +357,53 @@ static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn ker
     return RT_OK;
 }
 
+/* max_pool2d's (kernel, stride, padding, dilation, ceil_mode) from arguments first.. */
+static rt_status max_window_params(rt_op_ctx *ctx, size_t first, rt_pool_dims *d) {
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first, "kernel", 1, d->kernel));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first + 1, "stride", 1, d->stride));
+    RT_RETURN_IF_ERROR(rt_op__padding(ctx, first + 2, "padding", d->pad));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first + 3, "dilation", 1, d->dilation));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, first + 4, "ceil_mode", &d->ceil_mode));
+    d->count_include_pad = false;
+    return RT_OK;
+}
+
+rt_status rt_pool__max_window(rt_op_ctx *ctx, size_t first, int64_t height, int64_t width,
+                              rt_pool_dims *d) {
+    RT_RETURN_IF_ERROR(max_window_params(ctx, first, d));
+    return window_sizes(ctx, height, width, d);
+}
+
+/* The float32 kernel for these dims: the 2x2 loops where they apply. */
+static rt_range_fn max_pool_f32_kernel(const rt_pool_dims *d) {
+    if (!is_inner_2x2(d))
+        return max_pool_rows__f32;
+#ifdef HAVE_AVX512_POOL
+    if (rt_gemm_f32_avx512())
+        return max_pool_2x2_rows__avx512;
+#endif
+    return max_pool_2x2_rows__f32;
+}
+
+void rt_pool__max_f32_rows(const rt_pool_dims *d, const float *x, float *out, size_t begin,
+                           size_t end) {
+    pool_job job = {.dims = d, .x = x, .out = out};
+    max_pool_f32_kernel(d)(&job, begin, end);
+}
+
+void rt_pool__max_f32(const rt_pool_dims *d, const float *x, float *out, int32_t threads) {
+    pool_job job = {.dims = d, .x = x, .out = out};
+    int64_t work = rt_op__mul_sat(d->out_w, rt_op__mul_sat(d->kernel[0], d->kernel[1]));
+    rt_parallel_for(threads, (size_t)rt_op__mul_sat(d->planes, d->out_h), rt_op__grain(work),
+                    max_pool_f32_kernel(d), &job);
+}
+
 /* max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, out) */
 static rt_status max_pool_setup(rt_op_ctx *ctx, pool_args *args) {
-    pool_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, d->kernel));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, d->stride));
-    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", d->pad));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 4, "dilation", 1, d->dilation));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "ceil_mode", &d->ceil_mode));
+    RT_RETURN_IF_ERROR(max_window_params(ctx, 1, &args->dims));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "out", &args->out));
-    d->count_include_pad = false;
     return pool_shape(ctx, args, RT_TYPES_NUMERIC, "float32, float64 and the integer types");
 }
 
@@ -360,19 +415,14 @@ rt_status rt_ops__max_pool2d_prepare(rt_op_ctx *ctx) {
 rt_status rt_ops__max_pool2d_run(rt_op_ctx *ctx) {
     pool_args args;
     RT_RETURN_IF_ERROR(max_pool_setup(ctx, &args));
-    if (args.x->type == RT_F32 && is_inner_2x2(&args.dims)) {
-#ifdef HAVE_AVX512_POOL
-        if (rt_gemm_f32_avx512())
-            return run_pool(ctx, &args, max_pool_2x2_rows__avx512);
-#endif
-        return run_pool(ctx, &args, max_pool_2x2_rows__f32);
-    }
+    if (args.x->type == RT_F32)
+        return run_pool(ctx, &args, max_pool_f32_kernel(&args.dims));
     return run_pool(ctx, &args, max_pool_kernel_for(args.x->type));
 }
 
 /* avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, out) */
 static rt_status avg_pool_setup(rt_op_ctx *ctx, pool_args *args) {
-    pool_dims *d = &args->dims;
+    rt_pool_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
     RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, d->kernel));

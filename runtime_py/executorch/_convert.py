@@ -357,6 +357,7 @@ class MethodConverter:
             self._instruction(ins)
         self.pc, self.op = -1, ""
         self._outputs()
+        self.m.fuse_conv_max_pool()  # once every reader of each result is known
 
     def _inputs(self) -> None:
         for n, i in enumerate(self.plan.inputs):

@@ -352,8 +352,9 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
 
     input_shapes: concrete shapes for inputs whose sizes the model leaves symbolic.
     dynamic_bounds: upper bounds making an input dynamic, as a full shape or {axis: bound}.
-    fuse: fold Conv+BatchNormalization and MatMul+Add, and apply activations in the epilogue
-    of the op before them (see _fusion.py); False keeps every op separate.
+    fuse: fold Conv+BatchNormalization and MatMul+Add, apply activations in the epilogue of
+    the op before them (see _fusion.py) and pool in the Conv a MaxPool alone reads; False
+    keeps every op separate.
     bundle_inputs: test cases to store in the program, each a {input name: array} mapping or
     a sequence of arrays in input order; their expected outputs are computed from the ONNX
     model by `reference`: "onnxruntime", "onnx" (onnx.reference.ReferenceEvaluator) or
@@ -372,6 +373,8 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
     cv.add_inputs(model.graph)
     cv.run_nodes(nodes)
     cv.add_outputs(model.graph)
+    if fuse:
+        cv.m.fuse_conv_max_pool()
     for case in bundle_inputs or ():
         feeds = _case_feeds(cv, case)
         expected = reference_outputs(model, feeds, reference)

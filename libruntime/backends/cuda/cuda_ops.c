@@ -866,6 +866,8 @@ static const rt_cuda_op cuda_ops[] = {
     {"linear_act", check_float_x, rt_cuda__run_linear_act},
     {"conv2d", check_float_x, rt_cuda__run_conv2d},
     {"conv2d_act", check_float_x, rt_cuda__run_conv2d_act},
+    {"conv2d_act_max_pool2d", rt_cuda__check_conv2d_act_max_pool2d,
+     rt_cuda__run_conv2d_act_max_pool2d},
     {"conv_transpose2d", check_float_x, rt_cuda__run_conv_transpose2d},
     {"lstm", rt_cuda__check_lstm, rt_cuda__run_lstm},
     {"gru", rt_cuda__check_gru, rt_cuda__run_gru},

@@ -120,6 +120,8 @@ rt_status rt_cuda__run_conv2d(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_conv2d_act(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_conv2d_act_max_pool2d(rt_op_ctx *ctx);
+rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
+#include "ops/conv.h"
 #include "ops/matmul_shape.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -382,6 +383,72 @@ rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA max_pool2d kernel for this dtype");
     }
     return pool(ctx, cm, &p, k);
+}
+
+/* ---- conv2d_act_max_pool2d --------------------------------------------------------- */
+
+/* Load: the unpooled result goes to the method's device scratch. */
+rt_status rt_cuda__check_conv2d_act_max_pool2d(rt_op_ctx *ctx) {
+    rt_conv_pool_args args;
+    RT_RETURN_IF_ERROR(rt_conv_pool__setup(ctx, &args));
+    rt_cuda__reserve_scratch(ctx->backend, rt_conv_pool__unpooled_bytes(&args));
+    return RT_OK;
+}
+
+/* The convolution kernel into scratch, then the max pool kernel from there. */
+rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    rt_conv_pool_args args;
+    RT_RETURN_IF_ERROR(rt_conv_pool__setup(ctx, &args));
+    const rt_conv_args *conv = &args.conv;
+    const conv_dims *d = &conv->dims;
+    const rt_pool_dims *pool = &args.pool;
+    if (rt_tensor__numel(conv->out) == 0)
+        return RT_OK;
+    if (rt_conv_pool__unpooled_bytes(&args) > cm->scratch_bytes)
+        return rt_op_fail(ctx, RT_INTERNAL, "the convolution's result needs more device scratch "
+                          "than was planned at load");
+    int64_t unpooled = pool->planes * d->out_h * d->out_w;
+    if (unpooled > 0) {
+        rt_cuda_conv_params c;
+        memset(&c, 0, sizeof c);
+        c.batch = d->batch;
+        c.channels = d->channels;
+        c.height = d->height;
+        c.width = d->width;
+        c.out_channels = d->out_channels;
+        c.kernel_h = d->kernel_h;
+        c.kernel_w = d->kernel_w;
+        c.out_h = d->out_h;
+        c.out_w = d->out_w;
+        c.groups = d->groups;
+        memcpy(c.stride, d->stride, sizeof c.stride);
+        memcpy(c.dilation, d->dilation, sizeof c.dilation);
+        memcpy(c.pad, d->pad, sizeof c.pad);
+        c.act = conv->act.kind;
+        c.lo = conv->act.lo;
+        c.hi = conv->act.hi;
+        c.x = conv->x->data;
+        c.w = conv->w->data;
+        c.bias = conv->bias ? conv->bias->data : NULL;
+        c.out = cm->scratch;
+        RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_conv2d_f32,
+                                              rt_cuda__blocks(unpooled, 256), 1, 1, &c));
+    }
+    rt_cuda_pool_params p;
+    memset(&p, 0, sizeof p);
+    p.planes = pool->planes;
+    p.height = pool->height;
+    p.width = pool->width;
+    p.out_h = pool->out_h;
+    p.out_w = pool->out_w;
+    memcpy(p.kernel, pool->kernel, sizeof p.kernel);
+    memcpy(p.stride, pool->stride, sizeof p.stride);
+    memcpy(p.dilation, pool->dilation, sizeof p.dilation);
+    memcpy(p.pad, pool->pad, sizeof p.pad);
+    p.x = cm->scratch;
+    p.out = conv->out->data;
+    return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_max_pool2d_f32,
+                              rt_cuda__blocks(rt_tensor__numel(conv->out), 256), 1, 1, &p);
 }
 
 rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
