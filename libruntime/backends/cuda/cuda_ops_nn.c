@@ -411,15 +411,10 @@ rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm)
     if (unpooled > 0) {
         rt_cuda_conv_params c;
         memset(&c, 0, sizeof c);
-        c.batch = d->batch;
-        c.channels = d->channels;
-        c.height = d->height;
-        c.width = d->width;
-        c.out_channels = d->out_channels;
-        c.kernel_h = d->kernel_h;
-        c.kernel_w = d->kernel_w;
-        c.out_h = d->out_h;
+        conv_tensors(&c, conv->x, conv->w, conv->bias, conv->out);
+        c.out_h = d->out_h; /* the unpooled result's, into scratch */
         c.out_w = d->out_w;
+        c.out = cm->scratch;
         c.groups = d->groups;
         memcpy(c.stride, d->stride, sizeof c.stride);
         memcpy(c.dilation, d->dilation, sizeof c.dilation);
@@ -427,10 +422,6 @@ rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm)
         c.act = conv->act.kind;
         c.lo = conv->act.lo;
         c.hi = conv->act.hi;
-        c.x = conv->x->data;
-        c.w = conv->w->data;
-        c.bias = conv->bias ? conv->bias->data : NULL;
-        c.out = cm->scratch;
         RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_conv2d_f32,
                                               rt_cuda__blocks(unpooled, 256), 1, 1, &c));
     }
