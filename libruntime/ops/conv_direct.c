@@ -111,7 +111,8 @@ static bool direct_layout_of(const conv_dims *d, const rt_pool_dims *pool, int32
         l->window_rows = (pool->kernel[0] - 1) * pool->dilation[0] + 1;
         int64_t pooled_floats;
         if (l->window_rows > pool->stride[0] ||
-            !rt_op__mul(d->out_channels, l->window_rows * l->row_len, &pooled_floats) ||
+            !rt_op__mul(l->window_rows, l->row_len, &pooled_floats) ||
+            !rt_op__mul(d->out_channels, pooled_floats, &pooled_floats) ||
             (uint64_t)pooled_floats > MAX_IMAGE_BYTES / sizeof(float))
             return false;
         l->pool_floats = (size_t)(pooled_floats + 15) / 16 * 16;
