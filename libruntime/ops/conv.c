@@ -248,7 +248,7 @@ rt_status rt_conv__read_args(rt_op_ctx *ctx, rt_conv_args *args, bool fused, siz
 
 /* conv2d(x, w, bias, stride, padding, dilation, groups, out) and conv2d_act, which adds
  * (activation, lo, hi) before out. */
-static rt_status conv_setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused) {
+rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused) {
     size_t out_index = fused ? 10 : 7;
     RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, out_index + 1));
     RT_RETURN_IF_ERROR(rt_conv__read_args(ctx, args, fused, out_index));
@@ -300,7 +300,7 @@ void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args) {
 
 static rt_status conv_prepare(rt_op_ctx *ctx, bool fused) {
     rt_conv_args args;
-    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
+    RT_RETURN_IF_ERROR(rt_conv__setup(ctx, &args, fused));
     rt_conv__prepare(ctx, &args);
     return RT_OK;
 }
@@ -353,7 +353,8 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
     if (args->act.kind != RT_ACT_NONE) {
         /* The direct kernel (depthwise) accumulates in place; activate in a second pass. */
         activation_job act = {&args->act, out};
-        int64_t numel = rt_op__mul_sat(d->batch * d->out_channels, d->out_h * d->out_w);
+        int64_t numel = rt_op__mul_sat(rt_op__mul_sat(d->batch, d->out_channels),
+                                       rt_op__mul_sat(d->out_h, d->out_w));
         rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(4), activation_range,
                         &act);
     }
@@ -361,7 +362,7 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
 
 static rt_status conv_run(rt_op_ctx *ctx, bool fused) {
     rt_conv_args args;
-    RT_RETURN_IF_ERROR(conv_setup(ctx, &args, fused));
+    RT_RETURN_IF_ERROR(rt_conv__setup(ctx, &args, fused));
     if (rt_tensor__numel(args.out) > 0)
         rt_conv__compute(ctx, &args, args.out->data, ctx->scratch, ctx->scratch_bytes);
     return RT_OK;

@@ -31,6 +31,9 @@ typedef struct rt_conv_args {
  * in dims, but out not sized (an op that pools the result gives out its own). */
 rt_status rt_conv__read_args(rt_op_ctx *ctx, rt_conv_args *args, bool fused, size_t out_index);
 
+/* conv2d's or (with `fused`) conv2d_act's whole argument list read, checked, out sized. */
+rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused);
+
 /* At load: the scratch the convolution needs, in ctx->scratch_bytes, and constant weights
  * packed into ctx->state. */
 void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args);

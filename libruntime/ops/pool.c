@@ -343,6 +343,15 @@ static rt_status pool_shape(rt_op_ctx *ctx, pool_args *args, uint32_t types,
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
+/* Every output row through `kernel`, on up to `threads` threads. */
+static void pool_rows(const rt_pool_dims *d, rt_range_fn kernel, const void *x, void *out,
+                      int32_t threads) {
+    pool_job job = {.dims = d, .x = x, .out = out};
+    int64_t work = rt_op__mul_sat(d->out_w, rt_op__mul_sat(d->kernel[0], d->kernel[1]));
+    rt_parallel_for(threads, (size_t)rt_op__mul_sat(d->planes, d->out_h), rt_op__grain(work),
+                    kernel, &job);
+}
+
 static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn kernel) {
     const rt_pool_dims *d = &args->dims;
     if (rt_tensor__numel(args->out) == 0)
@@ -350,10 +359,7 @@ static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn ker
     if (!kernel)
         return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
                           rt_tensor__type_name(args->x->type));
-    pool_job job = {.dims = d, .x = args->x->data, .out = args->out->data};
-    int64_t rows = d->planes * d->out_h; /* bounded by the output's element count */
-    int64_t work = rt_op__mul_sat(d->out_w, rt_op__mul_sat(d->kernel[0], d->kernel[1]));
-    rt_parallel_for(rt_op__threads(ctx), (size_t)rows, rt_op__grain(work), kernel, &job);
+    pool_rows(d, kernel, args->x->data, args->out->data, rt_op__threads(ctx));
     return RT_OK;
 }
 
@@ -392,10 +398,7 @@ void rt_pool__max_f32_rows(const rt_pool_dims *d, const float *x, float *out, si
 }
 
 void rt_pool__max_f32(const rt_pool_dims *d, const float *x, float *out, int32_t threads) {
-    pool_job job = {.dims = d, .x = x, .out = out};
-    int64_t work = rt_op__mul_sat(d->out_w, rt_op__mul_sat(d->kernel[0], d->kernel[1]));
-    rt_parallel_for(threads, (size_t)rt_op__mul_sat(d->planes, d->out_h), rt_op__grain(work),
-                    max_pool_f32_kernel(d), &job);
+    pool_rows(d, max_pool_f32_kernel(d), x, out, threads);
 }
 
 /* max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, out) */

@@ -258,23 +258,40 @@ static void conv_tensors(rt_cuda_conv_params *p, const rt_tensor_value *x,
     p->out = out->data;
 }
 
+/* The convolution kernel's parameters for the operands in a, its result into out. */
+static void conv_params(rt_cuda_conv_params *p, const rt_conv_args *a, void *out) {
+    const conv_dims *d = &a->dims;
+    memset(p, 0, sizeof *p);
+    p->batch = d->batch;
+    p->channels = d->channels;
+    p->height = d->height;
+    p->width = d->width;
+    p->out_channels = d->out_channels;
+    p->kernel_h = d->kernel_h;
+    p->kernel_w = d->kernel_w;
+    p->out_h = d->out_h;
+    p->out_w = d->out_w;
+    p->groups = d->groups;
+    memcpy(p->stride, d->stride, sizeof p->stride);
+    memcpy(p->dilation, d->dilation, sizeof p->dilation);
+    memcpy(p->pad, d->pad, sizeof p->pad);
+    p->act = a->act.kind;
+    p->lo = a->act.lo;
+    p->hi = a->act.hi;
+    p->x = a->x->data;
+    p->w = a->w->data;
+    p->bias = a->bias ? a->bias->data : NULL;
+    p->out = out;
+}
+
 static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
-    size_t out_index = fused ? 10 : 7;
-    const rt_tensor_value *x = ARG_T(ctx, 0), *w = ARG_T(ctx, 1), *out = ARG_T(ctx, out_index);
-    rt_tensor_value *bias;
-    rt_cuda_conv_params p;
-    memset(&p, 0, sizeof p);
-    rt_activation act = {RT_ACT_NONE, 0.0f, 0.0f};
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 3, "stride", 1, p.stride));
-    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 4, "padding", p.pad));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 5, "dilation", 1, p.dilation));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 6, "groups", &p.groups));
-    if (fused)
-        RT_RETURN_IF_ERROR(rt_op__activation(ctx, 7, &act));
+    rt_conv_args a;
+    RT_RETURN_IF_ERROR(rt_conv__setup(ctx, &a, fused));
+    const rt_tensor_value *x = a.x, *w = a.w, *bias = a.bias, *out = a.out;
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
-    conv_tensors(&p, x, w, bias, out);
+    rt_cuda_conv_params p;
+    conv_params(&p, &a, out->data);
     bool pointwise = p.groups == 1 && p.kernel_h == 1 && p.kernel_w == 1 && p.stride[0] == 1 &&
                      p.stride[1] == 1 && p.pad[0] == 0 && p.pad[1] == 0 && p.pad[2] == 0 &&
                      p.pad[3] == 0;
@@ -290,28 +307,23 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
         g.b = x->data;
         g.c = out->data;
         g.row_bias = bias ? bias->data : NULL;
-        g.act = act;
+        g.act = a.act;
         g.batch_rank = 1;
         g.batch_sizes[0] = p.batch;
         g.b_batch_strides[0] = p.channels * g.n;
         g.batch_count = p.batch;
         return rt_cuda__gemm(ctx, cm, &g);
     }
-    p.act = act.kind;
-    p.lo = act.lo;
-    p.hi = act.hi;
     rt_cuda_kernel k = x->type == RT_F64 ? RT_CUDA_K_conv2d_f64 : RT_CUDA_K_conv2d_f32;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
                               &p);
 }
 
 rt_status rt_cuda__run_conv2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
-    RT_RETURN_IF_ERROR(rt_ops__conv2d_prepare(ctx));
     return conv2d(ctx, cm, false);
 }
 
 rt_status rt_cuda__run_conv2d_act(rt_op_ctx *ctx, rt_cuda_method *cm) {
-    RT_RETURN_IF_ERROR(rt_ops__conv2d_act_prepare(ctx));
     return conv2d(ctx, cm, true);
 }
 
@@ -410,18 +422,7 @@ rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm)
     int64_t unpooled = pool->planes * d->out_h * d->out_w;
     if (unpooled > 0) {
         rt_cuda_conv_params c;
-        memset(&c, 0, sizeof c);
-        conv_tensors(&c, conv->x, conv->w, conv->bias, conv->out);
-        c.out_h = d->out_h; /* the unpooled result's, into scratch */
-        c.out_w = d->out_w;
-        c.out = cm->scratch;
-        c.groups = d->groups;
-        memcpy(c.stride, d->stride, sizeof c.stride);
-        memcpy(c.dilation, d->dilation, sizeof c.dilation);
-        memcpy(c.pad, d->pad, sizeof c.pad);
-        c.act = conv->act.kind;
-        c.lo = conv->act.lo;
-        c.hi = conv->act.hi;
+        conv_params(&c, conv, cm->scratch);
         RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_conv2d_f32,
                                               rt_cuda__blocks(unpooled, 256), 1, 1, &c));
     }
