@@ -6,6 +6,7 @@
  * nothing and needs no scratch buffer. Work is split into bands of output rows. */
 #include <inttypes.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/multiversion.h"
@@ -171,7 +172,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const rt_conv_args *args, float 
     int32_t threads = rt_op__slot_threads(ctx);
     const float *x = args->x->data, *w = args->w->data;
     const float *bias = args->bias ? args->bias->data : NULL;
-    const float *packed_w = ctx->state;
+    const float *packed_w = rt_conv__packed_weights(ctx);
     size_t packed_group = rt_gemm_f32_packed_a_floats(group_out, depth);
     for (int64_t n = 0; n < d->batch; n++) {
         for (int64_t g = 0; g < d->groups; g++) {
@@ -257,13 +258,42 @@ rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused) {
     return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
+/* ctx->state: this header, then the weights (64-byte aligned, as the kernels load them). */
+typedef enum conv_state_kind { CONV_STATE_PACKED = 1, CONV_STATE_WINOGRAD = 2 } conv_state_kind;
+#define CONV_STATE_HEADER 64
+
+static float *conv_alloc_state(rt_op_ctx *ctx, conv_state_kind kind, size_t floats) {
+    if (floats == 0 || floats > (SIZE_MAX - CONV_STATE_HEADER) / sizeof(float))
+        return NULL;
+    char *state = rt_op__alloc_state(ctx, CONV_STATE_HEADER + floats * sizeof(float));
+    if (state == NULL)
+        return NULL;
+    *(int32_t *)state = kind;
+    return (float *)(state + CONV_STATE_HEADER);
+}
+
+static const float *conv_state_weights(const rt_op_ctx *ctx, conv_state_kind kind) {
+    const char *state = ctx->state;
+    if (state == NULL || *(const int32_t *)state != (int32_t)kind)
+        return NULL;
+    return (const float *)(state + CONV_STATE_HEADER);
+}
+
+const float *rt_conv__packed_weights(const rt_op_ctx *ctx) {
+    return conv_state_weights(ctx, CONV_STATE_PACKED);
+}
+
+const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx) {
+    return conv_state_weights(ctx, CONV_STATE_WINOGRAD);
+}
+
 /* Constant weights: each group's [O/g, C/g*kH*kW] matrix packed once, for every call. */
 static void conv_pack_weights(rt_op_ctx *ctx, const rt_conv_args *args) {
     const conv_dims *d = &args->dims;
     int64_t group_out = d->out_channels / d->groups;
     int64_t depth = d->channels / d->groups * d->kernel_h * d->kernel_w;
     size_t per_group = rt_gemm_f32_packed_a_floats(group_out, depth);
-    float *packed = rt_op__alloc_state(ctx, per_group * (size_t)d->groups * sizeof(float));
+    float *packed = conv_alloc_state(ctx, CONV_STATE_PACKED, per_group * (size_t)d->groups);
     if (packed == NULL)
         return;
     for (int64_t g = 0; g < d->groups; g++) {
@@ -276,6 +306,37 @@ static void conv_pack_weights(rt_op_ctx *ctx, const rt_conv_args *args) {
     }
 }
 
+/* RT_CONV_WINOGRAD=0 in the environment turns the Winograd path off (read at each load): for
+ * results that round as the direct convolution's do. */
+static bool winograd_allowed(void) {
+    const char *setting = getenv("RT_CONV_WINOGRAD");
+    return setting == NULL || strcmp(setting, "0") != 0;
+}
+
+/* Constant weights transformed for Winograd, when it pays for the planned sizes (then the
+ * run takes it at any sizes: the state says which layout the weights are in). */
+static bool conv_prepare_winograd(rt_op_ctx *ctx, const rt_conv_args *args) {
+    const conv_dims *d = &args->dims;
+    int32_t threads = rt_threadpool__hardware_threads();
+    size_t scratch = rt_conv__winograd_scratch_bytes(d, threads);
+    if (!winograd_allowed() || !rt_conv__winograd_pays(d) || scratch == 0)
+        return false;
+    uint64_t budget = ctx->state_budget;
+    float *weights = conv_alloc_state(ctx, CONV_STATE_WINOGRAD,
+                                      rt_conv__winograd_weights_floats(d));
+    if (weights == NULL)
+        return false;
+    if (!rt_conv__winograd_weights(d, args->w->data, weights)) {
+        ctx->free_state(ctx->state); /* memory ran out: the other paths, without it */
+        ctx->state = NULL;
+        ctx->free_state = NULL;
+        ctx->state_budget = budget;
+        return false;
+    }
+    ctx->scratch_bytes = scratch;
+    return true;
+}
+
 void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args) {
     if (args->x->type == RT_F32 && rt_conv__depthwise_fits(&args->dims)) {
         ctx->scratch_bytes = rt_conv__depthwise_scratch_bytes(
@@ -283,6 +344,8 @@ void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args) {
         return;
     }
     if (!conv_uses_gemm(args))
+        return;
+    if (rt_op__is_constant(args->w) && conv_prepare_winograd(ctx, args))
         return;
     const conv_dims *d = &args->dims;
     ctx->scratch_bytes = conv_columns_bytes(d) +
@@ -326,9 +389,14 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
         return;
     }
     if (conv_uses_gemm(args)) {
+        const float *winograd = rt_conv__winograd_weights_of(ctx);
+        const float *packed = rt_conv__packed_weights(ctx);
+        if (winograd != NULL)
+            rt_conv__winograd_f32(d, args->x->data, winograd, args->w->data, bias, &args->act,
+                                  out, scratch, rt_op__slot_threads(ctx));
         /* Weights packed at load (constant, and memory allowed it) take the direct path. */
-        if (ctx->state != NULL && rt_conv__direct_fits(d, NULL))
-            rt_conv__direct_f32(d, args->x->data, ctx->state, bias, &args->act, NULL, out,
+        else if (packed != NULL && rt_conv__direct_fits(d, NULL))
+            rt_conv__direct_f32(d, args->x->data, packed, bias, &args->act, NULL, out,
                                 scratch, rt_op__slot_threads(ctx));
         else
             conv_f32_gemm(ctx, args, out, scratch, scratch_bytes);

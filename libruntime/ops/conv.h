@@ -38,6 +38,12 @@ rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused);
  * packed into ctx->state. */
 void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args);
 
+/* The weights rt_conv__prepare derived from constant w, in ctx->state: packed as the GEMM's
+ * A ([out_channels, channels * kh * kw], rt_gemm_f32_pack_a) for the direct and im2col
+ * paths, or transformed for the Winograd one; NULL when prepare made none of that kind. */
+const float *rt_conv__packed_weights(const rt_op_ctx *ctx);
+const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx);
+
 /* The convolution into out ([N, O, Ho, Wo] densely, not args->out), with scratch of the size
  * rt_conv__prepare asked for. */
 void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
@@ -121,5 +127,29 @@ size_t rt_conv__direct_scratch_bytes(const conv_dims *d, const rt_pool_dims *poo
 void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed_w,
                          const float *bias, const rt_activation *act, const rt_pool_dims *pool,
                          float *out, void *scratch, int32_t threads);
+
+/* ---- Winograd F(4x4, 3x3) (conv_winograd.c) ---------------------------------------------- */
+
+/* float32 convolutions it takes: one group, a 3x3 kernel, stride and dilation 1, at least 8
+ * channels in and out, and buffers of bounded size. */
+bool rt_conv__winograd_fits(const conv_dims *d);
+
+/* Whether, for these sizes, it does at most two thirds of the direct convolution's work. */
+bool rt_conv__winograd_pays(const conv_dims *d);
+
+/* Floats the transformed weights take (0 when too many), and the transform of w
+ * ([out_channels, channels, 3, 3]) into them; false when its working memory is not there. */
+size_t rt_conv__winograd_weights_floats(const conv_dims *d);
+bool rt_conv__winograd_weights(const conv_dims *d, const float *w, float *dst);
+
+/* Scratch rt_conv__winograd_f32 needs on up to `threads` threads (a strip's buffers each). */
+size_t rt_conv__winograd_scratch_bytes(const conv_dims *d, int32_t threads);
+
+/* out = act(conv(x, w) + bias), bias may be NULL, with `weights` w transformed by
+ * rt_conv__winograd_weights (w itself computes the few tiles whose Winograd outputs are not
+ * finite); up to `threads` threads. */
+void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weights,
+                           const float *w, const float *bias, const rt_activation *act,
+                           float *out, void *scratch, int32_t threads);
 
 #endif

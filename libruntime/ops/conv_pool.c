@@ -34,10 +34,11 @@ size_t rt_conv_pool__unpooled_bytes(const rt_conv_pool_args *args) {
     return ((size_t)floats * sizeof(float) + 63) / 64 * 64;
 }
 
-/* Pooled in the direct convolution's bands: the weights were packed at load (ctx->state)
- * and the shapes suit it. */
+/* Pooled in the direct convolution's bands: the weights were packed at load for it and the
+ * shapes suit it. */
 static bool pools_in_bands(const rt_op_ctx *ctx, const rt_conv_pool_args *args) {
-    return ctx->state != NULL && rt_conv__direct_fits(&args->conv.dims, &args->pool);
+    return rt_conv__packed_weights(ctx) != NULL &&
+           rt_conv__direct_fits(&args->conv.dims, &args->pool);
 }
 
 rt_status rt_ops__conv2d_act_max_pool2d_prepare(rt_op_ctx *ctx) {
@@ -68,7 +69,7 @@ rt_status rt_ops__conv2d_act_max_pool2d_run(rt_op_ctx *ctx) {
     if (rt_tensor__numel(conv->out) == 0)
         return RT_OK;
     if (pools_in_bands(ctx, &args)) {
-        rt_conv__direct_f32(&conv->dims, conv->x->data, ctx->state,
+        rt_conv__direct_f32(&conv->dims, conv->x->data, rt_conv__packed_weights(ctx),
                             conv->bias ? conv->bias->data : NULL, &conv->act, &args.pool,
                             conv->out->data, ctx->scratch, rt_op__slot_threads(ctx));
         return RT_OK;

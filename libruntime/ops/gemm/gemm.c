@@ -385,6 +385,14 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
         }
 }
 
+void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                              int64_t p0, const float *b, float *c, int64_t ldc,
+                              int accumulate) {
+    int64_t kc = min64(KC, k - p0);
+    micro_kernel(kc, packed_a + p0 * round_up(m, MR) + i * kc, b, c, ldc, accumulate, NULL, NULL,
+                 NULL);
+}
+
 static gemm_phase phase_at(const gemm_plan *plan, int64_t index) {
     const rt_gemm_f32_args *g = plan->g;
     gemm_phase ph = {.kind = PHASE_PACK_A, .units = round_up(g->m, MR) / MR};

@@ -63,6 +63,15 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
                                 int64_t ldc, int64_t rows, int64_t cols, int accumulate,
                                 const float *row_bias, const float *clamp);
 
+/* One whole MR x NR block of C from packed panels: c (+)= A x B over the packed-A slice
+ * starting at depth p0 (A packed whole by rt_gemm_f32_pack_a with m rows and depth k, row i
+ * a multiple of MR), with B's rows p0 + q the NR floats at b + q * NR. The first slice
+ * (accumulate 0) writes the product, later ones add to C. For products the caller lays out
+ * itself (the Winograd convolution's 36 small GEMMs), padded to whole blocks. */
+void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                              int64_t p0, const float *b, float *c, int64_t ldc,
+                              int accumulate);
+
 /* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
  * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
  * RT_PORTABLE_KERNELS=1 forces the portable one. Packed layouts follow the kernel's tile, so

@@ -1,0 +1,526 @@
+/* conv_winograd.c: 3x3, stride-1 float32 convolution by Winograd's minimal filtering
+ * F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016).
+ *
+ * Each 4x4 block of outputs (a tile) reads the 6x6 input patch under it. With the patch d of
+ * one input channel and the kernel g of one (output, input) channel pair transformed to
+ * V = B^T d B and U = G g G^T (both 6x6), the tile is A^T (sum over input channels of U . V) A,
+ * with . the elementwise product: 36 multiplications per tile and channel pair where the
+ * direct convolution takes 144. For each of the 36 points of the 6x6 transform, the sum over
+ * input channels is a GEMM, [out channels, channels] x [channels, tiles], which runs on the
+ * GEMM's own micro-kernels with U packed once at load as their A.
+ *
+ * Tiles are taken NR at a time, a strip (raster order over the image's tiles), the width of
+ * the micro-kernel's B panel. A thread gathers a strip's patches of each channel, transforms
+ * them into the 36 B panels, runs the 36 GEMMs into a buffer of its own and transforms that
+ * into the output tiles, so nothing larger than a strip's panels leaves its cache.
+ *
+ * The transforms round: results differ from the direct convolution's by a few units in the
+ * last place of the largest terms summed (a relative error of about 1e-6 to 1e-5 against the
+ * sum of |w| |x| over the window), which is why only float32 convolutions with enough
+ * channels, where the saving is large, take this path. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/lane_mask.h"
+#include "core/multiversion.h"
+#include "core/threadpool.h"
+#include "ops/conv.h"
+#include "ops/gemm/gemm.h"
+#include "ops/op_util.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX512_GATHER 1
+#endif
+
+#define TILE 4    /* outputs per tile side */
+#define PATCH 6   /* inputs per patch side: TILE + 3 - 1 */
+#define POINTS 36 /* PATCH * PATCH */
+#define MIN_CHANNELS 8
+#define MAX_SLOT_BYTES ((size_t)64 << 20)
+/* Lanes the AVX-512 gather writes at once: a patch row is over-written by up to this many
+ * lanes past a segment's end (the next segment, or nothing, then writes them). */
+#define GATHER_LANES 8
+
+typedef struct wino_layout {
+    int64_t mr, nr, kc;
+    int64_t tiles_w, tiles;    /* per image */
+    int64_t strips;            /* per image: tiles / NR, rounded up */
+    int64_t k_pad;             /* output channels rounded up to MR */
+    int64_t lane_pad;          /* floats per patch row: NR and the gather's spill */
+    int64_t v_point, m_point;  /* floats from one point's B panel (GEMM result) to the next */
+    size_t weights_floats;     /* U of one point, packed */
+    size_t patch_floats;       /* POINTS * lane_pad: one channel's patches */
+    size_t v_floats, m_floats; /* the 36 B panels, the 36 GEMM results */
+    size_t slot_floats;        /* a thread's buffers, 64-byte multiples */
+} wino_layout;
+
+static size_t round16(size_t floats) { return (floats + 15) / 16 * 16; }
+
+static bool layout_of(const conv_dims *d, wino_layout *l) {
+    rt_gemm_f32_tile(&l->mr, &l->nr, &l->kc);
+    int64_t tiles_h = (d->out_h + TILE - 1) / TILE;
+    l->tiles_w = (d->out_w + TILE - 1) / TILE;
+    l->k_pad = (d->out_channels + l->mr - 1) / l->mr * l->mr;
+    l->lane_pad = l->nr + GATHER_LANES;
+    /* A point's panel is followed by a cache line of padding: panels a power of two apart
+     * would put the 36 rows a transform reads at once into the same L1 set. */
+    int64_t v, m, slot;
+    if (!rt_op__mul(tiles_h, l->tiles_w, &l->tiles) ||
+        !rt_op__mul(d->channels, l->nr, &l->v_point) ||
+        !rt_op__mul(l->k_pad, l->nr, &l->m_point) ||
+        !rt_op__add(l->v_point, 16, &l->v_point) || !rt_op__add(l->m_point, 16, &l->m_point) ||
+        !rt_op__mul(l->v_point, POINTS, &v) || !rt_op__mul(l->m_point, POINTS, &m) ||
+        !rt_op__add(v, m, &slot) || (uint64_t)slot > MAX_SLOT_BYTES / sizeof(float))
+        return false;
+    l->strips = (l->tiles + l->nr - 1) / l->nr;
+    l->weights_floats = rt_gemm_f32_packed_a_floats(d->out_channels, d->channels);
+    l->patch_floats = round16((size_t)(POINTS * l->lane_pad));
+    l->v_floats = round16((size_t)v);
+    l->m_floats = round16((size_t)m);
+    l->slot_floats = l->patch_floats + l->v_floats + l->m_floats + round16(16 * (size_t)l->nr + 16);
+    return true;
+}
+
+bool rt_conv__winograd_fits(const conv_dims *d) {
+    wino_layout l;
+    return d->groups == 1 && d->kernel_h == 3 && d->kernel_w == 3 && d->stride[0] == 1 &&
+           d->stride[1] == 1 && d->dilation[0] == 1 && d->dilation[1] == 1 &&
+           d->channels >= MIN_CHANNELS && d->out_channels >= MIN_CHANNELS && d->out_h >= 1 &&
+           d->out_w >= 1 && layout_of(d, &l);
+}
+
+bool rt_conv__winograd_pays(const conv_dims *d) {
+    wino_layout l;
+    if (!rt_conv__winograd_fits(d) || !layout_of(d, &l))
+        return false;
+    /* Multiplications per (output, input) channel pair: 36 per tile computed, every lane of
+     * a strip counted, against 9 per output; the transforms add about 4 per tile for each
+     * channel in (the patches) and out (the tiles), relative to that. Winograd must save at
+     * least a third. */
+    double computed = (double)l.strips * (double)l.nr * POINTS;
+    double transforms = computed * (4.0 / (double)d->channels + 4.0 / (double)d->out_channels);
+    double direct = 9.0 * (double)d->out_h * (double)d->out_w;
+    return 3.0 * (computed + transforms) <= 2.0 * direct;
+}
+
+/* ---- weights ----------------------------------------------------------------------------- */
+
+size_t rt_conv__winograd_weights_floats(const conv_dims *d) {
+    wino_layout l;
+    if (!layout_of(d, &l) || l.weights_floats > SIZE_MAX / sizeof(float) / POINTS)
+        return 0;
+    return POINTS * l.weights_floats;
+}
+
+/* u = G g G^T for one 3x3 kernel, in double: g's rounding is the only one U carries. */
+static void transform_kernel(const float *g, double u[POINTS]) {
+    static const double G[PATCH][3] = {
+        {1.0 / 4, 0, 0},
+        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+        {1.0 / 24, 1.0 / 12, 1.0 / 6},
+        {1.0 / 24, -1.0 / 12, 1.0 / 6},
+        {0, 0, 1},
+    };
+    double t[PATCH][3]; /* G g */
+    for (int i = 0; i < PATCH; i++)
+        for (int j = 0; j < 3; j++)
+            t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+    for (int i = 0; i < PATCH; i++)
+        for (int j = 0; j < PATCH; j++)
+            u[i * PATCH + j] = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
+}
+
+bool rt_conv__winograd_weights(const conv_dims *d, const float *w, float *dst) {
+    wino_layout l;
+    int64_t pair_count;
+    if (!layout_of(d, &l) || !rt_op__mul(d->out_channels, d->channels, &pair_count))
+        return false;
+    size_t pairs = (size_t)pair_count;
+    float *matrix = malloc(pairs * sizeof(float)); /* one point's [out, in] matrix */
+    double *u = malloc(pairs * POINTS * sizeof(double));
+    if (matrix == NULL || u == NULL) {
+        free(matrix);
+        free(u);
+        return false;
+    }
+    for (size_t pair = 0; pair < pairs; pair++)
+        transform_kernel(w + pair * 9, u + pair * POINTS);
+    for (int point = 0; point < POINTS; point++) {
+        for (size_t pair = 0; pair < pairs; pair++)
+            matrix[pair] = (float)u[pair * POINTS + (size_t)point];
+        rt_gemm_f32_args gemm = {
+            .m = d->out_channels, .k = d->channels,
+            .a = matrix, .a_row_stride = d->channels, .a_col_stride = 1,
+        };
+        rt_gemm_f32_pack_a(&gemm, dst + (size_t)point * l.weights_floats);
+    }
+    free(matrix);
+    free(u);
+    return true;
+}
+
+size_t rt_conv__winograd_scratch_bytes(const conv_dims *d, int32_t threads) {
+    wino_layout l;
+    if (!layout_of(d, &l))
+        return 0;
+    return (size_t)(threads > 0 ? threads : 1) * l.slot_floats * sizeof(float);
+}
+
+/* ---- transforms --------------------------------------------------------------------------- */
+
+/* The 1-D transforms work on LANES floats at once: a vector with GCC and clang (one AVX
+ * register in the x86-64-v3 clone), a float elsewhere. Loads and stores are unaligned. */
+#if defined(__GNUC__)
+typedef float lane_vec __attribute__((vector_size(32), aligned(4), may_alias));
+#else
+typedef float lane_vec;
+#endif
+#define LANES ((int64_t)(sizeof(lane_vec) / sizeof(float)))
+#define AT(p) (*(lane_vec *)(p))
+#define AT_CONST(p) (*(const lane_vec *)(p))
+
+/* Six rows `in` apart at z, through B^T, to six rows `out` apart at o. */
+static inline void input_rows(const float *z, int64_t in, float *o, int64_t out) {
+    lane_vec z0 = AT_CONST(z), z1 = AT_CONST(z + in), z2 = AT_CONST(z + 2 * in),
+             z3 = AT_CONST(z + 3 * in), z4 = AT_CONST(z + 4 * in), z5 = AT_CONST(z + 5 * in);
+    lane_vec z4_z2 = z4 - z2, z3_z1 = z3 - z1;
+    AT(o) = 4.0f * z0 - 5.0f * z2 + z4;
+    AT(o + out) = (z3 + z4) - 4.0f * (z1 + z2);
+    AT(o + 2 * out) = (z4 - z3) + 4.0f * (z1 - z2);
+    AT(o + 3 * out) = z4_z2 + 2.0f * z3_z1;
+    AT(o + 4 * out) = z4_z2 - 2.0f * z3_z1;
+    AT(o + 5 * out) = 4.0f * z1 - 5.0f * z3 + z5;
+}
+
+/* Six rows `in` apart at m, through A^T, plus bias, to four rows `out` apart at o; each
+ * result times zero is added to *check, which so turns NaN once one is not finite. */
+static inline void output_rows(const float *m, int64_t in, float *o, int64_t out, float bias,
+                               lane_vec *check) {
+    lane_vec m0 = AT_CONST(m), m1 = AT_CONST(m + in), m2 = AT_CONST(m + 2 * in),
+             m3 = AT_CONST(m + 3 * in), m4 = AT_CONST(m + 4 * in), m5 = AT_CONST(m + 5 * in);
+    lane_vec sum12 = m1 + m2, dif12 = m1 - m2, sum34 = m3 + m4, dif34 = m3 - m4;
+    lane_vec y0 = bias + (m0 + sum12 + sum34), y1 = bias + (dif12 + 2.0f * dif34),
+             y2 = bias + (sum12 + 4.0f * sum34), y3 = bias + (dif12 + 8.0f * dif34 + m5);
+    AT(o) = y0;
+    AT(o + out) = y1;
+    AT(o + 2 * out) = y2;
+    AT(o + 3 * out) = y3;
+    if (check != NULL)
+        *check += ((y0 + y1) + (y2 + y3)) * 0.0f;
+}
+
+/* V = B^T d B for `lanes` (a multiple of LANES) patches: d + (r * 6 + s) * in_stride holds
+ * element (r, s) of every lane's patch; point (i, j) of every lane goes to
+ * v + (i * 6 + j) * out_stride. */
+RT_MULTIVERSION static void transform_patches(const float *d, int64_t in_stride, float *v,
+                                              int64_t out_stride, int64_t lanes) {
+    for (int64_t l = 0; l < lanes; l += LANES) {
+        float t[POINTS * LANES]; /* B^T d: (i, s) at (i * 6 + s) * LANES */
+        for (int s = 0; s < PATCH; s++)
+            input_rows(d + s * in_stride + l, PATCH * in_stride, t + s * LANES, PATCH * LANES);
+        for (int i = 0; i < PATCH; i++)
+            input_rows(t + i * PATCH * LANES, LANES, v + i * PATCH * out_stride + l, out_stride);
+    }
+}
+
+/* Y = A^T M A + bias for `lanes` (a multiple of LANES) tiles: m + (i * 6 + j) * in_stride
+ * holds point (i, j) of every lane's product; output (a, b) of every lane goes to
+ * y + (a * 4 + b) * lanes. False when an output is not finite. */
+RT_MULTIVERSION static bool transform_products(const float *m, int64_t in_stride, float bias,
+                                               float *y, int64_t lanes) {
+    lane_vec nan_if_not_finite = {0}; /* sums y * 0: NaN once a y is infinite or NaN */
+    for (int64_t l = 0; l < lanes; l += LANES) {
+        float t[TILE * PATCH * LANES]; /* A^T M: (a, j) at (a * 6 + j) * LANES */
+        for (int j = 0; j < PATCH; j++)
+            output_rows(m + j * in_stride + l, PATCH * in_stride, t + j * LANES, PATCH * LANES,
+                        0.0f, NULL);
+        for (int a = 0; a < TILE; a++)
+            output_rows(t + a * PATCH * LANES, LANES, y + a * TILE * lanes + l, lanes, bias,
+                        &nan_if_not_finite);
+    }
+    float check[LANES];
+    memcpy(check, &nan_if_not_finite, sizeof check);
+    for (int64_t l = 0; l < LANES; l++)
+        if (check[l] != check[l])
+            return false;
+    return true;
+}
+
+/* ---- a strip ------------------------------------------------------------------------------ */
+
+typedef struct wino_job {
+    const conv_dims *d;
+    const wino_layout *l;
+    const float *x, *weights, *bias;
+    const float *w; /* as given: for tiles recomputed directly */
+    const rt_activation *act;
+    float *out, *slots;
+    bool avx512;
+    int64_t items; /* batch * strips */
+    atomic_llong next;
+} wino_job;
+
+/* Patches of `count` tiles of one tile row, from column tile tx, at lanes [0, count) of
+ * d (patch row stride `stride`): element (r, s) of tile t reads x's row ty * 4 + r - pad_top,
+ * column (tx + t) * 4 + s - pad_left, zero outside the image. */
+static void gather_patches(const conv_dims *d, const float *x, int64_t ty, int64_t tx,
+                           int64_t count, float *patches, int64_t stride) {
+    for (int r = 0; r < PATCH; r++) {
+        int64_t iy = ty * TILE + r - d->pad[0];
+        bool inside = iy >= 0 && iy < d->height;
+        const float *row = x + (inside ? iy : 0) * d->width;
+        for (int s = 0; s < PATCH; s++) {
+            float *dst = patches + (r * PATCH + s) * stride;
+            int64_t ix = tx * TILE + s - d->pad[1];
+            for (int64_t t = 0; t < count; t++, ix += TILE)
+                dst[t] = inside && ix >= 0 && ix < d->width ? row[ix] : 0.0f;
+        }
+    }
+}
+
+#ifdef HAVE_AVX512_GATHER
+/* Lanes 8..15 (AVX-512F alone has no float form of this extract). */
+__attribute__((target("avx512f"))) static inline __m256 upper_half(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+/* The same, eight tiles per step: the 34 input floats under eight patches of a row are
+ * loaded as two pairs of vectors (columns first + [0, 32) and first + 4 + [0, 30)), masked to
+ * the image only where the row ends inside them, and each column s of the eight patches is
+ * picked from a pair with one permute. Lanes past `count` are written with what lies there
+ * (up to GATHER_LANES - 1 past it). */
+__attribute__((target("avx512f"))) static void gather_patches__avx512(
+    const conv_dims *d, const float *x, int64_t ty, int64_t tx, int64_t count, float *patches,
+    int64_t stride) {
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21,
+                                           25, 29);
+    const __m512i pick23 = _mm512_add_epi32(pick, _mm512_set1_epi32(2));
+    int64_t rows[PATCH]; /* x's row under patch row r, or -1 in the padding */
+    for (int r = 0; r < PATCH; r++) {
+        int64_t iy = ty * TILE + r - d->pad[0];
+        rows[r] = iy >= 0 && iy < d->height ? iy : -1;
+    }
+    for (int64_t t = 0; t < count; t += GATHER_LANES) {
+        int64_t first = (tx + t) * TILE - d->pad[1]; /* x's column under lane 0, s = 0 */
+        bool whole = first >= 0 && first + 34 <= d->width; /* no mask needed */
+        __mmask16 m_lo = 0xffff, m_hi = 0xffff, m_lo4 = 0xffff, m_hi4 = 0xffff;
+        if (!whole) {
+            int64_t begin = -first, end = d->width - first; /* offsets inside the row */
+            m_lo = rt_lane_mask16(begin, end);
+            m_hi = rt_lane_mask16(begin - 16, end - 16);
+            m_lo4 = rt_lane_mask16(begin - 4, end - 4);
+            m_hi4 = rt_lane_mask16(begin - 20, end - 20);
+        }
+        float *dst = patches + t;
+        for (int r = 0; r < PATCH; r++, dst += PATCH * stride) {
+            __m512 lo = _mm512_setzero_ps(), hi = lo, lo4 = lo, hi4 = lo;
+            const float *src = x + rows[r] * d->width + first;
+            if (rows[r] >= 0 && whole) {
+                lo = _mm512_loadu_ps(src);
+                hi = _mm512_loadu_ps(src + 16);
+                lo4 = _mm512_loadu_ps(src + 4);
+                hi4 = _mm512_maskz_loadu_ps(0x3fff, src + 20); /* columns first + [20, 34) */
+            } else if (rows[r] >= 0) {
+                lo = _mm512_maskz_loadu_ps(m_lo, src);
+                hi = _mm512_maskz_loadu_ps(m_hi, src + 16);
+                lo4 = _mm512_maskz_loadu_ps(m_lo4, src + 4);
+                hi4 = _mm512_maskz_loadu_ps(m_hi4, src + 20);
+            }
+            __m512 s01 = _mm512_permutex2var_ps(lo, pick, hi);
+            __m512 s23 = _mm512_permutex2var_ps(lo, pick23, hi);
+            __m512 s45 = _mm512_permutex2var_ps(lo4, pick, hi4);
+            _mm256_storeu_ps(dst + 0 * stride, _mm512_castps512_ps256(s01));
+            _mm256_storeu_ps(dst + 1 * stride, upper_half(s01));
+            _mm256_storeu_ps(dst + 2 * stride, _mm512_castps512_ps256(s23));
+            _mm256_storeu_ps(dst + 3 * stride, upper_half(s23));
+            _mm256_storeu_ps(dst + 4 * stride, _mm512_castps512_ps256(s45));
+            _mm256_storeu_ps(dst + 5 * stride, upper_half(s45));
+        }
+    }
+}
+#endif
+
+/* Outputs y ((a * 4 + b) * lanes + lane) of `count` tiles of tile row ty from column tile tx,
+ * at lanes [lane0, lane0 + count), into out (one channel's plane), cut at its edges. */
+static void scatter_tiles(const conv_dims *d, const float *y, int64_t lanes, int64_t lane0,
+                          int64_t ty, int64_t tx, int64_t count, float *out) {
+    for (int a = 0; a < TILE && ty * TILE + a < d->out_h; a++) {
+        float *row = out + (ty * TILE + a) * d->out_w;
+        for (int b = 0; b < TILE; b++) {
+            const float *src = y + (a * TILE + b) * lanes + lane0;
+            int64_t ox = tx * TILE + b;
+            for (int64_t t = 0; t < count && ox < d->out_w; t++, ox += TILE)
+                row[ox] = src[t];
+        }
+    }
+}
+
+#ifdef HAVE_AVX512_GATHER
+/* The same, eight tiles per step: outputs b = 0..3 of a row, read as the eight-float rows the
+ * transform stored (a wider load over two of them would wait for both stores to land),
+ * interleaved into 32 floats with two permutes and stored, masked only at the row's end
+ * (masked stores cost several times as much as plain ones on Zen 4). */
+__attribute__((target("avx512f"))) static void scatter_tiles__avx512(
+    const conv_dims *d, const float *y, int64_t lanes, int64_t lane0, int64_t ty, int64_t tx,
+    int64_t count, float *out) {
+    /* Float 4t + b of the 32 comes from lane t of row b: index 8b + t of [y0 y1 | y2 y3]. */
+    const __m512i first_half = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3,
+                                                 11, 19, 27);
+    const __m512i second_half = _mm512_add_epi32(first_half, _mm512_set1_epi32(4));
+    for (int a = 0; a < TILE && ty * TILE + a < d->out_h; a++) {
+        float *row = out + (ty * TILE + a) * d->out_w;
+        const float *src = y + a * TILE * lanes + lane0;
+        for (int64_t t = 0; t < count; t += 8) {
+            __m512 y01 = _mm512_castpd_ps(_mm512_insertf64x4(
+                _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(src + t))),
+                _mm256_castps_pd(_mm256_loadu_ps(src + lanes + t)), 1));
+            __m512 y23 = _mm512_castpd_ps(_mm512_insertf64x4(
+                _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(src + 2 * lanes + t))),
+                _mm256_castps_pd(_mm256_loadu_ps(src + 3 * lanes + t)), 1));
+            __m512 q[2] = {_mm512_permutex2var_ps(y01, first_half, y23),
+                           _mm512_permutex2var_ps(y01, second_half, y23)};
+            int64_t ox = (tx + t) * TILE; /* the row's column under q[0]'s first float */
+            int64_t valid = (count - t) * TILE; /* floats of these tiles */
+            if (valid > d->out_w - ox)
+                valid = d->out_w - ox;
+            for (int v = 0; v < 2 && 16 * v < valid; v++) {
+                if (valid >= 16 * (v + 1))
+                    _mm512_storeu_ps(row + ox + 16 * v, q[v]);
+                else
+                    _mm512_mask_storeu_ps(row + ox + 16 * v, rt_lane_mask16(0, valid - 16 * v),
+                                          q[v]);
+            }
+        }
+    }
+}
+#endif
+
+/* Output channel o of `count` tiles from tile `first`, by the definition of the convolution.
+ * Winograd mixes the whole patch into each of a tile's outputs, so a NaN or infinity in the
+ * input (or one its transforms overflow to) would spread to outputs whose window does not
+ * hold it; tiles with an output that is not finite are recomputed here, as the direct
+ * convolution gives them. */
+static void direct_tiles(const wino_job *job, const float *x, int64_t first, int64_t count,
+                         int64_t o, float *plane) {
+    const conv_dims *d = job->d;
+    const float *w = job->w + o * d->channels * 9;
+    for (int64_t t = first; t < first + count; t++) {
+        int64_t y0 = t / job->l->tiles_w * TILE, x0 = t % job->l->tiles_w * TILE;
+        for (int64_t oy = y0; oy < y0 + TILE && oy < d->out_h; oy++)
+            for (int64_t ox = x0; ox < x0 + TILE && ox < d->out_w; ox++) {
+                float sum = job->bias ? job->bias[o] : 0.0f;
+                for (int64_t c = 0; c < d->channels; c++)
+                    for (int64_t kh = 0; kh < 3; kh++) {
+                        int64_t iy = oy + kh - d->pad[0];
+                        for (int64_t kw = 0; kw < 3 && iy >= 0 && iy < d->height; kw++) {
+                            int64_t ix = ox + kw - d->pad[1];
+                            if (ix >= 0 && ix < d->width)
+                                sum += w[(c * 3 + kh) * 3 + kw] *
+                                       x[(c * d->height + iy) * d->width + ix];
+                        }
+                    }
+                plane[oy * d->out_w + ox] = rt_activation__one(job->act, sum);
+            }
+    }
+}
+
+static void run_strip(const wino_job *job, float *slot, int64_t item) {
+    const conv_dims *d = job->d;
+    const wino_layout *l = job->l;
+    int64_t nr = l->nr, image = item / l->strips, first = item % l->strips * nr;
+    int64_t count = l->tiles - first < nr ? l->tiles - first : nr;
+    float *patches = slot, *v = slot + l->patch_floats, *m = v + l->v_floats;
+    float *y = m + l->m_floats;
+    const float *x = job->x + image * d->channels * d->height * d->width;
+
+    /* Every channel's patches, into the 36 panels: V[point][channel][lane]. */
+    if (count < nr) /* lanes no tile fills: zeros, so the GEMMs read no stale floats */
+        for (int point = 0; point < POINTS; point++)
+            memset(patches + point * l->lane_pad + count, 0,
+                   (size_t)(l->lane_pad - count) * sizeof(float));
+    for (int64_t c = 0; c < d->channels; c++) {
+        const float *xc = x + c * d->height * d->width;
+        for (int64_t lane = 0, t = first; lane < count;) {
+            int64_t ty = t / l->tiles_w, tx = t % l->tiles_w;
+            int64_t run = l->tiles_w - tx < count - lane ? l->tiles_w - tx : count - lane;
+#ifdef HAVE_AVX512_GATHER
+            if (job->avx512)
+                gather_patches__avx512(d, xc, ty, tx, run, patches + lane, l->lane_pad);
+            else
+#endif
+                gather_patches(d, xc, ty, tx, run, patches + lane, l->lane_pad);
+            lane += run;
+            t += run;
+        }
+        transform_patches(patches, l->lane_pad, v + c * nr, l->v_point, nr);
+    }
+
+    /* The 36 GEMMs: M[point][out channel][lane]. */
+    for (int point = 0; point < POINTS; point++) {
+        const float *u = job->weights + (size_t)point * l->weights_floats;
+        float *mp = m + point * l->m_point;
+        for (int64_t o = 0; o < d->out_channels; o += l->mr)
+            for (int64_t p0 = 0; p0 < d->channels; p0 += l->kc)
+                rt_gemm_f32_packed_block(u, d->out_channels, d->channels, o, p0,
+                                         v + point * l->v_point + p0 * nr, mp + o * nr, nr,
+                                         p0 > 0);
+    }
+
+    /* Each output channel's tiles. */
+    float *out = job->out + image * d->out_channels * d->out_h * d->out_w;
+    int64_t lanes = (count + LANES - 1) / LANES * LANES; /* <= NR, a multiple of LANES */
+    for (int64_t o = 0; o < d->out_channels; o++) {
+        float *plane = out + o * d->out_h * d->out_w;
+        if (!transform_products(m + o * nr, l->m_point, job->bias ? job->bias[o] : 0.0f, y,
+                                lanes)) {
+            direct_tiles(job, x, first, count, o, plane);
+            continue;
+        }
+        if (job->act->kind != RT_ACT_NONE)
+            rt_activation__apply(job->act, y, TILE * TILE * lanes);
+        for (int64_t lane = 0, t = first; lane < count;) {
+            int64_t ty = t / l->tiles_w, tx = t % l->tiles_w;
+            int64_t run = l->tiles_w - tx < count - lane ? l->tiles_w - tx : count - lane;
+#ifdef HAVE_AVX512_GATHER
+            if (job->avx512)
+                scatter_tiles__avx512(d, y, lanes, lane, ty, tx, run, plane);
+            else
+#endif
+                scatter_tiles(d, y, lanes, lane, ty, tx, run, plane);
+            lane += run;
+            t += run;
+        }
+    }
+}
+
+static void strip_slots(void *arg, size_t begin, size_t end) {
+    wino_job *job = arg;
+    for (size_t slot = begin; slot < end; slot++) {
+        float *buffers = job->slots + slot * job->l->slot_floats;
+        for (int64_t item; (item = atomic_fetch_add(&job->next, 1)) < job->items;)
+            run_strip(job, buffers, item);
+    }
+}
+
+void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weights,
+                           const float *w, const float *bias, const rt_activation *act,
+                           float *out, void *scratch, int32_t threads) {
+    wino_layout l;
+    if (!layout_of(d, &l)) /* rt_conv__winograd_fits held at load: never taken */
+        return;
+    wino_job job = {.d = d, .l = &l, .x = x, .weights = weights, .w = w, .bias = bias, .act = act,
+                    .out = out, .slots = scratch, .avx512 = rt_gemm_f32_avx512()};
+    job.items = rt_op__mul_sat(d->batch, l.strips);
+    atomic_store(&job.next, 0);
+    /* A strip is NR tiles of 36 * channels * out channels multiply-adds each. */
+    int64_t strip_work = rt_op__mul_sat(rt_op__mul_sat(l.nr * POINTS, d->channels),
+                                        d->out_channels);
+    int64_t per_chunk = (int64_t)rt_op__grain(strip_work);
+    int64_t busy = (job.items + per_chunk - 1) / per_chunk;
+    busy = busy < threads ? busy : threads;
+    rt_parallel_for((int32_t)(busy > 0 ? busy : 1), (size_t)(busy > 0 ? busy : 1), 1,
+                    strip_slots, &job);
+}
