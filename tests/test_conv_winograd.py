@@ -68,8 +68,10 @@ CASES = {
     "strips across tile rows, batch 2": ((2, 32, 30, 22), 32, (1, 1, 1, 1)),
     "partial tiles, no padding": ((1, 24, 27, 41), 20, (0, 0, 0, 0)),
     "one-sided padding": ((1, 16, 21, 38), 24, (0, 2, 1, 0)),
-    "wide rows (several gather steps)": ((1, 8, 12, 150), 16, (1, 1, 1, 1)),
-    "more channels than a depth slice": ((1, 200, 24, 24), 16, (1, 1, 1, 1)),
+    "wide rows (several gather steps)": ((1, 16, 12, 150), 32, (1, 1, 1, 1)),
+    "more channels than a depth slice": ((1, 200, 24, 24), 32, (1, 1, 1, 1)),
+    "rows too narrow for the direct kernel": ((1, 64, 14, 14), 64, (1, 1, 1, 1)),
+    "three strips": ((3, 16, 16, 32), 24, (1, 1, 1, 1)),
     "odd output channels": ((1, 16, 36, 36), 33, (1, 1, 1, 1)),
 }
 

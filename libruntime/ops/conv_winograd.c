@@ -39,6 +39,7 @@
 #define POINTS 36 /* PATCH * PATCH */
 #define MIN_CHANNELS 8
 #define MAX_SLOT_BYTES ((size_t)64 << 20)
+#define MIN_THREAD_WORK 32768 /* multiply-adds: below this a thread costs more than it saves */
 /* Lanes the AVX-512 gather writes at once: a patch row is over-written by up to this many
  * lanes past a segment's end (the next segment, or nothing, then writes them). */
 #define GATHER_LANES 8
@@ -52,8 +53,9 @@ typedef struct wino_layout {
     int64_t v_point, m_point;  /* floats from one point's B panel (GEMM result) to the next */
     size_t weights_floats;     /* U of one point, packed */
     size_t patch_floats;       /* POINTS * lane_pad: one channel's patches */
-    size_t v_floats, m_floats; /* the 36 B panels, the 36 GEMM results */
-    size_t slot_floats;        /* a thread's buffers, 64-byte multiples */
+    size_t v_floats, m_floats; /* a strip's 36 B panels and 36 GEMM results */
+    size_t worker_floats;      /* a thread's own buffers: patches and output tiles */
+    size_t strip_floats;       /* a strip's: V and M (64-byte multiples all) */
 } wino_layout;
 
 static size_t round16(size_t floats) { return (floats + 15) / 16 * 16; }
@@ -79,7 +81,8 @@ static bool layout_of(const conv_dims *d, wino_layout *l) {
     l->patch_floats = round16((size_t)(POINTS * l->lane_pad));
     l->v_floats = round16((size_t)v);
     l->m_floats = round16((size_t)m);
-    l->slot_floats = l->patch_floats + l->v_floats + l->m_floats + round16(16 * (size_t)l->nr + 16);
+    l->worker_floats = l->patch_floats + round16(TILE * TILE * (size_t)l->nr);
+    l->strip_floats = l->v_floats + l->m_floats;
     return true;
 }
 
@@ -96,13 +99,15 @@ bool rt_conv__winograd_pays(const conv_dims *d) {
     if (!rt_conv__winograd_fits(d) || !layout_of(d, &l))
         return false;
     /* Multiplications per (output, input) channel pair: 36 per tile computed, every lane of
-     * a strip counted, against 9 per output; the transforms add about 4 per tile for each
-     * channel in (the patches) and out (the tiles), relative to that. Winograd must save at
-     * least a third. */
+     * a strip counted, against 9 per output; the transforms, gathers and scatters add about
+     * 10 per tile for each channel in and out, relative to that (fitted to measurements on
+     * Zen 4, from 8 to 512 channels). Against the direct convolution near the GEMM's peak,
+     * Winograd must save a third; against im2col (rows too narrow for the direct kernel),
+     * which copies every input nine times, any saving will do. */
     double computed = (double)l.strips * (double)l.nr * POINTS;
-    double transforms = computed * (4.0 / (double)d->channels + 4.0 / (double)d->out_channels);
+    double cost = computed * (1.0 + 10.0 / (double)d->channels + 10.0 / (double)d->out_channels);
     double direct = 9.0 * (double)d->out_h * (double)d->out_w;
-    return 3.0 * (computed + transforms) <= 2.0 * direct;
+    return rt_conv__direct_fits(d, NULL) ? 3.0 * cost <= 2.0 * direct : cost <= direct;
 }
 
 /* ---- weights ----------------------------------------------------------------------------- */
@@ -166,7 +171,9 @@ size_t rt_conv__winograd_scratch_bytes(const conv_dims *d, int32_t threads) {
     wino_layout l;
     if (!layout_of(d, &l))
         return 0;
-    return (size_t)(threads > 0 ? threads : 1) * l.slot_floats * sizeof(float);
+    /* Each thread's buffers, and a strip's for each strip in flight (one per thread). */
+    return (size_t)(threads > 0 ? threads : 1) * (l.worker_floats + l.strip_floats) *
+           sizeof(float);
 }
 
 /* ---- transforms --------------------------------------------------------------------------- */
@@ -257,9 +264,14 @@ typedef struct wino_job {
     const float *x, *weights, *bias;
     const float *w; /* as given: for tiles recomputed directly */
     const rt_activation *act;
-    float *out, *slots;
+    float *out;
+    float *workers, *strips; /* scratch: each thread's buffers, then each strip's */
     bool avx512;
-    int64_t items; /* batch * strips */
+    int64_t items;       /* batch * strips */
+    int64_t group;       /* phased: the first strip of the group in flight */
+    int64_t group_size;  /* phased: strips in it */
+    int64_t units;       /* phased: units of the current phase */
+    int phase;
     atomic_llong next;
 } wino_job;
 
@@ -427,25 +439,39 @@ static void direct_tiles(const wino_job *job, const float *x, int64_t first, int
     }
 }
 
-static void run_strip(const wino_job *job, float *slot, int64_t item) {
+/* A strip: item `item` (image, strip), its tiles [first, first + count). */
+typedef struct strip_at {
+    int64_t image, first, count;
+    const float *x; /* the image's input */
+    float *out;     /* the image's output */
+} strip_at;
+
+static strip_at strip_of(const wino_job *job, int64_t item) {
     const conv_dims *d = job->d;
     const wino_layout *l = job->l;
-    int64_t nr = l->nr, image = item / l->strips, first = item % l->strips * nr;
-    int64_t count = l->tiles - first < nr ? l->tiles - first : nr;
-    float *patches = slot, *v = slot + l->patch_floats, *m = v + l->v_floats;
-    float *y = m + l->m_floats;
-    const float *x = job->x + image * d->channels * d->height * d->width;
+    strip_at at = {.image = item / l->strips, .first = item % l->strips * l->nr};
+    at.count = l->tiles - at.first < l->nr ? l->tiles - at.first : l->nr;
+    at.x = job->x + at.image * d->channels * d->height * d->width;
+    at.out = job->out + at.image * d->out_channels * d->out_h * d->out_w;
+    return at;
+}
 
-    /* Every channel's patches, into the 36 panels: V[point][channel][lane]. */
-    if (count < nr) /* lanes no tile fills: zeros, so the GEMMs read no stale floats */
+/* Channels [c0, c1) of the strip's patches into its 36 panels: V[point][channel][lane]. */
+static void transform_inputs(const wino_job *job, const strip_at *at, float *worker,
+                             float *strip, int64_t c0, int64_t c1) {
+    const conv_dims *d = job->d;
+    const wino_layout *l = job->l;
+    float *patches = worker, *v = strip;
+    if (at->count < l->nr) /* lanes no tile fills: zeros, so the GEMMs read no stale floats */
         for (int point = 0; point < POINTS; point++)
-            memset(patches + point * l->lane_pad + count, 0,
-                   (size_t)(l->lane_pad - count) * sizeof(float));
-    for (int64_t c = 0; c < d->channels; c++) {
-        const float *xc = x + c * d->height * d->width;
-        for (int64_t lane = 0, t = first; lane < count;) {
+            memset(patches + point * l->lane_pad + at->count, 0,
+                   (size_t)(l->lane_pad - at->count) * sizeof(float));
+    for (int64_t c = c0; c < c1; c++) {
+        const float *xc = at->x + c * d->height * d->width;
+        for (int64_t lane = 0, t = at->first; lane < at->count;) {
             int64_t ty = t / l->tiles_w, tx = t % l->tiles_w;
-            int64_t run = l->tiles_w - tx < count - lane ? l->tiles_w - tx : count - lane;
+            int64_t run = l->tiles_w - tx < at->count - lane ? l->tiles_w - tx
+                                                               : at->count - lane;
 #ifdef HAVE_AVX512_GATHER
             if (job->avx512)
                 gather_patches__avx512(d, xc, ty, tx, run, patches + lane, l->lane_pad);
@@ -455,35 +481,48 @@ static void run_strip(const wino_job *job, float *slot, int64_t item) {
             lane += run;
             t += run;
         }
-        transform_patches(patches, l->lane_pad, v + c * nr, l->v_point, nr);
+        transform_patches(patches, l->lane_pad, v + c * l->nr, l->v_point, l->nr);
     }
+}
 
-    /* The 36 GEMMs: M[point][out channel][lane]. */
-    for (int point = 0; point < POINTS; point++) {
+/* Points [p0, p1) of the strip's GEMMs: M[point][out channel][lane]. */
+static void multiply(const wino_job *job, float *strip, int p0, int p1) {
+    const conv_dims *d = job->d;
+    const wino_layout *l = job->l;
+    const float *v = strip;
+    float *m = strip + l->v_floats;
+    for (int point = p0; point < p1; point++) {
         const float *u = job->weights + (size_t)point * l->weights_floats;
         float *mp = m + point * l->m_point;
         for (int64_t o = 0; o < d->out_channels; o += l->mr)
-            for (int64_t p0 = 0; p0 < d->channels; p0 += l->kc)
-                rt_gemm_f32_packed_block(u, d->out_channels, d->channels, o, p0,
-                                         v + point * l->v_point + p0 * nr, mp + o * nr, nr,
-                                         p0 > 0);
+            for (int64_t k0 = 0; k0 < d->channels; k0 += l->kc)
+                rt_gemm_f32_packed_block(u, d->out_channels, d->channels, o, k0,
+                                         v + point * l->v_point + k0 * l->nr, mp + o * l->nr,
+                                         l->nr, k0 > 0);
     }
+}
 
-    /* Each output channel's tiles. */
-    float *out = job->out + image * d->out_channels * d->out_h * d->out_w;
-    int64_t lanes = (count + LANES - 1) / LANES * LANES; /* <= NR, a multiple of LANES */
-    for (int64_t o = 0; o < d->out_channels; o++) {
-        float *plane = out + o * d->out_h * d->out_w;
-        if (!transform_products(m + o * nr, l->m_point, job->bias ? job->bias[o] : 0.0f, y,
+/* Output channels [o0, o1) of the strip's tiles, from M. */
+static void transform_outputs(const wino_job *job, const strip_at *at, float *worker,
+                              const float *strip, int64_t o0, int64_t o1) {
+    const conv_dims *d = job->d;
+    const wino_layout *l = job->l;
+    const float *m = strip + l->v_floats;
+    float *y = worker + l->patch_floats;
+    int64_t lanes = (at->count + LANES - 1) / LANES * LANES; /* <= NR, a multiple of LANES */
+    for (int64_t o = o0; o < o1; o++) {
+        float *plane = at->out + o * d->out_h * d->out_w;
+        if (!transform_products(m + o * l->nr, l->m_point, job->bias ? job->bias[o] : 0.0f, y,
                                 lanes)) {
-            direct_tiles(job, x, first, count, o, plane);
+            direct_tiles(job, at->x, at->first, at->count, o, plane);
             continue;
         }
         if (job->act->kind != RT_ACT_NONE)
             rt_activation__apply(job->act, y, TILE * TILE * lanes);
-        for (int64_t lane = 0, t = first; lane < count;) {
+        for (int64_t lane = 0, t = at->first; lane < at->count;) {
             int64_t ty = t / l->tiles_w, tx = t % l->tiles_w;
-            int64_t run = l->tiles_w - tx < count - lane ? l->tiles_w - tx : count - lane;
+            int64_t run = l->tiles_w - tx < at->count - lane ? l->tiles_w - tx
+                                                               : at->count - lane;
 #ifdef HAVE_AVX512_GATHER
             if (job->avx512)
                 scatter_tiles__avx512(d, y, lanes, lane, ty, tx, run, plane);
@@ -496,12 +535,42 @@ static void run_strip(const wino_job *job, float *slot, int64_t item) {
     }
 }
 
+/* Whole strips: each thread claims one, runs the three steps on it in its own buffers, and
+ * claims the next. */
 static void strip_slots(void *arg, size_t begin, size_t end) {
     wino_job *job = arg;
+    const wino_layout *l = job->l;
     for (size_t slot = begin; slot < end; slot++) {
-        float *buffers = job->slots + slot * job->l->slot_floats;
-        for (int64_t item; (item = atomic_fetch_add(&job->next, 1)) < job->items;)
-            run_strip(job, buffers, item);
+        float *worker = job->workers + slot * l->worker_floats;
+        float *strip = job->strips + slot * l->strip_floats;
+        for (int64_t item; (item = atomic_fetch_add(&job->next, 1)) < job->items;) {
+            strip_at at = strip_of(job, item);
+            transform_inputs(job, &at, worker, strip, 0, job->d->channels);
+            multiply(job, strip, 0, POINTS);
+            transform_outputs(job, &at, worker, strip, 0, job->d->out_channels);
+        }
+    }
+}
+
+/* Phased: a group of strips, fewer than would keep every thread busy, each step spread
+ * over the threads (a unit is a channel, a point or an output channel of one strip). */
+static void phase_slots(void *arg, size_t begin, size_t end) {
+    wino_job *job = arg;
+    const wino_layout *l = job->l;
+    int64_t per_strip = job->units / job->group_size;
+    for (size_t slot = begin; slot < end; slot++) {
+        float *worker = job->workers + slot * l->worker_floats;
+        for (int64_t unit; (unit = atomic_fetch_add(&job->next, 1)) < job->units;) {
+            int64_t index = unit / per_strip, i = unit % per_strip;
+            float *strip = job->strips + index * l->strip_floats;
+            strip_at at = strip_of(job, job->group + index);
+            if (job->phase == 0)
+                transform_inputs(job, &at, worker, strip, i, i + 1);
+            else if (job->phase == 1)
+                multiply(job, strip, (int)i, (int)i + 1);
+            else
+                transform_outputs(job, &at, worker, strip, i, i + 1);
+        }
     }
 }
 
@@ -512,15 +581,33 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
     if (!layout_of(d, &l)) /* rt_conv__winograd_fits held at load: never taken */
         return;
     wino_job job = {.d = d, .l = &l, .x = x, .weights = weights, .w = w, .bias = bias, .act = act,
-                    .out = out, .slots = scratch, .avx512 = rt_gemm_f32_avx512()};
+                    .out = out, .workers = scratch, .avx512 = rt_gemm_f32_avx512()};
+    int32_t slots = threads > 0 ? threads : 1;
+    job.strips = job.workers + (size_t)slots * l.worker_floats;
     job.items = rt_op__mul_sat(d->batch, l.strips);
-    atomic_store(&job.next, 0);
-    /* A strip is NR tiles of 36 * channels * out channels multiply-adds each. */
+    /* A strip is NR tiles of 36 * channels * out channels multiply-adds each: threads for
+     * at least rt_op__grain's work each. */
     int64_t strip_work = rt_op__mul_sat(rt_op__mul_sat(l.nr * POINTS, d->channels),
                                         d->out_channels);
-    int64_t per_chunk = (int64_t)rt_op__grain(strip_work);
-    int64_t busy = (job.items + per_chunk - 1) / per_chunk;
-    busy = busy < threads ? busy : threads;
-    rt_parallel_for((int32_t)(busy > 0 ? busy : 1), (size_t)(busy > 0 ? busy : 1), 1,
-                    strip_slots, &job);
+    int64_t work = rt_op__mul_sat(strip_work, job.items);
+    int64_t busy = work / MIN_THREAD_WORK;
+    busy = busy < slots ? busy : slots;
+    busy = busy > 0 ? busy : 1;
+    /* Whole strips per thread when they share out evenly, or are many; else each step of a
+     * group of strips over all threads (a lone strip would leave the other threads idle). */
+    if (busy == 1 || job.items % busy == 0 || job.items >= 4 * busy) {
+        busy = busy < job.items ? busy : job.items;
+        atomic_store(&job.next, 0);
+        rt_parallel_for((int32_t)busy, (size_t)busy, 1, strip_slots, &job);
+        return;
+    }
+    int64_t per_phase[3] = {d->channels, POINTS, d->out_channels};
+    for (job.group = 0; job.group < job.items; job.group += busy) {
+        job.group_size = job.items - job.group < busy ? job.items - job.group : busy;
+        for (job.phase = 0; job.phase < 3; job.phase++) {
+            job.units = job.group_size * per_phase[job.phase];
+            atomic_store(&job.next, 0);
+            rt_parallel_for((int32_t)busy, (size_t)busy, 1, phase_slots, &job);
+        }
+    }
 }
