@@ -14,10 +14,11 @@
  * them into the 36 B panels, runs the 36 GEMMs into a buffer of its own and transforms that
  * into the output tiles, so nothing larger than a strip's panels leaves its cache.
  *
- * The transforms round: results differ from the direct convolution's by a few units in the
- * last place of the largest terms summed (a relative error of about 1e-6 to 1e-5 against the
- * sum of |w| |x| over the window), which is why only float32 convolutions with enough
- * channels, where the saving is large, take this path. */
+ * The transforms cost accuracy: outputs are within about 3e-6 of the sum of |w| |x| over
+ * their window, against a few times 1e-7 for the direct convolution, so only float32
+ * convolutions where the saving is large take this path (RT_CONV_WINOGRAD=0 turns it off).
+ * A tile whose outputs are not all finite is recomputed directly, so a NaN or infinity in
+ * the input reaches only the outputs whose window holds it. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@
 #define PATCH 6   /* inputs per patch side: TILE + 3 - 1 */
 #define POINTS 36 /* PATCH * PATCH */
 #define MIN_CHANNELS 8
-#define MAX_SLOT_BYTES ((size_t)64 << 20)
+#define MAX_STRIP_BYTES ((size_t)64 << 20)
 #define MIN_THREAD_WORK 32768 /* multiply-adds: below this a thread costs more than it saves */
 /* Lanes the AVX-512 gather writes at once: a patch row is over-written by up to this many
  * lanes past a segment's end (the next segment, or nothing, then writes them). */
@@ -68,20 +69,22 @@ static bool layout_of(const conv_dims *d, wino_layout *l) {
     l->lane_pad = l->nr + GATHER_LANES;
     /* A point's panel is followed by a cache line of padding: panels a power of two apart
      * would put the 36 rows a transform reads at once into the same L1 set. */
-    int64_t v, m, slot;
+    int64_t v, m, strip;
     if (!rt_op__mul(tiles_h, l->tiles_w, &l->tiles) ||
         !rt_op__mul(d->channels, l->nr, &l->v_point) ||
         !rt_op__mul(l->k_pad, l->nr, &l->m_point) ||
         !rt_op__add(l->v_point, 16, &l->v_point) || !rt_op__add(l->m_point, 16, &l->m_point) ||
         !rt_op__mul(l->v_point, POINTS, &v) || !rt_op__mul(l->m_point, POINTS, &m) ||
-        !rt_op__add(v, m, &slot) || (uint64_t)slot > MAX_SLOT_BYTES / sizeof(float))
+        !rt_op__add(v, m, &strip) || (uint64_t)strip > MAX_STRIP_BYTES / sizeof(float))
         return false;
     l->strips = (l->tiles + l->nr - 1) / l->nr;
     l->weights_floats = rt_gemm_f32_packed_a_floats(d->out_channels, d->channels);
     l->patch_floats = round16((size_t)(POINTS * l->lane_pad));
     l->v_floats = round16((size_t)v);
     l->m_floats = round16((size_t)m);
-    l->worker_floats = l->patch_floats + round16(TILE * TILE * (size_t)l->nr);
+    /* The output tiles, and slack for the AVX-512 scatter's 8-lane loads from a row's last
+     * lanes past its end. */
+    l->worker_floats = l->patch_floats + round16(TILE * TILE * (size_t)l->nr + 8);
     l->strip_floats = l->v_floats + l->m_floats;
     return true;
 }
@@ -119,7 +122,7 @@ size_t rt_conv__winograd_weights_floats(const conv_dims *d) {
     return POINTS * l.weights_floats;
 }
 
-/* u = G g G^T for one 3x3 kernel, in double: g's rounding is the only one U carries. */
+/* u = G g G^T for one 3x3 kernel, in double, so U is rounded once, to float, at the end. */
 static void transform_kernel(const float *g, double u[POINTS]) {
     static const double G[PATCH][3] = {
         {1.0 / 4, 0, 0},
@@ -141,29 +144,28 @@ static void transform_kernel(const float *g, double u[POINTS]) {
 bool rt_conv__winograd_weights(const conv_dims *d, const float *w, float *dst) {
     wino_layout l;
     int64_t pair_count;
-    if (!layout_of(d, &l) || !rt_op__mul(d->out_channels, d->channels, &pair_count))
+    if (!layout_of(d, &l) || !rt_op__mul(d->out_channels, d->channels, &pair_count) ||
+        (uint64_t)pair_count > SIZE_MAX / sizeof(float) / POINTS)
         return false;
     size_t pairs = (size_t)pair_count;
-    float *matrix = malloc(pairs * sizeof(float)); /* one point's [out, in] matrix */
-    double *u = malloc(pairs * POINTS * sizeof(double));
-    if (matrix == NULL || u == NULL) {
-        free(matrix);
-        free(u);
+    float *matrices = malloc(pairs * POINTS * sizeof(float)); /* [point][out][in] */
+    if (matrices == NULL)
         return false;
+    for (size_t pair = 0; pair < pairs; pair++) {
+        double u[POINTS];
+        transform_kernel(w + pair * 9, u);
+        for (size_t point = 0; point < POINTS; point++)
+            matrices[point * pairs + pair] = (float)u[point];
     }
-    for (size_t pair = 0; pair < pairs; pair++)
-        transform_kernel(w + pair * 9, u + pair * POINTS);
     for (int point = 0; point < POINTS; point++) {
-        for (size_t pair = 0; pair < pairs; pair++)
-            matrix[pair] = (float)u[pair * POINTS + (size_t)point];
         rt_gemm_f32_args gemm = {
             .m = d->out_channels, .k = d->channels,
-            .a = matrix, .a_row_stride = d->channels, .a_col_stride = 1,
+            .a = matrices + (size_t)point * pairs, .a_row_stride = d->channels,
+            .a_col_stride = 1,
         };
         rt_gemm_f32_pack_a(&gemm, dst + (size_t)point * l.weights_floats);
     }
-    free(matrix);
-    free(u);
+    free(matrices);
     return true;
 }
 

@@ -38,6 +38,17 @@ def cnn() -> bytes:
     return b.to_bytes()
 
 
+def winograd() -> bytes:
+    """A 3x3 convolution large enough to take the Winograd path (32 channels on 16x16)."""
+    rng = np.random.default_rng(2)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("image", "float32", (1, 32, 16, 16))
+    w = m.constant((rng.standard_normal((32, 32, 3, 3)) / 16).astype(np.float32))
+    m.output(m.relu(m.conv2d(x, w, m.constant(np.ones(32, np.float32)), stride=1, padding=1)))
+    return b.to_bytes()
+
+
 def loop() -> bytes:
     """y = x * 2**n, with a backward jump and a conditional exit; n is a tensor input."""
     return counted_loop(3, "double").to_bytes()
@@ -127,7 +138,7 @@ def bundled() -> bytes:
 
 
 def seed_programs() -> Dict[str, bytes]:
-    return {"mlp": mlp(), "cnn": cnn(), "loop": loop(),
+    return {"mlp": mlp(), "cnn": cnn(), "winograd": winograd(), "loop": loop(),
             "attributes": attributes_and_scalars(), "dynamic": dynamic(), "shapes": shapes(),
             "bundled": bundled()}
 
