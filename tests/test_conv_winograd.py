@@ -234,3 +234,28 @@ def test_winograd_on_each_gemm_kernel(kernel, flags, tmp_path):
     w = flat[x.size:x.size + 20 * 16 * 9].reshape(20, 16, 3, 3)
     bias = flat[x.size + w.size:]
     check(np.load(out), x, w, bias, (1, 1, 1, 1), act=2)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_winograd_under_a_max_pool(threads, monkeypatch):
+    """conv2d_act_max_pool2d with a convolution Winograd takes: the result goes through
+    scratch and is pooled from there."""
+    from tests.test_conv_pool import reference, run_fused
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 16, 30, 34)).astype(np.float32)
+    w = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    conv = ([1, 1], [1, 1, 1, 1], [1, 1], 1)
+    pool = ([2, 2], [2, 2], [0, 0], [1, 1], True)
+    outs = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("RT_CONV_WINOGRAD", setting)
+        outs[setting] = run_fused(x, w, bias, conv, 1, pool, threads)
+    want = reference(x, w, bias, conv, 1, pool)
+    # Max and Relu pass each output's error through unchanged: bound it as check() does, by
+    # the largest sum |w| |x| of the pooled windows.
+    scale = ref_conv2d(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64),
+                       np.abs(bias).astype(np.float64), [1, 1], (1, 1, 1, 1), [1, 1], 1).max()
+    np.testing.assert_array_less(np.abs(outs["1"] - want), TOLERANCE * scale)
+    np.testing.assert_allclose(outs["0"], want, rtol=1e-5, atol=1e-5)
+    assert not np.array_equal(outs["1"], outs["0"]), "the Winograd path was not taken"
