@@ -441,21 +441,40 @@ static void direct_tiles(const wino_job *job, const float *x, int64_t first, int
     }
 }
 
-/* A strip: item `item` (image, strip), its tiles [first, first + count). */
+/* A run of a strip's tiles along one tile row: lanes [lane, lane + count) are tiles
+ * (ty, tx .. tx + count - 1). */
+typedef struct tile_run {
+    int64_t lane, ty, tx, count;
+} tile_run;
+
+/* A strip: item `item` (image, strip), its tiles [first, first + count) in runs. */
 typedef struct strip_at {
     int64_t image, first, count;
     const float *x; /* the image's input */
     float *out;     /* the image's output */
+    int64_t num_runs;
+    tile_run runs[RT_GEMM_NR_MAX];
 } strip_at;
 
-static strip_at strip_of(const wino_job *job, int64_t item) {
+static void strip_of(const wino_job *job, int64_t item, strip_at *at) {
     const conv_dims *d = job->d;
     const wino_layout *l = job->l;
-    strip_at at = {.image = item / l->strips, .first = item % l->strips * l->nr};
-    at.count = l->tiles - at.first < l->nr ? l->tiles - at.first : l->nr;
-    at.x = job->x + at.image * d->channels * d->height * d->width;
-    at.out = job->out + at.image * d->out_channels * d->out_h * d->out_w;
-    return at;
+    at->image = item / l->strips;
+    at->first = item % l->strips * l->nr;
+    at->count = l->tiles - at->first < l->nr ? l->tiles - at->first : l->nr;
+    at->x = job->x + at->image * d->channels * d->height * d->width;
+    at->out = job->out + at->image * d->out_channels * d->out_h * d->out_w;
+    at->num_runs = 0;
+    for (int64_t lane = 0, t = at->first; lane < at->count; at->num_runs++) {
+        tile_run *run = &at->runs[at->num_runs];
+        run->lane = lane;
+        run->ty = t / l->tiles_w;
+        run->tx = t % l->tiles_w;
+        run->count = l->tiles_w - run->tx < at->count - lane ? l->tiles_w - run->tx
+                                                               : at->count - lane;
+        lane += run->count;
+        t += run->count;
+    }
 }
 
 /* Channels [c0, c1) of the strip's patches into its 36 panels: V[point][channel][lane]. */
@@ -470,18 +489,14 @@ static void transform_inputs(const wino_job *job, const strip_at *at, float *wor
                    (size_t)(l->lane_pad - at->count) * sizeof(float));
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = at->x + c * d->height * d->width;
-        for (int64_t lane = 0, t = at->first; lane < at->count;) {
-            int64_t ty = t / l->tiles_w, tx = t % l->tiles_w;
-            int64_t run = l->tiles_w - tx < at->count - lane ? l->tiles_w - tx
-                                                               : at->count - lane;
+        for (const tile_run *r = at->runs; r < at->runs + at->num_runs; r++) {
 #ifdef HAVE_AVX512_GATHER
             if (job->avx512)
-                gather_patches__avx512(d, xc, ty, tx, run, patches + lane, l->lane_pad);
+                gather_patches__avx512(d, xc, r->ty, r->tx, r->count, patches + r->lane,
+                                       l->lane_pad);
             else
 #endif
-                gather_patches(d, xc, ty, tx, run, patches + lane, l->lane_pad);
-            lane += run;
-            t += run;
+                gather_patches(d, xc, r->ty, r->tx, r->count, patches + r->lane, l->lane_pad);
         }
         transform_patches(patches, l->lane_pad, v + c * l->nr, l->v_point, l->nr);
     }
@@ -521,18 +536,13 @@ static void transform_outputs(const wino_job *job, const strip_at *at, float *wo
         }
         if (job->act->kind != RT_ACT_NONE)
             rt_activation__apply(job->act, y, TILE * TILE * lanes);
-        for (int64_t lane = 0, t = at->first; lane < at->count;) {
-            int64_t ty = t / l->tiles_w, tx = t % l->tiles_w;
-            int64_t run = l->tiles_w - tx < at->count - lane ? l->tiles_w - tx
-                                                               : at->count - lane;
+        for (const tile_run *r = at->runs; r < at->runs + at->num_runs; r++) {
 #ifdef HAVE_AVX512_GATHER
             if (job->avx512)
-                scatter_tiles__avx512(d, y, lanes, lane, ty, tx, run, plane);
+                scatter_tiles__avx512(d, y, lanes, r->lane, r->ty, r->tx, r->count, plane);
             else
 #endif
-                scatter_tiles(d, y, lanes, lane, ty, tx, run, plane);
-            lane += run;
-            t += run;
+                scatter_tiles(d, y, lanes, r->lane, r->ty, r->tx, r->count, plane);
         }
     }
 }
@@ -546,7 +556,8 @@ static void strip_slots(void *arg, size_t begin, size_t end) {
         float *worker = job->workers + slot * l->worker_floats;
         float *strip = job->strips + slot * l->strip_floats;
         for (int64_t item; (item = atomic_fetch_add(&job->next, 1)) < job->items;) {
-            strip_at at = strip_of(job, item);
+            strip_at at;
+            strip_of(job, item, &at);
             transform_inputs(job, &at, worker, strip, 0, job->d->channels);
             multiply(job, strip, 0, POINTS);
             transform_outputs(job, &at, worker, strip, 0, job->d->out_channels);
@@ -565,7 +576,8 @@ static void phase_slots(void *arg, size_t begin, size_t end) {
         for (int64_t unit; (unit = atomic_fetch_add(&job->next, 1)) < job->units;) {
             int64_t index = unit / per_strip, i = unit % per_strip;
             float *strip = job->strips + index * l->strip_floats;
-            strip_at at = strip_of(job, job->group + index);
+            strip_at at;
+            strip_of(job, job->group + index, &at);
             if (job->phase == 0)
                 transform_inputs(job, &at, worker, strip, i, i + 1);
             else if (job->phase == 1)
