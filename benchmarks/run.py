@@ -28,7 +28,10 @@ sys.path.insert(0, str(ROOT))
 MODELS = ("add", "matmul1024", "mlp", "cnn", "transformer", "mobilenet")
 
 
-ROUNDS = 6
+# Turns per peer, each about min_time / ROUNDS long. This VM has slow periods of seconds (one
+# vCPU's FMA rate drops by a quarter or more); short turns spread them over every peer alike,
+# where 6 turns of a third of a second each could leave one to a single peer's turn.
+ROUNDS = 20
 # Pause after each peer's turn: worker threads spin a while after their last job (numpy's
 # OpenBLAS for up to ~2^28 cycles, about 0.1 s here; onnxruntime's and ours briefly), and a
 # peer timed while another's threads still spin on the second core loses it.
