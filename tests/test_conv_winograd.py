@@ -16,7 +16,8 @@ import pytest
 
 import runtime_py as rt
 from runtime_py.builder import ProgramBuilder
-from tests.test_ops import ACTIVATIONS, ref_conv2d
+from tests.test_gemm import cpu_flags
+from tests.test_ops import ACTIVATIONS, out_len, ref_conv2d
 
 ROOT = Path(__file__).resolve().parent.parent
 LO, HI = -0.5, 1.25  # the clip activation's bounds
@@ -36,8 +37,8 @@ def program(x_shape, w, bias, padding, act=0, max_shape=None, out_shape=None):
 
 def out_shape_of(x_shape, out_channels, padding):
     top, left, bottom, right = padding
-    return (x_shape[0], out_channels, x_shape[2] + top + bottom - 2,
-            x_shape[3] + left + right - 2)
+    return (x_shape[0], out_channels, out_len(x_shape[2], 3, 1, top, bottom, 1),
+            out_len(x_shape[3], 3, 1, left, right, 1))
 
 
 def run(x, w, bias, padding, act=0, threads=1, winograd=True, monkeypatch=None):
@@ -207,15 +208,6 @@ with rt.Program.load(program(x.shape, w, bias, (1, 1, 1, 1), act=2,
     np.save(sys.argv[2], np.array(f(x)[0]))
 np.save(sys.argv[3], np.concatenate([x.ravel(), w.ravel(), bias.ravel()]))
 """
-
-
-def cpu_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].split() for line in f
-                         if line.startswith("flags")), [])
-    except OSError:
-        return []
 
 
 @pytest.mark.parametrize("kernel,flags", [("portable", []), ("avx2_fma", ["avx2", "fma"]),

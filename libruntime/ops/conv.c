@@ -317,9 +317,10 @@ static bool winograd_allowed(void) {
  * run takes it at any sizes: the state says which layout the weights are in). */
 static bool conv_prepare_winograd(rt_op_ctx *ctx, const rt_conv_args *args) {
     const conv_dims *d = &args->dims;
-    int32_t threads = rt_threadpool__hardware_threads();
-    size_t scratch = rt_conv__winograd_scratch_bytes(d, threads);
-    if (!winograd_allowed() || !rt_conv__winograd_pays(d) || scratch == 0)
+    if (!winograd_allowed() || !rt_conv__winograd_pays(d))
+        return false;
+    size_t scratch = rt_conv__winograd_scratch_bytes(d, rt_threadpool__hardware_threads());
+    if (scratch == 0)
         return false;
     uint64_t budget = ctx->state_budget;
     float *weights = conv_alloc_state(ctx, CONV_STATE_WINOGRAD,

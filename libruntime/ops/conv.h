@@ -130,12 +130,10 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
 
 /* ---- Winograd F(4x4, 3x3) (conv_winograd.c) ---------------------------------------------- */
 
-/* float32 convolutions it takes: one group, a 3x3 kernel, stride and dilation 1, at least 8
- * channels in and out, and buffers of bounded size. */
-bool rt_conv__winograd_fits(const conv_dims *d);
-
-/* Whether, for these sizes, it does at most two thirds of the direct convolution's work, or
- * (rows too narrow for the direct kernel) less than im2col's. */
+/* Whether it takes these float32 sizes (one group, a 3x3 kernel, stride and dilation 1, at
+ * least 8 channels in and out, buffers of bounded size) and, for them, does at most two
+ * thirds of the direct convolution's work, or (rows too narrow for the direct kernel) less
+ * than im2col's. */
 bool rt_conv__winograd_pays(const conv_dims *d);
 
 /* Floats the transformed weights take (0 when too many), and the transform of w

@@ -89,17 +89,17 @@ static bool layout_of(const conv_dims *d, wino_layout *l) {
     return true;
 }
 
-bool rt_conv__winograd_fits(const conv_dims *d) {
-    wino_layout l;
+/* The shapes it takes, with their layout in l. */
+static bool fits(const conv_dims *d, wino_layout *l) {
     return d->groups == 1 && d->kernel_h == 3 && d->kernel_w == 3 && d->stride[0] == 1 &&
            d->stride[1] == 1 && d->dilation[0] == 1 && d->dilation[1] == 1 &&
            d->channels >= MIN_CHANNELS && d->out_channels >= MIN_CHANNELS && d->out_h >= 1 &&
-           d->out_w >= 1 && layout_of(d, &l);
+           d->out_w >= 1 && layout_of(d, l);
 }
 
 bool rt_conv__winograd_pays(const conv_dims *d) {
     wino_layout l;
-    if (!rt_conv__winograd_fits(d) || !layout_of(d, &l))
+    if (!fits(d, &l))
         return false;
     /* Multiplications per (output, input) channel pair: 36 per tile computed, every lane of
      * a strip counted, against 9 per output; the transforms, gathers and scatters add about
@@ -592,7 +592,7 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
                            const float *w, const float *bias, const rt_activation *act,
                            float *out, void *scratch, int32_t threads) {
     wino_layout l;
-    if (!layout_of(d, &l)) /* rt_conv__winograd_fits held at load: never taken */
+    if (!layout_of(d, &l)) /* rt_conv__winograd_pays held at load: never taken */
         return;
     wino_job job = {.d = d, .l = &l, .x = x, .weights = weights, .w = w, .bias = bias, .act = act,
                     .out = out, .workers = scratch, .avx512 = rt_gemm_f32_avx512()};
