@@ -356,32 +356,37 @@ rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- pooling ------------------------------------------------------------------------ */
 
-static rt_status pool(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_pool_params *p,
-                      rt_cuda_kernel k) {
-    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 6);
-    if (rt_tensor__numel(out) == 0)
+/* The pooling kernel k over d's planes, x into out (device memory). */
+static rt_status launch_pool(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_pool_dims *d,
+                             const void *x, void *out, rt_cuda_kernel k) {
+    int64_t outputs = rt_op__mul_sat(d->planes, rt_op__mul_sat(d->out_h, d->out_w));
+    if (outputs == 0)
         return RT_OK;
-    p->planes = x->sizes[0] * x->sizes[1];
-    p->height = x->sizes[2];
-    p->width = x->sizes[3];
-    p->out_h = out->sizes[2];
-    p->out_w = out->sizes[3];
-    p->x = x->data;
-    p->out = out->data;
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
-                              p);
+    rt_cuda_pool_params p;
+    memset(&p, 0, sizeof p);
+    p.planes = d->planes;
+    p.height = d->height;
+    p.width = d->width;
+    p.out_h = d->out_h;
+    p.out_w = d->out_w;
+    memcpy(p.kernel, d->kernel, sizeof p.kernel);
+    memcpy(p.stride, d->stride, sizeof p.stride);
+    memcpy(p.dilation, d->dilation, sizeof p.dilation);
+    memcpy(p.pad, d->pad, sizeof p.pad);
+    p.count_include_pad = d->count_include_pad;
+    p.x = x;
+    p.out = out;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(outputs, 256), 1, 1, &p);
 }
 
 rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__max_pool2d_prepare(ctx));
-    rt_cuda_pool_params p;
-    memset(&p, 0, sizeof p);
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, p.kernel));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, p.stride));
-    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", p.pad));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 4, "dilation", 1, p.dilation));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 6);
+    rt_pool_dims d;
+    RT_RETURN_IF_ERROR(rt_pool__max_window(ctx, 1, x->sizes[2], x->sizes[3], &d));
+    d.planes = x->sizes[0] * x->sizes[1]; /* prepare checked the product */
     rt_cuda_kernel k;
-    switch (ARG_T(ctx, 0)->type) {
+    switch (x->type) {
     case RT_F32: k = RT_CUDA_K_max_pool2d_f32; break;
     case RT_F64: k = RT_CUDA_K_max_pool2d_f64; break;
     case RT_I8: k = RT_CUDA_K_max_pool2d_i8; break;
@@ -394,7 +399,7 @@ rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     case RT_U64: k = RT_CUDA_K_max_pool2d_u64; break;
     default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA max_pool2d kernel for this dtype");
     }
-    return pool(ctx, cm, &p, k);
+    return launch_pool(ctx, cm, &d, x->data, out->data, k);
 }
 
 /* ---- conv2d_act_max_pool2d --------------------------------------------------------- */
@@ -426,34 +431,24 @@ rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm)
         RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_conv2d_f32,
                                               rt_cuda__blocks(unpooled, 256), 1, 1, &c));
     }
-    rt_cuda_pool_params p;
-    memset(&p, 0, sizeof p);
-    p.planes = pool->planes;
-    p.height = pool->height;
-    p.width = pool->width;
-    p.out_h = pool->out_h;
-    p.out_w = pool->out_w;
-    memcpy(p.kernel, pool->kernel, sizeof p.kernel);
-    memcpy(p.stride, pool->stride, sizeof p.stride);
-    memcpy(p.dilation, pool->dilation, sizeof p.dilation);
-    memcpy(p.pad, pool->pad, sizeof p.pad);
-    p.x = cm->scratch;
-    p.out = conv->out->data;
-    return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_max_pool2d_f32,
-                              rt_cuda__blocks(rt_tensor__numel(conv->out), 256), 1, 1, &p);
+    return launch_pool(ctx, cm, pool, cm->scratch, conv->out->data, RT_CUDA_K_max_pool2d_f32);
 }
 
 rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__avg_pool2d_prepare(ctx));
-    rt_cuda_pool_params p;
-    memset(&p, 0, sizeof p);
-    bool include_pad = false;
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, p.kernel));
-    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, p.stride));
-    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", p.pad));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "count_include_pad", &include_pad));
-    p.count_include_pad = include_pad;
-    p.dilation[0] = p.dilation[1] = 1;
-    return pool(ctx, cm, &p, ARG_T(ctx, 0)->type == RT_F64 ? RT_CUDA_K_avg_pool2d_f64
-                                                         : RT_CUDA_K_avg_pool2d_f32);
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 6);
+    rt_pool_dims d;
+    memset(&d, 0, sizeof d);
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, d.kernel));
+    RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, d.stride));
+    RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", d.pad));
+    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "count_include_pad", &d.count_include_pad));
+    d.dilation[0] = d.dilation[1] = 1;
+    d.planes = x->sizes[0] * x->sizes[1];
+    d.height = x->sizes[2];
+    d.width = x->sizes[3];
+    d.out_h = out->sizes[2]; /* as prepare computed them */
+    d.out_w = out->sizes[3];
+    return launch_pool(ctx, cm, &d, x->data, out->data,
+                x->type == RT_F64 ? RT_CUDA_K_avg_pool2d_f64 : RT_CUDA_K_avg_pool2d_f32);
 }
