@@ -1,6 +1,7 @@
 """The thread pool under load: tests/c/threadpool_stress.c, built here against the pool's own
 sources, runs many parallel loops from several threads at once (nested loops, random sizes,
-grains and thread counts, a fork) and checks that every index runs exactly once; again under
+grains and thread counts, a fork) and parallel runs whose threads take items from each other,
+and checks that every index runs exactly once; again under
 ThreadSanitizer where the compiler has it."""
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "tests" / "c" / "threadpool_stress.c", ROOT / "libruntime" / "core" / "threadpool.c",
-           ROOT / "libruntime" / "core" / "clock.c"]
+           ROOT / "libruntime" / "core" / "runs.c", ROOT / "libruntime" / "core" / "clock.c"]
 
 
 def build(tmp_path: Path, name: str, flags) -> Path:

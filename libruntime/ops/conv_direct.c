@@ -1,7 +1,8 @@
 /* conv_direct.c: float32 convolution (one group) on the GEMM micro-kernels without im2col.
  *
- * Output rows are cut into bands. A thread takes a band and copies the input rows it reads,
- * of every channel, into zero-padded, stride-phase-split rows (conv_padded.c) in its own
+ * Each thread works through a run of output rows (rt_parallel_runs: one run per thread,
+ * whose back another thread takes over once it has finished its own), a band of rows at a
+ * time: it copies the input rows the band reads, of every channel, into zero-padded, stride-phase-split rows (conv_padded.c) in its own
  * buffer. For a block of NR outputs along one output row, the reduction index p = (channel,
  * kh, kw) then reads NR contiguous floats at a fixed offset from the block's first window, so
  * the micro-kernel takes B's rows straight from the buffer (rt_gemm_f32_gathered_block) while
@@ -16,7 +17,6 @@
  * A max pool after the convolution (conv2d_act_max_pool2d) makes the bands bands of pooled
  * rows: the convolution rows one pooled row reads go to a small buffer of the thread's, which
  * stays in L1, and are pooled from there, so the unpooled result is never written out. */
-#include <stdatomic.h>
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -164,8 +164,7 @@ typedef struct direct_job {
     const float *clamp;          /* the activation as the kernels' clamp, or NULL */
     bool act_pass;               /* an activation the kernels cannot apply */
     float clamp_values[2];
-    int64_t mr, nr, kc, blocks_per_row, row_step, bands;
-    atomic_llong next_band;
+    int64_t mr, nr, kc, blocks_per_row, row_step;
 } direct_job;
 
 /* Outputs [col, col + NR) of one output row (cut at the row's end), every panel of output
@@ -250,30 +249,36 @@ static void pool_band(const direct_job *job, const float *buf, int64_t c0, int64
     }
 }
 
-/* The thread body: each slot claims bands, pads the input rows of one into its own buffer
- * and computes the band's outputs from it. */
-static void band_slots(void *arg, size_t begin, size_t end) {
+/* The thread body: a run of output rows (pooled rows with a pool). The thread pads the input
+ * rows of up to a band of them at a time into its own buffer, as far as its run reaches then
+ * (rows another thread takes from its back later were padded for nothing, which is cheap),
+ * and computes them from there. */
+static void band_run(void *arg, int32_t slot, rt_run *run) {
     direct_job *job = arg;
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
-    int64_t total = job->pool != NULL ? job->pool->out_h : d->out_h;
-    for (size_t slot = begin; slot < end; slot++) {
-        float *buf = job->buffers + slot * (l->buffer_floats + l->pool_floats);
-        for (int64_t band; (band = atomic_fetch_add(&job->next_band, 1)) < job->bands;) {
-            int64_t row0 = band * l->band_rows;
-            int64_t rows = total - row0 < l->band_rows ? total - row0 : l->band_rows;
-            if (job->pool != NULL) {
-                int64_t c0, c1;
-                pooled_rows_read(d, job->pool, l->window_rows, row0, row0 + rows, &c0, &c1);
+    float *buf = job->buffers + slot * (l->buffer_floats + l->pool_floats);
+    int64_t band_end = 0, c0 = 0; /* rows [.., band_end) are padded, from conv row c0 */
+    size_t item;
+    while (rt_run__next(run, &item)) {
+        int64_t row = (int64_t)item;
+        if (row >= band_end) {
+            int64_t back = (int64_t)rt_run__back(run); /* past row: thieves take from beyond */
+            band_end = back - row < l->band_rows ? back : row + l->band_rows;
+            if (job->pool == NULL) {
+                c0 = row;
+                fill_band(job, buf, row, band_end - row);
+            } else {
+                int64_t c1;
+                pooled_rows_read(d, job->pool, l->window_rows, row, band_end, &c0, &c1);
                 if (c1 > c0)
                     fill_band(job, buf, c0, c1 - c0);
-                pool_band(job, buf, c0, row0, row0 + rows, buf + l->buffer_floats);
-                continue;
             }
-            fill_band(job, buf, row0, rows);
-            for (int64_t r = row0; r < row0 + rows; r++)
-                compute_row(job, buf, row0, r, job->out + r * l->row_len, d->out_h * d->out_w);
         }
+        if (job->pool != NULL)
+            pool_band(job, buf, c0, row, row + 1, buf + l->buffer_floats);
+        else
+            compute_row(job, buf, c0, row, job->out + row * l->row_len, d->out_h * d->out_w);
     }
 }
 
@@ -293,6 +298,7 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     else
         job.act_pass = act->kind != RT_ACT_NONE;
     job.blocks_per_row = (l.row_len + job.nr - 1) / job.nr;
+    int64_t total = pool != NULL ? pool->out_h : d->out_h, bands = 1;
     if (l.pointwise) {
         int64_t *tail = offsets + l.offsets_bytes / 2 / sizeof(int64_t);
         for (int64_t c = 0; c < d->channels; c++) {
@@ -302,8 +308,7 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         job.tail_offsets = tail;
     } else {
         job.row_step = d->stride[0] * l.plane.row_floats;
-        int64_t total = pool != NULL ? pool->out_h : d->out_h;
-        job.bands = (total + l.band_rows - 1) / l.band_rows;
+        bands = (total + l.band_rows - 1) / l.band_rows;
         int64_t taps = d->kernel_h * d->kernel_w;
         for (int64_t c = 0; c < d->channels; c++)
             for (int64_t kh = 0; kh < d->kernel_h; kh++)
@@ -316,8 +321,8 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     int64_t band_work = rt_op__mul_sat(
         block_work, job.blocks_per_row * l.band_rows * (pool != NULL ? l.window_rows : 1));
     int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
-    if (!l.pointwise && busy > (job.bands + bands_per_chunk - 1) / bands_per_chunk)
-        busy = (job.bands + bands_per_chunk - 1) / bands_per_chunk;
+    if (!l.pointwise && busy > (bands + bands_per_chunk - 1) / bands_per_chunk)
+        busy = (bands + bands_per_chunk - 1) / bands_per_chunk;
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
         job.out = out + n * d->out_channels *
@@ -329,7 +334,6 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
                             pointwise_blocks, &job);
             continue;
         }
-        atomic_store(&job.next_band, 0);
-        rt_parallel_for((int32_t)busy, (size_t)busy, 1, band_slots, &job);
+        rt_parallel_runs((int32_t)busy, (size_t)total, band_run, &job);
     }
 }

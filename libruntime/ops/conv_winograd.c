@@ -275,6 +275,8 @@ typedef struct wino_job {
     int64_t units;       /* phased: units of the current phase */
     int phase;
     atomic_llong next;
+    int64_t out_units, unit_channels; /* runs: blocks of output channels per strip */
+    atomic_int ready[RT_MAX_RUNS]; /* runs: the strip's input panels are transformed */
 } wino_job;
 
 /* Patches of `count` tiles of one tile row, from column tile tx, at lanes [0, count) of
@@ -502,8 +504,9 @@ static void transform_inputs(const wino_job *job, const strip_at *at, float *wor
     }
 }
 
-/* Points [p0, p1) of the strip's GEMMs: M[point][out channel][lane]. */
-static void multiply(const wino_job *job, float *strip, int p0, int p1) {
+/* Points [p0, p1) of the strip's GEMMs, output channels [o0, o1) (o0 a multiple of MR):
+ * M[point][out channel][lane]. */
+static void multiply(const wino_job *job, float *strip, int p0, int p1, int64_t o0, int64_t o1) {
     const conv_dims *d = job->d;
     const wino_layout *l = job->l;
     const float *v = strip;
@@ -511,7 +514,7 @@ static void multiply(const wino_job *job, float *strip, int p0, int p1) {
     for (int point = p0; point < p1; point++) {
         const float *u = job->weights + (size_t)point * l->weights_floats;
         float *mp = m + point * l->m_point;
-        for (int64_t o = 0; o < d->out_channels; o += l->mr)
+        for (int64_t o = o0; o < o1; o += l->mr)
             for (int64_t k0 = 0; k0 < d->channels; k0 += l->kc)
                 rt_gemm_f32_packed_block(u, d->out_channels, d->channels, o, k0,
                                          v + point * l->v_point + k0 * l->nr, mp + o * l->nr,
@@ -559,9 +562,43 @@ static void strip_slots(void *arg, size_t begin, size_t end) {
             strip_at at;
             strip_of(job, item, &at);
             transform_inputs(job, &at, worker, strip, 0, job->d->channels);
-            multiply(job, strip, 0, POINTS);
+            multiply(job, strip, 0, POINTS, 0, job->d->out_channels);
             transform_outputs(job, &at, worker, strip, 0, job->d->out_channels);
         }
+    }
+}
+
+/* A strip per thread: a run is one strip's blocks of MR output channels. The thread holding
+ * the run transforms the strip's inputs, then multiplies and transforms out a block at a
+ * time; a thread done with its own strip takes blocks from the back of another's once that
+ * strip's inputs are ready. Threads of equal speed each keep their strip whole. */
+static void strip_run(void *arg, int32_t slot, rt_run *run) {
+    wino_job *job = arg;
+    const wino_layout *l = job->l;
+    float *worker = job->workers + slot * l->worker_floats;
+    int64_t strip_index = -1;
+    strip_at at;
+    float *strip = NULL;
+    size_t item;
+    while (rt_run__next(run, &item)) {
+        int64_t index = (int64_t)item / job->out_units, unit = (int64_t)item % job->out_units;
+        if (index != strip_index) { /* a run never spans two strips: this is the first item */
+            strip_index = index;
+            strip_of(job, index, &at);
+            strip = job->strips + index * l->strip_floats;
+            if (!rt_run__stolen(run)) {
+                transform_inputs(job, &at, worker, strip, 0, job->d->channels);
+                atomic_store_explicit(&job->ready[index], 1, memory_order_release);
+            } else {
+                while (!atomic_load_explicit(&job->ready[index], memory_order_acquire))
+                    ;
+            }
+        }
+        int64_t o0 = unit * job->unit_channels;
+        int64_t o1 = o0 + job->unit_channels < job->d->out_channels ? o0 + job->unit_channels
+                                                                    : job->d->out_channels;
+        multiply(job, strip, 0, POINTS, o0, o1);
+        transform_outputs(job, &at, worker, strip, o0, o1);
     }
 }
 
@@ -581,7 +618,7 @@ static void phase_slots(void *arg, size_t begin, size_t end) {
             if (job->phase == 0)
                 transform_inputs(job, &at, worker, strip, i, i + 1);
             else if (job->phase == 1)
-                multiply(job, strip, (int)i, (int)i + 1);
+                multiply(job, strip, (int)i, (int)i + 1, 0, job->d->out_channels);
             else
                 transform_outputs(job, &at, worker, strip, i, i + 1);
         }
@@ -609,6 +646,16 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
     busy = busy > 0 ? busy : 1;
     /* Whole strips per thread when they share out evenly, or are many; else each step of a
      * group of strips over all threads (a lone strip would leave the other threads idle). */
+    if (busy > 1 && job.items == busy && busy <= RT_MAX_RUNS) {
+        /* Two blocks a strip: finer blocks would read the strip's panels once more each. */
+        job.unit_channels = (d->out_channels + 1) / 2;
+        job.unit_channels = (job.unit_channels + l.mr - 1) / l.mr * l.mr;
+        job.out_units = (d->out_channels + job.unit_channels - 1) / job.unit_channels;
+        for (int64_t i = 0; i < job.items; i++)
+            atomic_init(&job.ready[i], 0);
+        rt_parallel_runs((int32_t)busy, (size_t)(job.items * job.out_units), strip_run, &job);
+        return;
+    }
     if (busy == 1 || job.items % busy == 0 || job.items >= 4 * busy) {
         busy = busy < job.items ? busy : job.items;
         atomic_store(&job.next, 0);

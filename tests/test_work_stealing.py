@@ -1,0 +1,93 @@
+"""Convolutions whose threads take work from each other's runs (rt_parallel_runs): the direct
+convolution's output rows (and pooled rows), and the Winograd convolution's blocks of output
+channels when each thread holds one strip.
+
+Which thread computes an item changes neither its arithmetic nor its order, so every call,
+whoever took what, must give the bits one thread gives, and those match numpy. A busy process
+and more threads than cores make threads fall behind, so that others take from them; the
+pool's own check of the taking, item by item, is tests/c/threadpool_stress.c."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import runtime_py as rt
+from runtime_py.builder import ProgramBuilder
+from tests.test_conv_pool import reference
+from tests.test_conv_winograd import check, out_shape_of, program
+from tests.test_ops import ref_conv2d
+
+CALLS = 150
+
+
+@pytest.fixture
+def busy_core():
+    """Processes spinning on the cores for the test's length."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
+
+
+def repeated(prog_bytes, x, threads):
+    with rt.Program.load(prog_bytes) as p, p.load_method("forward", num_threads=threads) as f:
+        return [np.array(f(x)[0]) for _ in range(CALLS)]
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_winograd_strip_runs_give_one_threads_bits(threads, busy_core, monkeypatch):
+    """A strip per thread: two at 2 threads, three at 3 (batch 3 of 16x32 images) and four
+    at 4 (batch 2)."""
+    monkeypatch.setenv("RT_CONV_WINOGRAD", "1")
+    rng = np.random.default_rng(threads)
+    batch = {2: 1, 3: 3, 4: 2}[threads]  # 32x32: 64 tiles, two strips an image
+    x = rng.standard_normal((batch, 16, 32 if threads != 3 else 16, 32)).astype(np.float32)
+    w = rng.standard_normal((40, 16, 3, 3)).astype(np.float32)  # blocks of 24 and 16
+    bias = rng.standard_normal(40).astype(np.float32)
+    prog_bytes = program(x.shape, w, bias, (1, 1, 1, 1), act=1,
+                         out_shape=out_shape_of(x.shape, 40, (1, 1, 1, 1)))
+    (one,) = repeated(prog_bytes, x, 1)[:1]
+    check(one, x, w, bias, (1, 1, 1, 1), act=1)
+    for i, got in enumerate(repeated(prog_bytes, x, threads)):
+        np.testing.assert_array_equal(got, one, err_msg=f"call {i}")
+
+
+def pooled_program(x_shape, w, bias, conv, pool, out_shape):
+    stride, padding, dilation, groups = conv
+    kernel, pool_stride, pool_padding, pool_dilation, ceil = pool
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x_shape)
+    (y,) = m.call("conv2d_act_max_pool2d", xv, m.constant(w), m.constant(bias), stride, padding,
+                  dilation, groups, 1, 0.0, 0.0, kernel, pool_stride, pool_padding,
+                  pool_dilation, ceil, outputs=[("float32", out_shape, False)])
+    m.output(y)
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("pooled", [False, True])
+def test_direct_row_runs_give_one_threads_bits(pooled, threads, busy_core, monkeypatch):
+    """61 output rows (or 31 pooled ones) in runs of 20 to 31 rows."""
+    monkeypatch.setenv("RT_CONV_WINOGRAD", "0")
+    rng = np.random.default_rng(7 + threads)
+    x = rng.standard_normal((1, 5, 61, 64)).astype(np.float32)
+    w = rng.standard_normal((16, 5, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(16).astype(np.float32)
+    conv = ([1, 1], [1, 1, 1, 1], [1, 1], 1)
+    if pooled:
+        pool = ([2, 2], [2, 2], [0, 0], [1, 1], True)
+        want = reference(x, w, bias, conv, 1, pool)
+        prog_bytes = pooled_program(x.shape, w, bias, conv, pool, want.shape)
+    else:
+        want = np.maximum(ref_conv2d(x, w, bias, *conv), 0)
+        prog_bytes = program(x.shape, w, bias, (1, 1, 1, 1), act=1,
+                             out_shape=out_shape_of(x.shape, 16, (1, 1, 1, 1)))
+    (one,) = repeated(prog_bytes, x, 1)[:1]
+    np.testing.assert_allclose(one, want, rtol=1e-5, atol=1e-5)
+    for i, got in enumerate(repeated(prog_bytes, x, threads)):
+        np.testing.assert_array_equal(got, one, err_msg=f"call {i}")
