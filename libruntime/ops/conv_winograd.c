@@ -12,7 +12,10 @@
  * Tiles are taken NR at a time, a strip (raster order over the image's tiles), the width of
  * the micro-kernel's B panel. A thread gathers a strip's patches of each channel, transforms
  * them into the 36 B panels, runs the 36 GEMMs into a buffer of its own and transforms that
- * into the output tiles, so nothing larger than a strip's panels leaves its cache.
+ * into the output tiles, so nothing larger than a strip's panels leaves its cache. With as
+ * many strips as threads, each thread's strip is a run of two blocks of output channels
+ * (rt_parallel_runs): a thread done with its own strip takes the other block of a strip
+ * whose thread has fallen behind, once that strip's inputs are transformed.
  *
  * The transforms cost accuracy: outputs are within about 3e-6 of the sum of |w| |x| over
  * their window, against a few times 1e-7 for the direct convolution, so only float32
