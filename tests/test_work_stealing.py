@@ -3,9 +3,10 @@ convolution's output rows (and pooled rows), and the Winograd convolution's bloc
 channels when each thread holds one strip.
 
 Which thread computes an item changes neither its arithmetic nor its order, so every call,
-whoever took what, must give the bits one thread gives, and those match numpy. A busy process
-and more threads than cores make threads fall behind, so that others take from them; the
-pool's own check of the taking, item by item, is tests/c/threadpool_stress.c."""
+whoever took what, must give the bits one thread gives, and those match numpy. Busy processes
+on both cores, and more threads than cores, make threads fall behind so that others take from
+them in some of the calls (how many depends on the scheduler); the pool's own check of the
+taking, item by item and with a thread held back on purpose, is tests/c/threadpool_stress.c."""
 from __future__ import annotations
 
 import subprocess
@@ -24,8 +25,8 @@ CALLS = 150
 
 
 @pytest.fixture
-def busy_core():
-    """Processes spinning on the cores for the test's length."""
+def busy_cores():
+    """Two processes spinning for the test's length."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     yield
     for hog in hogs:
@@ -39,7 +40,7 @@ def repeated(prog_bytes, x, threads):
 
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
-def test_winograd_strip_runs_give_one_threads_bits(threads, busy_core, monkeypatch):
+def test_winograd_strip_runs_give_one_threads_bits(threads, busy_cores, monkeypatch):
     """A strip per thread: two at 2 threads, three at 3 (batch 3 of 16x32 images) and four
     at 4 (batch 2)."""
     monkeypatch.setenv("RT_CONV_WINOGRAD", "1")
@@ -71,7 +72,7 @@ def pooled_program(x_shape, w, bias, conv, pool, out_shape):
 
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("pooled", [False, True])
-def test_direct_row_runs_give_one_threads_bits(pooled, threads, busy_core, monkeypatch):
+def test_direct_row_runs_give_one_threads_bits(pooled, threads, busy_cores, monkeypatch):
     """61 output rows (or 31 pooled ones) in runs of 20 to 31 rows."""
     monkeypatch.setenv("RT_CONV_WINOGRAD", "0")
     rng = np.random.default_rng(7 + threads)
