@@ -16,10 +16,11 @@ void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, vo
 
 /* Runs: items [0, n) cut into `threads` runs of about equal length, one per thread, each
  * worked through from its front by the thread that holds it. A thread whose run is done takes
- * a run no thread has started, whole, or else half of what is left at the back of the run
- * with most left, and works that the same way. Threads of equal speed thus each keep one
+ * a run no thread has started, whole, or else the last item of the run with most left, one
+ * at a time, but never a run's first item (its holder may prepare there what the run's items
+ * share; a taker of later items may wait for that). Threads of equal speed thus each keep one
  * contiguous run (their output stays in their cache for the next op), while a thread that is
- * slowed or descheduled holds up the op by one item at most, not by its whole share. */
+ * slowed or descheduled holds up the op by about one item, not by its whole share. */
 typedef struct rt_run rt_run;
 
 #define RT_MAX_RUNS 64 /* runs per loop at most: with more threads, runs hold more items */

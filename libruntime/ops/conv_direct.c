@@ -1,14 +1,15 @@
 /* conv_direct.c: float32 convolution (one group) on the GEMM micro-kernels without im2col.
  *
- * Each thread works through a run of output rows (rt_parallel_runs: one run per thread,
- * whose back another thread takes over once it has finished its own), a band of rows at a
- * time: it copies the input rows the band reads, of every channel, into zero-padded, stride-phase-split rows (conv_padded.c) in its own
- * buffer. For a block of NR outputs along one output row, the reduction index p = (channel,
- * kh, kw) then reads NR contiguous floats at a fixed offset from the block's first window, so
- * the micro-kernel takes B's rows straight from the buffer (rt_gemm_f32_gathered_block) while
- * A is the weights packed once at load. Nothing the size of the column matrix is written; the
- * band stays in the cache of the core that wrote it and reads it (a shared padded image, each
- * call written by one core and read by all, cost more than the arithmetic with two threads).
+ * Each thread works through a run of output rows (rt_parallel_runs: one run per thread, from
+ * whose back a thread done with its own takes rows), a band of rows at a time: it copies the
+ * input rows the band reads, of every channel, into zero-padded, stride-phase-split rows
+ * (conv_padded.c) in its own buffer. For a block of NR outputs along one output row, the
+ * reduction index p = (channel, kh, kw) then reads NR contiguous floats at a fixed offset from
+ * the block's first window, so the micro-kernel takes B's rows straight from the buffer
+ * (rt_gemm_f32_gathered_block) while A is the weights packed once at load. Nothing the size
+ * of the column matrix is written; the band stays in the cache of the core that wrote it and
+ * reads it (a shared padded image, each call written by one core and read by all, cost more
+ * than the arithmetic with two threads).
  *
  * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
  * along the whole plane of x, each channel one B row, and only a partial last block, whose

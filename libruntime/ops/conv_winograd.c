@@ -571,7 +571,7 @@ static void strip_slots(void *arg, size_t begin, size_t end) {
     }
 }
 
-/* A strip per thread: a run is one strip's blocks of MR output channels. The thread holding
+/* A strip per thread: a run is one strip's blocks of output channels. The thread holding
  * the run transforms the strip's inputs, then multiplies and transforms out a block at a
  * time; a thread done with its own strip takes blocks from the back of another's once that
  * strip's inputs are ready. Threads of equal speed each keep their strip whole. */
@@ -647,10 +647,9 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
     int64_t busy = work / MIN_THREAD_WORK;
     busy = busy < slots ? busy : slots;
     busy = busy > 0 ? busy : 1;
-    /* Whole strips per thread when they share out evenly, or are many; else each step of a
-     * group of strips over all threads (a lone strip would leave the other threads idle). */
+    /* A strip per thread: a run each (strip_run), of two blocks of output channels (finer
+     * blocks would each read the strip's panels once more). */
     if (busy > 1 && job.items == busy && busy <= RT_MAX_RUNS) {
-        /* Two blocks a strip: finer blocks would read the strip's panels once more each. */
         job.unit_channels = (d->out_channels + 1) / 2;
         job.unit_channels = (job.unit_channels + l.mr - 1) / l.mr * l.mr;
         job.out_units = (d->out_channels + job.unit_channels - 1) / job.unit_channels;
@@ -659,6 +658,8 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
         rt_parallel_runs((int32_t)busy, (size_t)(job.items * job.out_units), strip_run, &job);
         return;
     }
+    /* Whole strips per thread when they share out evenly, or are many; else each step of a
+     * group of strips over all threads (a lone strip would leave the other threads idle). */
     if (busy == 1 || job.items % busy == 0 || job.items >= 4 * busy) {
         busy = busy < job.items ? busy : job.items;
         atomic_store(&job.next, 0);

@@ -51,7 +51,6 @@ typedef struct runs_check {
     atomic_bool whole_start[64]; /* each run's first item ran in a range not stolen */
     size_t n;
     int32_t threads;
-    unsigned seed;
     atomic_int failed;
 } runs_check;
 
@@ -71,7 +70,8 @@ static void work_run(void *arg, int32_t slot, rt_run *run) {
     size_t item;
     bool first = true;
     while (rt_run__next(run, &item)) {
-        if (item < rt_run__begin(run) || item >= rt_run__end(run) || rt_run__back(run) > rt_run__end(run))
+        if (item < rt_run__begin(run) || item >= rt_run__end(run) ||
+            rt_run__back(run) > rt_run__end(run))
             fail_runs(c, "an item outside the range handed over", item);
         size_t runs = c->n < (size_t)c->threads ? c->n : (size_t)c->threads;
         size_t run_index = 0; /* the run the item was first handed out in */
