@@ -18,7 +18,7 @@ import pytest
 import runtime_py as rt
 from runtime_py.builder import ProgramBuilder
 from tests.test_conv_pool import reference
-from tests.test_conv_winograd import check, out_shape_of, program
+from tests.test_conv_winograd import TOLERANCE, check, out_shape_of, program
 from tests.test_ops import ref_conv2d
 
 CALLS = 150
@@ -54,6 +54,30 @@ def test_winograd_strip_runs_give_one_threads_bits(threads, busy_cores, monkeypa
     (one,) = repeated(prog_bytes, x, 1)[:1]
     check(one, x, w, bias, (1, 1, 1, 1), act=1)
     for i, got in enumerate(repeated(prog_bytes, x, threads)):
+        np.testing.assert_array_equal(got, one, err_msg=f"call {i}")
+
+
+def test_winograd_block_taken_from_a_slow_strip(monkeypatch):
+    """A NaN under every tile of the second strip makes its thread recompute each tile
+    directly, many times slower, so the thread with the first strip takes the second strip's
+    other block in most calls: its outputs, NaN where numpy's are, must be one thread's."""
+    monkeypatch.setenv("RT_CONV_WINOGRAD", "1")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 16, 32, 32)).astype(np.float32)
+    x[0, 0, 17::4, 1::4] = np.nan  # inside every tile of output rows 16-31: the second strip
+    w = rng.standard_normal((40, 16, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(40).astype(np.float32)
+    prog_bytes = program(x.shape, w, bias, (1, 1, 1, 1),
+                         out_shape=out_shape_of(x.shape, 40, (1, 1, 1, 1)))
+    (one,) = repeated(prog_bytes, x, 1)[:1]
+    want = ref_conv2d(x.astype(np.float64), w.astype(np.float64), bias.astype(np.float64),
+                      [1, 1], (1, 1, 1, 1), [1, 1], 1)
+    np.testing.assert_array_equal(np.isnan(one), np.isnan(want))
+    finite = ~np.isnan(want)
+    scale = ref_conv2d(np.abs(np.nan_to_num(x)).astype(np.float64), np.abs(w).astype(np.float64),
+                       np.abs(bias).astype(np.float64), [1, 1], (1, 1, 1, 1), [1, 1], 1)
+    np.testing.assert_array_less(np.abs(one - want)[finite], TOLERANCE * scale[finite])
+    for i, got in enumerate(repeated(prog_bytes, x, 2)):
         np.testing.assert_array_equal(got, one, err_msg=f"call {i}")
 
 
