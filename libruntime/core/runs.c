@@ -18,8 +18,7 @@ struct rt_run {
     atomic_bool started;     /* the slot's thread has begun its first run */
     atomic_size_t first;     /* a range not stolen: its first item, which stays with it */
     size_t base;
-    size_t begin, end; /* as handed to fn */
-    bool stolen;
+    bool stolen; /* the range now held was taken from another record */
 } __attribute__((aligned(64)));
 
 typedef struct runs_job {
@@ -33,8 +32,6 @@ static uint64_t pack(uint64_t front, uint64_t back) { return front | back << 32;
 static size_t front_of(uint64_t bounds) { return (size_t)(bounds & 0xffffffffu); }
 static size_t back_of(uint64_t bounds) { return (size_t)(bounds >> 32); }
 
-size_t rt_run__begin(const rt_run *run) { return run->begin; }
-size_t rt_run__end(const rt_run *run) { return run->end; }
 bool rt_run__stolen(const rt_run *run) { return run->stolen; }
 
 size_t rt_run__back(const rt_run *run) {
@@ -55,8 +52,6 @@ bool rt_run__next(rt_run *run, size_t *item) {
 }
 
 static void hand_over(rt_run *run, size_t front, size_t back, bool stolen) {
-    run->begin = run->base + front;
-    run->end = run->base + back;
     run->stolen = stolen;
     atomic_store(&run->first, stolen ? SIZE_MAX : front);
     atomic_store(&run->bounds, pack(front, back));

@@ -31,13 +31,12 @@ typedef void (*rt_run_fn)(void *ctx, int32_t slot, rt_run *run);
 
 void rt_parallel_runs(int32_t threads, size_t n, rt_run_fn fn, void *ctx);
 
-/* The items handed to this call of fn: [begin, end) as they were when it started (others may
- * take items from the back since), and whether they were taken from another thread's run. */
-size_t rt_run__begin(const rt_run *run);
-size_t rt_run__end(const rt_run *run);
+/* Whether the items handed to this call of fn were taken from another thread's run (so their
+ * run's first item, and what its holder prepares there, is another thread's). */
 bool rt_run__stolen(const rt_run *run);
 
-/* Where the run ends now, at most rt_run__end: a hint for how far ahead to prepare. */
+/* Where the run ends now (others may have taken items from its back): a hint for how far
+ * ahead to prepare. */
 size_t rt_run__back(const rt_run *run);
 
 /* The next item from the front; false when none is left. */

@@ -322,16 +322,13 @@ static bool conv_prepare_winograd(rt_op_ctx *ctx, const rt_conv_args *args) {
     size_t scratch = rt_conv__winograd_scratch_bytes(d, rt_threadpool__hardware_threads());
     if (scratch == 0)
         return false;
-    uint64_t budget = ctx->state_budget;
-    float *weights = conv_alloc_state(ctx, CONV_STATE_WINOGRAD,
-                                      rt_conv__winograd_weights_floats(d));
+    size_t floats = rt_conv__winograd_weights_floats(d);
+    float *weights = conv_alloc_state(ctx, CONV_STATE_WINOGRAD, floats);
     if (weights == NULL)
         return false;
     if (!rt_conv__winograd_weights(d, args->w->data, weights)) {
-        ctx->free_state(ctx->state); /* memory ran out: the other paths, without it */
-        ctx->state = NULL;
-        ctx->free_state = NULL;
-        ctx->state_budget = budget;
+        /* memory ran out: the other paths, without it */
+        rt_op__free_state(ctx, CONV_STATE_HEADER + floats * sizeof(float));
         return false;
     }
     ctx->scratch_bytes = scratch;

@@ -522,3 +522,12 @@ void *rt_op__alloc_state(rt_op_ctx *ctx, size_t bytes) {
     ctx->state_budget -= bytes;
     return state;
 }
+
+void rt_op__free_state(rt_op_ctx *ctx, size_t bytes) {
+    if (ctx->state == NULL)
+        return;
+    ctx->free_state(ctx->state);
+    ctx->state = NULL;
+    ctx->free_state = NULL;
+    ctx->state_budget += bytes;
+}

@@ -143,6 +143,10 @@ rt_status rt_op__activation(rt_op_ctx *ctx, size_t index, rt_activation *out);
  * allocated; the op must then work without it. At most one per instruction. */
 void *rt_op__alloc_state(rt_op_ctx *ctx, size_t bytes);
 
+/* Give back, during prepare, the state rt_op__alloc_state gave (`bytes` of it) when deriving
+ * it failed after all: the op then works without it, and the budget is as before. */
+void rt_op__free_state(rt_op_ctx *ctx, size_t bytes);
+
 /* True for a tensor whose contents never change: a constant of the program. */
 static inline bool rt_op__is_constant(const rt_tensor_value *t) { return !t->writable; }
 

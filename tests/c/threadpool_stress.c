@@ -1,8 +1,8 @@
 /* threadpool_stress.c: several threads run parallel loops at once, with random sizes, grains
  * and thread counts, some nesting a loop inside a piece; every index must run exactly once.
  * They run parallel runs (rt_parallel_runs) too, with items of uneven cost so that threads
- * take from each other's runs: every item must run exactly once, inside the range handed
- * over, on a slot no other thread holds at the time; and each run's first item must go to a
+ * take from each other's runs: every item must run exactly once, each call's items one after
+ * another from the front, on a slot no other thread holds at the time; and each run's first item must go to a
  * range not stolen, which starts there (the thread holding it prepares what the run's items
  * share, once, and a thief of the run's back may wait for that).
  * Then a forked child, which inherits no workers, runs a loop of its own.
@@ -67,12 +67,13 @@ static void work_run(void *arg, int32_t slot, rt_run *run) {
     if (!rt_run__stolen(run))
         for (volatile unsigned spin = 3000; spin > 0; spin--)
             ;
-    size_t item;
+    size_t item, last = 0;
     bool first = true;
     while (rt_run__next(run, &item)) {
-        if (item < rt_run__begin(run) || item >= rt_run__end(run) ||
-            rt_run__back(run) > rt_run__end(run))
-            fail_runs(c, "an item outside the range handed over", item);
+        /* A call's items come from its front: one after another, before the back. */
+        if ((!first && item != last + 1) || rt_run__back(run) <= item)
+            fail_runs(c, "an item out of order, or past the range's back", item);
+        last = item;
         size_t runs = c->n < (size_t)c->threads ? c->n : (size_t)c->threads;
         size_t run_index = 0; /* the run the item was first handed out in */
         while (c->n * (run_index + 1) / runs <= item)
