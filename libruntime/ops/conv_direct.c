@@ -9,7 +9,9 @@
  * (rt_gemm_f32_gathered_block) while A is the weights packed once at load. Nothing the size
  * of the column matrix is written; the band stays in the cache of the core that wrote it and
  * reads it (a shared padded image, each call written by one core and read by all, cost more
- * than the arithmetic with two threads).
+ * than the arithmetic with two threads). Blocks are computed a panel of output channels at a
+ * time over chunks of blocks whose inputs fit in L2, so each panel's rows are written in long
+ * runs rather than a few floats in every channel at once.
  *
  * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
  * along the whole plane of x, each channel one B row, and only a partial last block, whose
@@ -166,26 +168,37 @@ typedef struct direct_job {
     bool act_pass;               /* an activation the kernels cannot apply */
     float clamp_values[2];
     int64_t mr, nr, kc, blocks_per_row, row_step;
+    int64_t chunk_cols; /* columns computed panel by panel (compute_blocks), a multiple of NR */
 } direct_job;
 
-/* Outputs [col, col + NR) of one output row (cut at the row's end), every panel of output
- * channels, from `window`, the block's first read: B's row p is at window + offsets[p]. The
- * row of channel o starts at out + o * ldc. */
-static void compute_block(const direct_job *job, const float *window, const int64_t *offsets,
-                          float *out, int64_t ldc, int64_t col) {
+/* Outputs [col0, col1) of one output row (blocks of NR, the last cut at the row's end), every
+ * panel of output channels; block `col` reads from window0 + (col - col0), B's row p at
+ * offsets[p] from there. The row of channel o starts at out + o * ldc. Each chunk of blocks
+ * (job->chunk_cols) is computed panel by panel: the panel's rows are then written in runs of
+ * a chunk, not NR floats at a time in every channel at once, and the chunk's input stays in
+ * L2 for the next panel. */
+static void compute_blocks(const direct_job *job, const float *window0, const int64_t *offsets,
+                           float *out, int64_t ldc, int64_t col0, int64_t col1) {
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
-    int64_t cols = l->row_len - col < job->nr ? l->row_len - col : job->nr;
-    for (int64_t o = 0; o < d->out_channels; o += job->mr) {
-        int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
-        float *c = out + o * ldc + col;
-        for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
-            rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o, p0, window,
-                                       offsets + p0, c, ldc, rows, cols, p0 > 0, job->bias,
-                                       p0 + job->kc >= l->depth ? job->clamp : NULL);
-        /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
-        for (int64_t r = 0; r < rows && job->act_pass; r++)
-            rt_activation__apply(job->act, c + r * ldc, cols);
+    for (int64_t chunk = col0; chunk < col1; chunk += job->chunk_cols) {
+        int64_t chunk_end = col1 - chunk < job->chunk_cols ? col1 : chunk + job->chunk_cols;
+        for (int64_t o = 0; o < d->out_channels; o += job->mr) {
+            int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
+            for (int64_t col = chunk; col < chunk_end; col += job->nr) {
+                int64_t cols = chunk_end - col < job->nr ? chunk_end - col : job->nr;
+                const float *window = window0 + (col - col0);
+                float *c = out + o * ldc + col;
+                for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
+                    rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o, p0,
+                                               window, offsets + p0, c, ldc, rows, cols,
+                                               p0 > 0, job->bias,
+                                               p0 + job->kc >= l->depth ? job->clamp : NULL);
+                /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
+                for (int64_t r = 0; r < rows && job->act_pass; r++)
+                    rt_activation__apply(job->act, c + r * ldc, cols);
+            }
+        }
     }
 }
 
@@ -199,17 +212,18 @@ static void copy_tail(const direct_job *job) {
     }
 }
 
-/* Pointwise blocks along the whole plane of x, read in place. */
+/* Pointwise blocks [begin, end) along the whole plane of x, read in place but for a partial
+ * last block (copied aside). */
 static void pointwise_blocks(void *arg, size_t begin, size_t end) {
     const direct_job *job = arg;
-    for (size_t block = begin; block < end; block++) {
-        int64_t col = (int64_t)block * job->nr;
-        int64_t plane_out = job->l->row_len;
-        if (plane_out - col < job->nr)
-            compute_block(job, job->buffers, job->tail_offsets, job->out, plane_out, col);
-        else
-            compute_block(job, job->x + col, job->offsets, job->out, plane_out, col);
-    }
+    int64_t plane = job->l->row_len, col0 = (int64_t)begin * job->nr;
+    int64_t col1 = (int64_t)end * job->nr < plane ? (int64_t)end * job->nr : plane;
+    int64_t whole_end = plane / job->nr * job->nr; /* where a partial block starts */
+    if (col0 < whole_end)
+        compute_blocks(job, job->x + col0, job->offsets, job->out, plane, col0,
+                       col1 < whole_end ? col1 : whole_end);
+    if (col1 > whole_end)
+        compute_blocks(job, job->buffers, job->tail_offsets, job->out, plane, whole_end, col1);
 }
 
 /* Pads the input rows that output rows [row0, row0 + rows) read, of every channel, into buf. */
@@ -224,8 +238,8 @@ static void fill_band(const direct_job *job, float *buf, int64_t row0, int64_t r
 /* Output row `row` (of a band starting at row0, padded in buf), every channel's. */
 static void compute_row(const direct_job *job, const float *buf, int64_t row0, int64_t row,
                         float *out, int64_t ldc) {
-    for (int64_t col = 0; col < job->l->row_len; col += job->nr)
-        compute_block(job, buf + (row - row0) * job->row_step + col, job->offsets, out, ldc, col);
+    compute_blocks(job, buf + (row - row0) * job->row_step, job->offsets, out, ldc, 0,
+                   job->l->row_len);
 }
 
 /* Pooled rows [q0, q1), their convolution rows padded in buf from row c0: each pooled row's
@@ -299,6 +313,10 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     else
         job.act_pass = act->kind != RT_ACT_NONE;
     job.blocks_per_row = (l.row_len + job.nr - 1) / job.nr;
+    /* Chunks of blocks whose B rows take about BAND_TARGET_FLOATS, which stay in L2 while
+     * each panel of output channels passes over them. */
+    int64_t chunk_blocks = BAND_TARGET_FLOATS / rt_op__mul_sat(l.depth, job.nr);
+    job.chunk_cols = (chunk_blocks > 1 ? chunk_blocks : 1) * job.nr;
     int64_t total = pool != NULL ? pool->out_h : d->out_h, bands = 1;
     if (l.pointwise) {
         int64_t *tail = offsets + l.offsets_bytes / 2 / sizeof(int64_t);
