@@ -31,6 +31,7 @@
 #define MAX_IMAGE_BYTES ((size_t)64 << 20)
 #define MIN_DEPTH 16
 #define BAND_TARGET_FLOATS (64 * 1024) /* 256 KB: a band of every channel, in L2 */
+#define OUTPUT_IN_L2_FLOATS (256 * 1024) /* 1 MB: a thread's output that L2 holds */
 
 /* Float offsets of each reduction index's first read in scratch, then the buffers. */
 typedef struct direct_layout {
@@ -313,10 +314,6 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     else
         job.act_pass = act->kind != RT_ACT_NONE;
     job.blocks_per_row = (l.row_len + job.nr - 1) / job.nr;
-    /* Chunks of blocks whose B rows take about BAND_TARGET_FLOATS, which stay in L2 while
-     * each panel of output channels passes over them. */
-    int64_t chunk_blocks = BAND_TARGET_FLOATS / rt_op__mul_sat(l.depth, job.nr);
-    job.chunk_cols = (chunk_blocks > 1 ? chunk_blocks : 1) * job.nr;
     int64_t total = pool != NULL ? pool->out_h : d->out_h, bands = 1;
     if (l.pointwise) {
         int64_t *tail = offsets + l.offsets_bytes / 2 / sizeof(int64_t);
@@ -342,6 +339,15 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
     if (!l.pointwise && busy > (bands + bands_per_chunk - 1) / bands_per_chunk)
         busy = (bands + bands_per_chunk - 1) / bands_per_chunk;
+    /* Where each thread's share of the output passes L2, chunks of blocks whose B rows take
+     * about BAND_TARGET_FLOATS, which stay in L2 while each panel of output channels passes
+     * over them. Otherwise (or into a pool's small buffer) block by block, every panel over a
+     * block's B rows in L1: chunks cost 3 to 15% on layers whose output stayed in L2. */
+    int64_t out_floats = rt_op__mul_sat(d->out_channels, rt_op__mul_sat(d->out_h, d->out_w));
+    int64_t chunk_blocks = BAND_TARGET_FLOATS / rt_op__mul_sat(l.depth, job.nr);
+    if (pool != NULL || out_floats / busy <= OUTPUT_IN_L2_FLOATS || chunk_blocks < 1)
+        chunk_blocks = 1;
+    job.chunk_cols = chunk_blocks * job.nr;
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
         job.out = out + n * d->out_channels *
