@@ -679,15 +679,15 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     ((1, 32, 20, 30), (24, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pointwise, partial tail
     ((2, 16, 8, 8), (40, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),    # pointwise, whole blocks
     ((1, 20, 7, 7), (9, 20, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),     # pointwise, 49 outputs
-    # Where each thread's output passes 1 MB, blocks go panel by panel in chunks whose inputs
+    # Where each thread's output passes 1 MB, blocks go panel by panel in sweeps whose inputs
     # take about 256 KB: here 8 blocks (256 columns) for 256 channels, so the plane of 851
-    # takes three whole chunks, a chunk of two blocks and a partial tail; with two threads
-    # the chunks start mid-plane.
+    # takes three whole sweeps, a sweep of two blocks and a partial tail; with two threads
+    # the sweeps start mid-plane.
     ((1, 256, 23, 37), (640, 256, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     # Tall images: the bands of output rows each thread pads for itself are cut short where
     # a band of every channel would pass 256 KB (one row each for the first; a few rows,
     # strided and dilated, for the second), and end at the image's last row. The first's
-    # output, past 1 MB a thread, also goes in chunks: 96, 96, 96 and 12 columns (576 taps).
+    # output, past 1 MB a thread, also goes in sweeps: 96, 96, 96 and 12 columns (576 taps).
     ((1, 64, 41, 300), (48, 64, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
     ((1, 24, 150, 70), (10, 24, 3, 2), [2, 1], [2, 0, 1, 1], [2, 1]),
 ])

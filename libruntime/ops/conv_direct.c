@@ -9,9 +9,10 @@
  * (rt_gemm_f32_gathered_block) while A is the weights packed once at load. Nothing the size
  * of the column matrix is written; the band stays in the cache of the core that wrote it and
  * reads it (a shared padded image, each call written by one core and read by all, cost more
- * than the arithmetic with two threads). Blocks are computed a panel of output channels at a
- * time over chunks of blocks whose inputs fit in L2, so each panel's rows are written in long
- * runs rather than a few floats in every channel at once.
+ * than the arithmetic with two threads). Where a thread's output passes L2, blocks are
+ * computed a panel of output channels at a time over sweeps of blocks whose inputs fit in L2,
+ * so each panel's rows are written in long runs rather than a few floats in every channel at
+ * once.
  *
  * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
  * along the whole plane of x, each channel one B row, and only a partial last block, whose
@@ -169,25 +170,25 @@ typedef struct direct_job {
     bool act_pass;               /* an activation the kernels cannot apply */
     float clamp_values[2];
     int64_t mr, nr, kc, blocks_per_row, row_step;
-    int64_t chunk_cols; /* columns computed panel by panel (compute_blocks), a multiple of NR */
+    int64_t sweep_cols; /* columns computed panel by panel (compute_blocks), a multiple of NR */
 } direct_job;
 
 /* Outputs [col0, col1) of one output row (blocks of NR, the last cut at the row's end), every
  * panel of output channels; block `col` reads from window0 + (col - col0), B's row p at
- * offsets[p] from there. The row of channel o starts at out + o * ldc. Each chunk of blocks
- * (job->chunk_cols) is computed panel by panel: the panel's rows are then written in runs of
- * a chunk, not NR floats at a time in every channel at once, and the chunk's input stays in
+ * offsets[p] from there. The row of channel o starts at out + o * ldc. Each sweep of blocks
+ * (job->sweep_cols) is computed panel by panel: the panel's rows are then written in runs of
+ * a sweep, not NR floats at a time in every channel at once, and the sweep's input stays in
  * L2 for the next panel. */
 static void compute_blocks(const direct_job *job, const float *window0, const int64_t *offsets,
                            float *out, int64_t ldc, int64_t col0, int64_t col1) {
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
-    for (int64_t chunk = col0; chunk < col1; chunk += job->chunk_cols) {
-        int64_t chunk_end = col1 - chunk < job->chunk_cols ? col1 : chunk + job->chunk_cols;
+    for (int64_t sweep = col0; sweep < col1; sweep += job->sweep_cols) {
+        int64_t sweep_end = col1 - sweep < job->sweep_cols ? col1 : sweep + job->sweep_cols;
         for (int64_t o = 0; o < d->out_channels; o += job->mr) {
             int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
-            for (int64_t col = chunk; col < chunk_end; col += job->nr) {
-                int64_t cols = chunk_end - col < job->nr ? chunk_end - col : job->nr;
+            for (int64_t col = sweep; col < sweep_end; col += job->nr) {
+                int64_t cols = sweep_end - col < job->nr ? sweep_end - col : job->nr;
                 const float *window = window0 + (col - col0);
                 float *c = out + o * ldc + col;
                 for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
@@ -339,15 +340,16 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
     if (!l.pointwise && busy > (bands + bands_per_chunk - 1) / bands_per_chunk)
         busy = (bands + bands_per_chunk - 1) / bands_per_chunk;
-    /* Where each thread's share of the output passes L2, chunks of blocks whose B rows take
+    /* Where each thread's share of the output passes L2, sweeps of blocks whose B rows take
      * about BAND_TARGET_FLOATS, which stay in L2 while each panel of output channels passes
      * over them. Otherwise (or into a pool's small buffer) block by block, every panel over a
-     * block's B rows in L1: chunks cost 3 to 15% on layers whose output stayed in L2. */
+     * block's B rows in L1: sweeps cost 3 to 15% on layers whose output stayed in L2. */
     int64_t out_floats = rt_op__mul_sat(d->out_channels, rt_op__mul_sat(d->out_h, d->out_w));
-    int64_t chunk_blocks = BAND_TARGET_FLOATS / rt_op__mul_sat(l.depth, job.nr);
-    if (pool != NULL || out_floats / busy <= OUTPUT_IN_L2_FLOATS || chunk_blocks < 1)
-        chunk_blocks = 1;
-    job.chunk_cols = chunk_blocks * job.nr;
+    int64_t sweep_blocks = BAND_TARGET_FLOATS / rt_op__mul_sat(l.depth, job.nr);
+    if (pool != NULL || out_floats / (busy > 1 ? busy : 1) <= OUTPUT_IN_L2_FLOATS ||
+        sweep_blocks < 1)
+        sweep_blocks = 1;
+    job.sweep_cols = sweep_blocks * job.nr;
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
         job.out = out + n * d->out_channels *
