@@ -679,6 +679,8 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     ((1, 32, 20, 30), (24, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pointwise, partial tail
     ((2, 16, 8, 8), (40, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),    # pointwise, whole blocks
     ((1, 20, 7, 7), (9, 20, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),     # pointwise, 49 outputs
+    ((1, 512, 7, 7), (1024, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pixels as rows
+    ((1, 512, 14, 14), (512, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # (conv_pixels.c)
     # Where each thread's output passes 1 MB, blocks go panel by panel in sweeps whose inputs
     # take about 256 KB: here 8 blocks (256 columns) for 256 channels, so the plane of 851
     # takes three whole sweeps, a sweep of two blocks and a partial tail; with two threads
@@ -703,6 +705,79 @@ def test_conv2d_constant_weights_model_shapes(x_shape, w_shape, strides, padding
                                 np.float32(0.5), np.float32(1.5)).astype(np.float32)
         got = run_conv_constant_weights(x, w, bias, strides, padding, dilations, 1, act, threads)
         assert_close(got, want, **tolerance("float32", w[0].size + 1, 4.0))
+
+
+@examples(30)
+@given(extra_channels=st.integers(0, 40), out_channels=st.integers(64, 140),
+       height=st.integers(1, 16), width=st.integers(1, 16), batch=st.integers(1, 2),
+       act=st.sampled_from(sorted(ACTIVATIONS)), with_bias=st.booleans(),
+       threads=st.integers(1, 3), nans=st.integers(0, 3), data=st.data())
+def test_conv2d_pointwise_small_planes(extra_channels, out_channels, height, width, batch,
+                                       act, with_bias, threads, nans, data):
+    """Pointwise convolutions on planes of up to 256 pixels with 64 or more output channels
+    and 1 MB of weights take the pixels as the GEMM's rows (conv_pixels.c): blocks of 8
+    pixels, whole and partial, panels of output channels, whole and partial, sums over
+    several depth slices, each tile stored transposed with its bias and activation. A NaN
+    in x makes its pixel's outputs NaN, as in numpy."""
+    channels = -(-(1 << 18) // out_channels) + extra_channels
+    x = data.draw(S.arrays("float32", (batch, channels, height, width), bound=2.0), label="x")
+    x = x.copy()
+    for _ in range(nans):
+        x[tuple(data.draw(st.integers(0, n - 1)) for n in x.shape)] = np.nan
+    w = data.draw(S.arrays("float32", (out_channels, channels, 1, 1), bound=2.0), label="w")
+    bias = (data.draw(S.arrays("float32", (out_channels,), bound=2.0), label="bias")
+            if with_bias else None)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = ACTIVATIONS[act](ref_conv2d(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1),
+                                np.float32(0.5), np.float32(1.5)).astype(np.float32)
+    got = run_conv_constant_weights(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1, act, threads)
+    assert_close(got, want, **tolerance("float32", channels + 1, 4.0))
+
+
+PIXELS_VARIANT_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from tests.test_ops import run_conv_constant_weights
+rng = np.random.default_rng(5)
+outs = []
+for shape, out_channels, act in (((2, 4000, 3, 5), 70, 2), ((1, 2048, 9, 5), 128, 3)):
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    w = rng.standard_normal((out_channels, shape[1], 1, 1)).astype(np.float32)
+    bias = rng.standard_normal(out_channels).astype(np.float32)
+    got = run_conv_constant_weights(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1, act, 2)
+    outs += [x, w, bias, got]
+np.savez(sys.argv[2], *outs)
+"""
+
+
+@pytest.mark.parametrize("kernel,flags", [("portable", []), ("avx2_fma", ["avx2", "fma"]),
+                                          ("avx512", ["avx512f"])])
+def test_conv2d_pointwise_small_planes_on_each_gemm_kernel(kernel, flags, tmp_path):
+    """The pixel-row path on each GEMM kernel this CPU runs: its tile (4 x 24 or 8 x 32) sets
+    the blocks of pixels and panels of channels, and only the AVX-512 one stores tiles
+    transposed with vector shuffles."""
+    from tests.test_gemm import cpu_flags
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    if not all(flag in cpu_flags() for flag in flags):
+        pytest.skip(f"this CPU lacks {flags}")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out.npz"
+    subprocess.run([sys.executable, "-c", PIXELS_VARIANT_SCRIPT, str(root), str(out)],
+                   env=dict(os.environ, RT_GEMM_KERNEL=kernel), check=True, cwd=root,
+                   timeout=120)
+    saved = np.load(out)
+    arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    for (x, w, bias, got), act in zip([arrays[:4], arrays[4:]], (2, 3)):
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = ACTIVATIONS[act](ref_conv2d(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1),
+                                    np.float32(0.5), np.float32(1.5)).astype(np.float32)
+        assert np.isnan(got).sum() == w.shape[0]  # the NaN pixel, in every channel
+        assert_close(got, want, **tolerance("float32", x.shape[1] + 1, 4.0))
 
 
 @pytest.mark.parametrize("stride", [1, 2, 3])

@@ -259,7 +259,11 @@ rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused) {
 }
 
 /* ctx->state: this header, then the weights (64-byte aligned, as the kernels load them). */
-typedef enum conv_state_kind { CONV_STATE_PACKED = 1, CONV_STATE_WINOGRAD = 2 } conv_state_kind;
+typedef enum conv_state_kind {
+    CONV_STATE_PACKED = 1,
+    CONV_STATE_WINOGRAD = 2,
+    CONV_STATE_PIXELS = 3, /* w^T packed as B, for conv_pixels.c */
+} conv_state_kind;
 #define CONV_STATE_HEADER 64
 
 static float *conv_alloc_state(rt_op_ctx *ctx, conv_state_kind kind, size_t floats) {
@@ -285,6 +289,20 @@ const float *rt_conv__packed_weights(const rt_op_ctx *ctx) {
 
 const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx) {
     return conv_state_weights(ctx, CONV_STATE_WINOGRAD);
+}
+
+/* Constant weights of a pointwise convolution on a small plane, packed for conv_pixels.c
+ * (then the run takes that path at any sizes, as for Winograd). */
+static bool conv_prepare_pixels(rt_op_ctx *ctx, const rt_conv_args *args) {
+    const conv_dims *d = &args->dims;
+    if (args->x->type != RT_F32 || !rt_conv__pixels_pay(d))
+        return false;
+    float *weights = conv_alloc_state(ctx, CONV_STATE_PIXELS, rt_conv__pixels_weights_floats(d));
+    if (weights == NULL)
+        return false;
+    rt_conv__pixels_weights(d, args->w->data, weights);
+    ctx->scratch_bytes = rt_conv__pixels_scratch_bytes(d);
+    return true;
 }
 
 /* Constant weights: each group's [O/g, C/g*kH*kW] matrix packed once, for every call. */
@@ -343,7 +361,8 @@ void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args) {
     }
     if (!conv_uses_gemm(args))
         return;
-    if (rt_op__is_constant(args->w) && conv_prepare_winograd(ctx, args))
+    if (rt_op__is_constant(args->w) &&
+        (conv_prepare_winograd(ctx, args) || conv_prepare_pixels(ctx, args)))
         return;
     const conv_dims *d = &args->dims;
     ctx->scratch_bytes = conv_columns_bytes(d) +
@@ -389,9 +408,13 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
     if (conv_uses_gemm(args)) {
         const float *winograd = rt_conv__winograd_weights_of(ctx);
         const float *packed = rt_conv__packed_weights(ctx);
+        const float *pixels = conv_state_weights(ctx, CONV_STATE_PIXELS);
         if (winograd != NULL)
             rt_conv__winograd_f32(d, args->x->data, winograd, args->w->data, bias, &args->act,
                                   out, scratch, rt_op__slot_threads(ctx));
+        else if (pixels != NULL)
+            rt_conv__pixels_f32(d, args->x->data, pixels, bias, &args->act, out, scratch,
+                                rt_op__threads(ctx));
         /* Weights packed at load (constant, and memory allowed it) take the direct path. */
         else if (packed != NULL && rt_conv__direct_fits(d, NULL))
             rt_conv__direct_f32(d, args->x->data, packed, bias, &args->act, NULL, out,

@@ -151,4 +151,23 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
                            const float *w, const float *bias, const rt_activation *act,
                            float *out, void *scratch, int32_t threads);
 
+/* ---- pointwise on small planes, pixels as rows (conv_pixels.c) ---------------------------- */
+
+/* Whether it takes these float32 sizes: a 1x1 kernel, stride 1, no padding, one group, a plane
+ * of at most 256 pixels, at least 64 output channels and 1 MB of weights. */
+bool rt_conv__pixels_pay(const conv_dims *d);
+
+/* Floats w^T packed as the GEMM's B takes, and the packing of w ([out_channels, channels, 1,
+ * 1]) into them. */
+size_t rt_conv__pixels_weights_floats(const conv_dims *d);
+void rt_conv__pixels_weights(const conv_dims *d, const float *w, float *dst);
+
+/* Scratch rt_conv__pixels_f32 needs (one image's x^T, packed; any number of threads). */
+size_t rt_conv__pixels_scratch_bytes(const conv_dims *d);
+
+/* out = act(conv(x, w) + bias), bias may be NULL, with `wt` from rt_conv__pixels_weights; up
+ * to `threads` threads. */
+void rt_conv__pixels_f32(const conv_dims *d, const float *x, const float *wt, const float *bias,
+                         const rt_activation *act, float *out, void *scratch, int32_t threads);
+
 #endif

@@ -34,6 +34,8 @@ static void (*pack_a8)(const float *a, int64_t lda, int64_t k, float *dst);
 static void (*row_kernel)(int64_t k, const float *a, int64_t a_stride, const float *b, float *c,
                           int accumulate, float row_bias, const float *col_bias,
                           const float *clamp, int64_t cols); /* products of fewer than MR rows */
+static void (*rows_kernel)(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
+                           int accumulate, int64_t rows); /* blocks of fewer than MR rows */
 static const char *micro_variant;
 static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
@@ -69,6 +71,7 @@ static void select_micro_kernel(void) {
         cols_kernel = rt_gemm_f32_cols__avx512;
         pack_a8 = rt_gemm_f32_pack_a8__avx512;
         row_kernel = rt_gemm_f32_row__avx512;
+        rows_kernel = rt_gemm_f32_rows__avx512;
         return;
     }
 #endif
@@ -406,6 +409,17 @@ void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64
     int64_t kc = min64(KC, k - p0);
     micro_kernel(kc, packed_a + p0 * round_up(m, MR) + i * kc, b, c, ldc, accumulate, NULL, NULL,
                  NULL);
+}
+
+void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                                   int64_t p0, const float *b, float *c, int64_t ldc,
+                                   int accumulate, int64_t rows) {
+    if (rows >= MR || rows_kernel == NULL) {
+        rt_gemm_f32_packed_block(packed_a, m, k, i, p0, b, c, ldc, accumulate);
+        return;
+    }
+    int64_t kc = min64(KC, k - p0);
+    rows_kernel(kc, packed_a + p0 * round_up(m, MR) + i * kc, b, c, ldc, accumulate, rows);
 }
 
 static gemm_phase phase_at(const gemm_plan *plan, int64_t index) {

@@ -72,6 +72,13 @@ void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64
                               int64_t p0, const float *b, float *c, int64_t ldc,
                               int accumulate);
 
+/* rt_gemm_f32_packed_block for a block whose rows past `rows` (<= MR) are not wanted: with
+ * the AVX-512 kernel only those rows are computed and written, otherwise all MR are (so c
+ * must have room for them). */
+void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                                   int64_t p0, const float *b, float *c, int64_t ldc,
+                                   int accumulate, int64_t rows);
+
 /* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
  * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
  * RT_PORTABLE_KERNELS=1 forces the portable one. Packed layouts follow the kernel's tile, so
@@ -153,6 +160,9 @@ void rt_gemm_f32_row__avx512(int64_t k, const float *a, int64_t a_stride, const 
 /* Eight whole rows of a row-major A (row stride lda), columns [0, k), packed as one 8-row
  * panel (dst[p * 8 + r]), with AVX. */
 void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *dst);
+/* The AVX-512 kernel's first `rows` rows (packed A and B, whole width, no biases). */
+void rt_gemm_f32_rows__avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
+                              int accumulate, int64_t rows);
 /* The AVX-512 kernel (packed B, or gathered with b_offsets) for a block of C only `cols`
  * (< 32) wide: masked loads and stores of C and of the column bias, so a partial block needs
  * no copy aside. */
