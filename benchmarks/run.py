@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODELS = ("add", "matmul1024", "mlp", "cnn", "transformer", "mobilenet")
+MODELS = ("add", "matmul1024", "mlp", "cnn", "transformer", "mobilenet", "mobilenet_v1")
 
 
 # Turns per peer, each about min_time / ROUNDS long. This VM has slow periods of seconds (one
@@ -98,6 +98,9 @@ def model_and_input(name: str):
         return onnx_models.transformer_block(batch=1), {"x": rng.standard_normal((1, 32, 128)).astype(np.float32)}
     if name == "mobilenet":
         return onnx_models.mobilenet(batch=1), {"x": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    if name == "mobilenet_v1":
+        return (onnx_models.mobilenet(batch=1, full_depth=True),
+                {"x": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)})
     raise ValueError(name)
 
 

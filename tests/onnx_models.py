@@ -108,9 +108,11 @@ def transformer_block(batch="N", seq=32, d=128, heads=4, ffn=256, seed=2) -> onn
     return g.model("x", [batch, seq, d], out, [batch, seq, d])
 
 
-def mobilenet(batch="N", seed=3, width=32, size=224) -> onnx.ModelProto:
+def mobilenet(batch="N", seed=3, width=32, size=224, full_depth=False) -> onnx.ModelProto:
     """A MobileNet-v1-style CNN: a strided 3x3 conv, then depthwise 3x3 + pointwise 1x1 blocks
-    with BatchNormalization and Clip(0, 6), global pooling and a classifier."""
+    with BatchNormalization and Clip(0, 6), global pooling and a classifier. Reduced (to 512
+    channels at 14x14), or with full_depth MobileNet v1's own blocks: five more of 512
+    channels at 14x14, then two of 1024 at 7x7."""
     g = _Graph(seed)
 
     def bn_relu6(x, c):
@@ -122,7 +124,10 @@ def mobilenet(batch="N", seed=3, width=32, size=224) -> onnx.ModelProto:
 
     h = bn_relu6(g.op("Conv", "x", g.weight(width, 3, 3, 3), strides=[2, 2], pads=[1, 1, 1, 1]), width)
     c = width
-    for out_c, stride in [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)]:
+    blocks = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)]
+    if full_depth:
+        blocks += [(512, 1)] * 5 + [(1024, 2), (1024, 1)]
+    for out_c, stride in blocks:
         h = bn_relu6(g.op("Conv", h, g.weight(c, 1, 3, 3), group=c, strides=[stride, stride],
                           pads=[1, 1, 1, 1]), c)
         h = bn_relu6(g.op("Conv", h, g.weight(out_c, c, 1, 1)), out_c)

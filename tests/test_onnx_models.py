@@ -1,6 +1,6 @@
 """Models the importer did not see in the node tests, checked against onnxruntime: an MLP, a
-small CNN and a transformer encoder block (random weights), with static and with bounded
-dynamic batch sizes."""
+small CNN, a transformer encoder block and MobileNet v1 (random weights), with static and with
+bounded dynamic batch sizes."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +16,9 @@ MODELS = {
     "mlp": (onnx_models.mlp, (256,), 1e-4),
     "cnn": (onnx_models.small_cnn, (3, 64, 64), 1e-4),
     "transformer": (onnx_models.transformer_block, (32, 128), 2e-4),
+    # Full depth: its 14x14 and 7x7 pointwise layers take the pixels as the GEMM's rows.
+    "mobilenet_v1": (lambda batch: onnx_models.mobilenet(batch, full_depth=True),
+                     (3, 224, 224), 1e-4),
 }
 
 
