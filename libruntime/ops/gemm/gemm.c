@@ -150,19 +150,42 @@ typedef struct gemm_phase {
     const float *packed_b;
 } gemm_phase;
 
+/* A transposed A (unit row stride): a panel's column is a run of MR floats. Two panels at a
+ * time (a cache line of source per depth), with fixed-size copies for the kernels' heights,
+ * a vector move each: a memcpy call per 32 bytes, one panel at a time, was most of the
+ * packing of x^T in conv_pixels.c. (Depth by depth across every panel was slower still: as
+ * many write streams as panels, 4 KB apart.) Returns the rows packed (whole panels). */
+static int64_t pack_a_transposed(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0,
+                                 int64_t kc, float *dst) {
+    int64_t whole = mc / MR, panel = 0;
+    const float *a = g->a + i0 + p0 * g->a_col_stride;
+    for (; MR == 8 && panel + 2 <= whole; panel += 2) {
+        float *first = dst + panel * kc * 8, *second = first + kc * 8;
+        const float *src = a + panel * 8;
+        for (int64_t p = 0; p < kc; p++) {
+            memcpy(first + p * 8, src + p * g->a_col_stride, 8 * sizeof(float));
+            memcpy(second + p * 8, src + p * g->a_col_stride + 8, 8 * sizeof(float));
+        }
+    }
+    for (; panel < whole; panel++)
+        for (int64_t p = 0; p < kc; p++)
+            memcpy(dst + (panel * kc + p) * MR, a + panel * MR + p * g->a_col_stride,
+                   (size_t)MR * sizeof(float));
+    return whole * MR;
+}
+
 static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    float *dst) {
-    for (int64_t ir = 0; ir < mc; ir += MR) {
+    int64_t first = 0;
+    if (g->a_row_stride == 1) {
+        first = pack_a_transposed(g, i0, mc, p0, kc, dst);
+        dst += first * kc;
+    }
+    for (int64_t ir = first; ir < mc; ir += MR) {
         int64_t rows = min64(MR, mc - ir);
         const float *a = g->a + (i0 + ir) * g->a_row_stride + p0 * g->a_col_stride;
         if (rows == 8 && MR == 8 && g->a_col_stride == 1 && pack_a8 != NULL) {
             pack_a8(a, g->a_row_stride, kc, dst);
-            dst += kc * MR;
-            continue;
-        }
-        if (rows == MR && g->a_row_stride == 1) { /* a transposed A: a panel's column is a run */
-            for (int64_t p = 0; p < kc; p++)
-                memcpy(dst + p * MR, a + p * g->a_col_stride, (size_t)MR * sizeof(float));
             dst += kc * MR;
             continue;
         }

@@ -46,7 +46,8 @@ static inline __attribute__((always_inline, target("avx512f"))) void store_row(
 
 /* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. Only C's
  * first `cols` columns are read and written (masked), and only that many column biases; with
- * `halves` 1 (a constant, cols <= 16) only the first 16 columns are computed at all. */
+ * `halves` 1 (a constant, cols <= 16) only the first 16 columns are computed at all, and only
+ * the first `rows` (a constant, <= MR) rows of C. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
@@ -115,9 +116,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
 /* Rows a[0..8) (row stride lda, unit column stride), columns [0, k), into an 8-row panel:
  * dst[p * 8 + r] = a[r * lda + p]. Eight columns at a time are an 8 x 8 transpose in
  * registers; packing with scalar stores took 7 to 12% of a 32-row product's time. */
-KERNEL void rt_gemm_f32_pack_a8__avx512(const float *a,
-                                                                     int64_t lda, int64_t k,
-                                                                     float *dst) {
+KERNEL void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *dst) {
     int64_t p = 0;
     for (; p + 8 <= k; p += 8) {
         __m256 r[8], t[8], u[8];
@@ -214,10 +213,8 @@ KERNEL void rt_gemm_f32_cols__avx512(
 
 /* The first `rows` (1 to 7) rows of a whole-width block, packed A and B: a short last block
  * of rows multiplies only its own (one row of eight: 1/8 of the arithmetic). */
-KERNEL void rt_gemm_f32_rows__avx512(int64_t k, const float *a,
-                                                                  const float *b, float *c,
-                                                                  int64_t ldc, int accumulate,
-                                                                  int64_t rows) {
+KERNEL void rt_gemm_f32_rows__avx512(int64_t k, const float *a, const float *b, float *c,
+                                     int64_t ldc, int accumulate, int64_t rows) {
     switch (rows) {
 #define ROWS_CASE(r)                                                                           \
     case r:                                                                                    \
