@@ -87,7 +87,7 @@ static void store_transposed(const pixels_job *job, const float *tile, int64_t i
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "core/transpose8.h"
 #define HAVE_AVX_STORE 1
 #define AVX __attribute__((target("avx2")))
 
@@ -100,23 +100,10 @@ static AVX void store_transposed8(const pixels_job *job, const float *tile, int6
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)pixels), lanes);
     for (int64_t c0 = 0; c0 < channels; c0 += 8) {
-        __m256 r[8], t[8], u[8], col[8];
+        __m256 r[8], col[8];
         for (int p = 0; p < 8; p++) /* rows past the block's pixels were not computed */
             r[p] = p < pixels ? _mm256_load_ps(tile + p * 32 + c0) : _mm256_setzero_ps();
-        for (int p = 0; p < 8; p += 2) {
-            t[p] = _mm256_unpacklo_ps(r[p], r[p + 1]);
-            t[p + 1] = _mm256_unpackhi_ps(r[p], r[p + 1]);
-        }
-        for (int p = 0; p < 8; p += 4) {
-            u[p] = _mm256_shuffle_ps(t[p], t[p + 2], _MM_SHUFFLE(1, 0, 1, 0));
-            u[p + 1] = _mm256_shuffle_ps(t[p], t[p + 2], _MM_SHUFFLE(3, 2, 3, 2));
-            u[p + 2] = _mm256_shuffle_ps(t[p + 1], t[p + 3], _MM_SHUFFLE(1, 0, 1, 0));
-            u[p + 3] = _mm256_shuffle_ps(t[p + 1], t[p + 3], _MM_SHUFFLE(3, 2, 3, 2));
-        }
-        for (int c = 0; c < 4; c++) {
-            col[c] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x20);
-            col[c + 4] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x31);
-        }
+        rt_transpose8x8(r, col);
         int64_t group = channels - c0 < 8 ? channels - c0 : 8;
         for (int64_t c = 0; c < group; c++) {
             float *row = job->out + (o + c0 + c) * job->plane + i;

@@ -5,6 +5,7 @@
 #include "ops/gemm/gemm.h"
 
 #include "core/lane_mask.h"
+#include "core/transpose8.h"
 
 #include <math.h>
 
@@ -119,24 +120,12 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
 KERNEL void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *dst) {
     int64_t p = 0;
     for (; p + 8 <= k; p += 8) {
-        __m256 r[8], t[8], u[8];
+        __m256 rows[8], columns[8];
         for (int i = 0; i < 8; i++)
-            r[i] = _mm256_loadu_ps(a + i * lda + p);
-        for (int i = 0; i < 8; i += 2) {
-            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-        }
-        for (int i = 0; i < 8; i += 4) {
-            u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-            u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-            u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-            u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-        }
-        for (int j = 0; j < 4; j++) {
-            _mm256_storeu_ps(dst + (p + j) * 8, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
-            _mm256_storeu_ps(dst + (p + j + 4) * 8,
-                             _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
-        }
+            rows[i] = _mm256_loadu_ps(a + i * lda + p);
+        rt_transpose8x8(rows, columns);
+        for (int j = 0; j < 8; j++)
+            _mm256_storeu_ps(dst + (p + j) * 8, columns[j]);
     }
     for (; p < k; p++)
         for (int i = 0; i < 8; i++)
