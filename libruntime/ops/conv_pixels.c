@@ -13,8 +13,6 @@
  * Inside MobileNet v1 (full depth) at 1 thread, old/new per op in one interleaved run: the five
  * 512 -> 512 layers on 14x14 1,185/1,045 us each, 512 -> 1024 on 7x7 836/609, 1024 -> 1024 on
  * 7x7 1,726/1,197; the model 14.7/12.5 ms. At 2 threads 9.28/8.38 ms. */
-#include <string.h>
-
 #include "core/threadpool.h"
 #include "ops/conv.h"
 #include "ops/gemm/gemm.h"
@@ -32,8 +30,8 @@ static bool is_pointwise(const conv_dims *d) {
            d->groups == 1;
 }
 
-/* With weights that fit in L2 the other way measured as fast or faster: MobileNet's 256 ->
- * 512 channels on 14x14 (0.5 MB of weights) took 613 us this way against 593. */
+/* With weights that fit in L2 the other way measured the same: MobileNet's 256 -> 512
+ * channels on 14x14 (0.5 MB of weights) took 610 us this way against 613. */
 bool rt_conv__pixels_pay(const conv_dims *d) {
     int64_t plane = d->out_h * d->out_w;
     return is_pointwise(d) && plane >= 1 && plane <= MAX_PLANE &&
