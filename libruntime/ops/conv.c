@@ -107,13 +107,8 @@ static bool conv_uses_gemm(const rt_conv_args *args) {
            d->channels / d->groups * d->kernel_h * d->kernel_w >= CONV_GEMM_MIN_DEPTH;
 }
 
-static bool conv_is_pointwise(const conv_dims *d) {
-    return d->kernel_h == 1 && d->kernel_w == 1 && d->stride[0] == 1 && d->stride[1] == 1 &&
-           d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0;
-}
-
 static size_t conv_columns_bytes(const conv_dims *d) {
-    if (conv_is_pointwise(d))
+    if (rt_conv__is_pointwise(d))
         return 0;
     size_t bytes = (size_t)(d->channels / d->groups * d->kernel_h * d->kernel_w) *
                    (size_t)(d->out_h * d->out_w) * sizeof(float);

@@ -19,6 +19,13 @@ typedef struct conv_dims {
     int64_t pad[4]; /* top, left, bottom, right */
 } conv_dims;
 
+/* A 1x1 kernel with stride 1 and no padding: each output pixel reads its own input pixel, so
+ * x itself is the GEMM's B (or, transposed, its A), with nothing copied. Any groups. */
+static inline bool rt_conv__is_pointwise(const conv_dims *d) {
+    return d->kernel_h == 1 && d->kernel_w == 1 && d->stride[0] == 1 && d->stride[1] == 1 &&
+           d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0;
+}
+
 /* A convolution's operands as its op reads them (conv.c). */
 typedef struct rt_conv_args {
     rt_tensor_value *x, *w, *bias, *out;

@@ -57,11 +57,6 @@ static int64_t band_plane_floats(const conv_dims *d, const rt_conv_padded *p, in
     return (band_input_rows(d, rows) * p->row_floats + RT_CONV_PADDED_SLACK + 15) / 16 * 16;
 }
 
-static bool is_pointwise(const conv_dims *d) {
-    return d->kernel_h == 1 && d->kernel_w == 1 && d->stride[0] == 1 && d->stride[1] == 1 &&
-           d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0;
-}
-
 /* Rows per band, of `total` rows, each reading `step` output rows, on `threads` threads: a
  * band per thread, so few input rows are padded twice and each thread's output is one run of
  * rows (which the next op, cut the same way, then reads from its own cache: two bands a
@@ -91,7 +86,7 @@ static bool direct_layout_of(const conv_dims *d, const rt_pool_dims *pool, int32
                              direct_layout *l) {
     int64_t mr, nr, kc, taps, depth, floats;
     rt_gemm_f32_tile(&mr, &nr, &kc);
-    l->pointwise = is_pointwise(d);
+    l->pointwise = rt_conv__is_pointwise(d);
     /* The padded layout of a whole plane bounds every band's. */
     if (d->groups != 1 || d->stride[1] < 1 || d->stride[1] > MAX_STRIDE ||
         (!l->pointwise && !rt_conv__padded_layout(d, &l->plane)) ||

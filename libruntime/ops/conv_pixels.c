@@ -24,17 +24,11 @@
 #define MAX_XT_FLOATS (1 << 20)    /* 4 MB: x^T, packed per call */
 #define GROUP_BLOCKS 4             /* blocks of pixels summed together, 4 KB of tiles */
 
-static bool is_pointwise(const conv_dims *d) {
-    return d->kernel_h == 1 && d->kernel_w == 1 && d->stride[0] == 1 && d->stride[1] == 1 &&
-           d->pad[0] == 0 && d->pad[1] == 0 && d->pad[2] == 0 && d->pad[3] == 0 &&
-           d->groups == 1;
-}
-
 /* With weights that fit in L2 the other way measured the same: MobileNet's 256 -> 512
  * channels on 14x14 (0.5 MB of weights) took 610 us this way against 613. */
 bool rt_conv__pixels_pay(const conv_dims *d) {
     int64_t plane = d->out_h * d->out_w;
-    return is_pointwise(d) && plane >= 1 && plane <= MAX_PLANE &&
+    return rt_conv__is_pointwise(d) && d->groups == 1 && plane >= 1 && plane <= MAX_PLANE &&
            d->out_channels >= MIN_OUT_CHANNELS && d->channels >= 1 &&
            (double)d->channels * (double)d->out_channels >= MIN_WEIGHT_FLOATS &&
            (double)rt_gemm_f32_packed_a_floats(plane, d->channels) <= MAX_XT_FLOATS;
