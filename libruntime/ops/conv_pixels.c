@@ -123,7 +123,7 @@ static AVX void store_transposed8(const pixels_job *job, const float *tile, int6
 static void pixel_panels(void *arg, size_t begin, size_t end) {
     const pixels_job *job = arg;
     const conv_dims *d = job->d;
-    int64_t depth = d->channels, n_pad = (d->out_channels + job->nr - 1) / job->nr * job->nr;
+    int64_t depth = d->channels;
     int64_t tile_floats = job->mr * job->nr;
     float tiles[GROUP_BLOCKS * RT_GEMM_MR_MAX * RT_GEMM_NR_MAX] __attribute__((aligned(64)));
     for (size_t panel = begin; panel < end; panel++) {
@@ -132,14 +132,12 @@ static void pixel_panels(void *arg, size_t begin, size_t end) {
         for (int64_t i0 = 0; i0 < job->plane; i0 += GROUP_BLOCKS * job->mr) {
             int64_t i1 = job->plane - i0 < GROUP_BLOCKS * job->mr ? job->plane
                                                                   : i0 + GROUP_BLOCKS * job->mr;
-            for (int64_t p0 = 0; p0 < depth; p0 += job->kc) {
-                int64_t kc = depth - p0 < job->kc ? depth - p0 : job->kc;
+            for (int64_t p0 = 0; p0 < depth; p0 += job->kc)
                 for (int64_t i = i0; i < i1; i += job->mr)
                     rt_gemm_f32_packed_rows_block(
-                        job->xt, job->plane, depth, i, p0, job->wt + p0 * n_pad + o * kc,
+                        job->xt, job->plane, job->wt, d->out_channels, depth, i, o, p0,
                         tiles + (i - i0) / job->mr * tile_floats, job->nr, p0 > 0,
                         job->plane - i < job->mr ? job->plane - i : job->mr);
-            }
             for (int64_t i = i0; i < i1; i += job->mr) {
                 const float *tile = tiles + (i - i0) / job->mr * tile_floats;
                 int64_t pixels = job->plane - i < job->mr ? job->plane - i : job->mr;

@@ -434,15 +434,17 @@ void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64
                  NULL);
 }
 
-void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                                   int64_t p0, const float *b, float *c, int64_t ldc,
-                                   int accumulate, int64_t rows) {
-    if (rows >= MR || rows_kernel == NULL) {
-        rt_gemm_f32_packed_block(packed_a, m, k, i, p0, b, c, ldc, accumulate);
-        return;
-    }
+void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
+                                   int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
+                                   float *c, int64_t ldc, int accumulate, int64_t rows) {
+    /* The offsets rt_gemm_f32_pack_a / _pack_b lay the slice's panels out at. */
     int64_t kc = min64(KC, k - p0);
-    rows_kernel(kc, packed_a + p0 * round_up(m, MR) + i * kc, b, c, ldc, accumulate, rows);
+    const float *a = packed_a + p0 * round_up(m, MR) + i * kc;
+    const float *b = packed_b + p0 * round_up(n, NR) + j * kc;
+    if (rows < MR && rows_kernel != NULL)
+        rows_kernel(kc, a, b, c, ldc, accumulate, rows);
+    else
+        micro_kernel(kc, a, b, c, ldc, accumulate, NULL, NULL, NULL);
 }
 
 static gemm_phase phase_at(const gemm_plan *plan, int64_t index) {

@@ -72,12 +72,15 @@ void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64
                               int64_t p0, const float *b, float *c, int64_t ldc,
                               int accumulate);
 
-/* rt_gemm_f32_packed_block for a block whose rows past `rows` (<= MR) are not wanted: with
- * the AVX-512 kernel only those rows are computed and written, otherwise all MR are (so c
- * must have room for them). */
-void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                                   int64_t p0, const float *b, float *c, int64_t ldc,
-                                   int accumulate, int64_t rows);
+/* One MR x NR block of C with both operands packed whole (rt_gemm_f32_pack_a with m rows,
+ * rt_gemm_f32_pack_b with n columns, depth k): c (+)= A x B over the slice starting at depth
+ * p0, for rows [i, i + MR) and columns [j, j + NR) (i and j multiples of MR and NR; c is
+ * row-major with ldc, NR wide). The first slice (accumulate 0) writes the product, later ones
+ * add to it. Rows past `rows` (<= MR) are not wanted: with the AVX-512 kernel only those rows
+ * are computed and written, otherwise all MR are (so c must have room for them). */
+void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
+                                   int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
+                                   float *c, int64_t ldc, int accumulate, int64_t rows);
 
 /* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
  * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
