@@ -10,6 +10,10 @@ load-time errors (status and message) follow.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,6 +23,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import runtime_py as rt
 from runtime_py.builder import ProgramBuilder
 from tests import strategies as S
+from tests.test_gemm import cpu_flags
 
 
 def examples(n: int) -> settings:
@@ -758,11 +763,6 @@ def test_conv2d_pointwise_small_planes_on_each_gemm_kernel(kernel, flags, tmp_pa
     """The pixel-row path on each GEMM kernel this CPU runs: its tile (4 x 24 or 8 x 32) sets
     the blocks of pixels and panels of channels, and only the AVX-512 one stores tiles
     transposed with vector shuffles."""
-    from tests.test_gemm import cpu_flags
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
     if not all(flag in cpu_flags() for flag in flags):
         pytest.skip(f"this CPU lacks {flags}")
     root = Path(__file__).resolve().parents[1]
