@@ -294,3 +294,38 @@ def test_global_settings_change_while_methods_run():
         lib.rt_set_num_threads(before)
         program.close()
     assert not errors, errors
+
+
+def test_library_unloaded_while_workers_spin_does_not_crash(tmp_path):
+    """After a parallel loop the pool's workers spin for a while before they sleep. A process
+    that unloads the library then (cffi's dlclose at interpreter exit, or an explicit one) must
+    not find them running code that is gone: the library stays mapped (linked -z nodelete)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    program = tmp_path / "mlp.rtp"
+    program.write_bytes(mlp_program())
+    script = f"""
+import time
+import numpy as np
+import runtime_py as rt
+from runtime_py._ffi import ffi, get_lib
+x = np.ones((64, 96), np.float32)
+with rt.Program.load({str(program)!r}) as program:
+    method = program.load_method("forward", num_threads=2)
+    for _ in range(50):
+        method(x)
+    method.close()
+lib = get_lib()
+method = rt.Program.load({str(program)!r}).load_method("forward", num_threads=2)
+method(x)
+ffi.dlclose(lib)   # the workers are spinning inside the library now
+time.sleep(0.05)
+print("survived")
+"""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "survived" in done.stdout
