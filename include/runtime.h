@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* BEGIN CDEF */
-#define RT_ABI_VERSION 3
+#define RT_ABI_VERSION 4
 #define RT_MAX_RANK 16
 
 /* Status codes. Values are fixed forever; new codes are only ever appended. */
@@ -241,6 +241,11 @@ RT_API int32_t rt_cuda_device_count(void);
  * n < 1 resets to the default. */
 RT_API void rt_set_num_threads(int32_t n);
 RT_API int32_t rt_get_num_threads(void);
+/* How long the thread pool's idle workers stay awake after a parallel loop, waiting for the
+ * next (the first millisecond spinning, then in short naps), before they sleep until woken:
+ * a call within that time finds them ready. us < 0 resets to the default, 1 s; 0 makes
+ * them sleep as soon as a loop ends, for processes that share their cores and call rarely. */
+RT_API void rt_set_worker_wait_us(int64_t us);
 
 /* ---- programs --------------------------------------------------------------------------- */
 

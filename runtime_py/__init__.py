@@ -53,6 +53,7 @@ __all__ = [
     "registered_ops",
     "set_num_threads",
     "get_num_threads",
+    "set_worker_wait",
     "backend_available",
     "__version__",
 ]
@@ -73,6 +74,21 @@ def set_num_threads(n: int) -> None:
     from ._ffi import get_lib
 
     get_lib().rt_set_num_threads(int(n))
+
+
+def set_worker_wait(seconds: float) -> None:
+    """How long the thread pool's idle workers stay awake after a parallel loop (spinning for
+    the first millisecond, then napping) before they sleep until woken. A call made within that
+    time finds them ready; one made after waits for them to wake, which in a VM can cost more
+    than the call. Default 1; 0 sleeps at once (for processes that share their cores and
+    call rarely); a negative value restores the default. Process-wide."""
+    from ._ffi import get_lib
+
+    seconds = float(seconds)
+    if seconds != seconds:
+        raise InvalidArgument("set_worker_wait: seconds is NaN")
+    us = -1 if seconds < 0 else int(min(seconds * 1e6, 2.0**62))
+    get_lib().rt_set_worker_wait_us(us)
 
 
 def get_num_threads() -> int:

@@ -329,3 +329,96 @@ print("survived")
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "survived" in done.stdout
+
+
+# The system call a thread is blocked in, as /proc/<pid>/task/<tid>/syscall gives it.
+_SLEEP_CALLS = {"x86_64": {"nanosleep": {35, 230}, "futex": {202}},
+                "aarch64": {"nanosleep": {101, 115}, "futex": {98}}}
+
+
+def _worker_states():
+    """'running', 'nanosleep', 'futex' or the call's number, for each of the pool's workers."""
+    import os
+    import platform
+
+    calls = _SLEEP_CALLS[platform.machine()]
+    states = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != "rt-worker":
+                    continue
+            with open(f"/proc/self/task/{tid}/syscall") as f:
+                first = f.read().split()[0]
+        except OSError:  # the thread ended, or /proc/.../syscall is not readable here
+            continue
+        if first == "running":
+            states.append("running")
+            continue
+        number = int(first)
+        states.append(next((name for name, numbers in calls.items() if number in numbers),
+                           number))
+    return states
+
+
+def _wait_for_workers(want, seconds):
+    """Poll until every worker is in one of `want`; the states last seen."""
+    deadline = time.monotonic() + seconds
+    while True:
+        states = _worker_states()
+        if states and all(s in want for s in states):
+            return states
+        if time.monotonic() > deadline:
+            return states
+        time.sleep(0.005)
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux") or
+                    __import__("platform").machine() not in _SLEEP_CALLS,
+                    reason="reads Linux /proc syscall numbers of x86-64 or aarch64")
+def test_worker_wait_keeps_workers_awake_then_lets_them_sleep():
+    """set_worker_wait: after a parallel call the pool's workers spin, then nap (short timed
+    sleeps), for the wait, and only then sleep on the pool's condition variable (a futex)."""
+    if not _worker_states_readable():
+        pytest.skip("/proc/self/task/*/syscall is not readable here")
+    x = np.ones((64, 96), np.float32)
+    with rt.Program.load(mlp_program()) as program:
+        method = program.load_method("forward", num_threads=2)
+        try:
+            rt.set_worker_wait(0)  # sleep as soon as a loop ends
+            method(x)
+            assert _wait_for_workers({"futex"}, 10.0) and \
+                set(_wait_for_workers({"futex"}, 10.0)) == {"futex"}
+            rt.set_worker_wait(30.0)
+            method(x)
+            # Awake (spinning or napping) well past the old 1 ms spin, never asleep.
+            seen = set()
+            end = time.monotonic() + 0.3
+            while time.monotonic() < end:
+                seen.update(_worker_states())
+                time.sleep(0.01)
+            assert "futex" not in seen and seen & {"running", "nanosleep"}, seen
+            rt.set_worker_wait(0.05)
+            method(x)  # this loop's wait is 50 ms: then they sleep
+            assert set(_wait_for_workers({"futex"}, 10.0)) == {"futex"}
+        finally:
+            rt.set_worker_wait(-1)
+        assert np.isfinite(np.asarray(method(x)[0])).all()
+
+
+def _worker_states_readable():
+    x = np.ones((64, 96), np.float32)
+    with rt.Program.load(mlp_program()) as program:
+        program.load_method("forward", num_threads=2)(x)
+    try:
+        return bool(_worker_states())
+    except (KeyError, ValueError):
+        return False
+
+
+def test_set_worker_wait_refuses_nan_and_takes_any_number():
+    with pytest.raises(rt.InvalidArgument, match="NaN"):
+        rt.set_worker_wait(float("nan"))
+    for seconds in (0, 1e-7, 0.25, 1e30, float("inf"), -1, float("-inf")):
+        rt.set_worker_wait(seconds)
+    rt.set_worker_wait(-1)

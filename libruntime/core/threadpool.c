@@ -8,13 +8,23 @@
  * A method runs its ops back to back, each a short loop, so waking a sleeping worker (a futex
  * round trip of several microseconds; in a VM, where an idle vCPU halts, measured here as up
  * to hundreds) for each would cost more than small ops take. Workers therefore spin for up to
- * a millisecond after each job, watching a generation counter, before they sleep; the caller
- * likewise spins before it sleeps waiting for them, and claims every piece no worker has
- * started, so a late worker never delays it. Joining and leaving a job take no lock (a worker
- * that blocked on a mutex the caller held would sleep, and waking it costs as much as the
- * loop): slots live in static memory, so a worker may look at one whose job has moved on,
- * and it counts itself in (`active`) before checking that the job is still the one it saw.
- * The mutex and condition variables serve only sleeping and waking. */
+ * a millisecond after each job, watching a generation counter; the caller likewise spins
+ * before it sleeps waiting for them, and claims every piece no worker has started, so a late
+ * worker never delays it. Between calls a worker then naps (short timed sleeps, checking the
+ * counter after each) until the worker wait (rt_set_worker_wait_us) has passed, and only then
+ * sleeps until woken. On this VM a call that found the workers asleep ran on vCPUs the host
+ * had taken away: MobileNet called every 20 or 50 ms took 7.2 to 7.7 ms at 2 threads, against
+ * 2.8 back to back (onnxruntime, whose workers spin about 40 ms: 3.2 to 3.4), and one call
+ * after 150 ms idle ran its caller's share at under half speed. With the workers napping the
+ * same calls took 3.5 ms, and 3.8 to 4.1 after 150 ms. Naps of 200 or 500 us did that (1 or 2
+ * ms did not: 3.6 to 5.2 ms), at 8.8 or 3.1% of a core while napping.
+ *
+ * Joining and leaving a job take no lock (a worker that blocked on a mutex the caller held
+ * would sleep, and waking it costs as much as the loop): slots live in static memory, so a
+ * worker may look at one whose job has moved on, and it counts itself in (`active`) before
+ * checking that the job is still the one it saw. The mutex and condition variables serve only
+ * sleeping and waking. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "core/threadpool.h"
 
 #include "core/clock.h"
@@ -23,11 +33,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RT_MAX_WORKERS 64
 #define RT_MAX_JOBS 64      /* loops running at once; beyond, a loop runs inline */
 #define SPIN_NS 1000000     /* how long an idle worker, or a waiting caller, spins first */
+#define NAP_NS 500000       /* then an idle worker's naps */
+#define DEFAULT_WORKER_WAIT_NS 1000000000 /* calls once a second find the workers awake */
 #define CHUNKS_PER_THREAD 4 /* pieces per thread, so threads that start late still balance */
 
 /* A spin step: a compiler barrier only, no PAUSE. Under KVM a loop of PAUSEs triggers
@@ -68,6 +81,7 @@ static atomic_uint generation; /* bumped whenever a job opens */
 static atomic_int sleepers;    /* workers waiting on pool.work */
 
 static atomic_int default_threads = 0;
+static _Atomic int64_t worker_wait_ns = DEFAULT_WORKER_WAIT_NS;
 
 static int32_t hardware_threads;
 static pthread_once_t hardware_once = PTHREAD_ONCE_INIT;
@@ -89,6 +103,12 @@ int32_t rt_threadpool__default_threads(void) {
 }
 
 RT_API void rt_set_num_threads(int32_t n) { atomic_store(&default_threads, n > 0 ? n : 0); }
+
+RT_API void rt_set_worker_wait_us(int64_t us) {
+    int64_t most = INT64_MAX / 1000;
+    atomic_store(&worker_wait_ns, us < 0 ? DEFAULT_WORKER_WAIT_NS : us > most ? INT64_MAX
+                                                                               : us * 1000);
+}
 
 RT_API int32_t rt_get_num_threads(void) { return rt_threadpool__default_threads(); }
 
@@ -140,26 +160,39 @@ static bool try_help(rt_job *job) {
     return true;
 }
 
-/* Spin until `*word` differs from `seen` or SPIN_NS pass; true when it changed. */
-static bool spin_while_equal(atomic_uint *word, unsigned seen) {
+/* Wait for `generation` to differ from `seen`: spin for SPIN_NS, then nap, until the worker
+ * wait has passed; true when it changed. */
+static bool wait_for_job(unsigned seen) {
     uint64_t start = rt_clock__now_ns();
+    int64_t wait = atomic_load(&worker_wait_ns);
+    uint64_t spin = wait < SPIN_NS ? (uint64_t)wait : SPIN_NS;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(word, memory_order_acquire) != seen)
+        if (atomic_load_explicit(&generation, memory_order_acquire) != seen)
             return true;
         cpu_relax();
-        if (i % 64 == 0 && rt_clock__now_ns() - start > SPIN_NS)
-            return false;
+        if (i % 64 == 0 && rt_clock__now_ns() - start >= spin)
+            break;
     }
+    while (rt_clock__now_ns() - start < (uint64_t)wait) {
+        struct timespec nap = {0, NAP_NS};
+        nanosleep(&nap, NULL);
+        if (atomic_load_explicit(&generation, memory_order_acquire) != seen)
+            return true;
+    }
+    return false;
 }
 
 static void *worker_main(void *arg) {
     (void)arg;
+#if defined(__GLIBC__)
+    pthread_setname_np(pthread_self(), "rt-worker"); /* in top -H, perf, /proc/.../comm */
+#endif
     for (;;) {
         unsigned seen = atomic_load(&generation);
         bool helped = false;
         for (int i = 0; i < RT_MAX_JOBS; i++)
             helped |= try_help(&jobs[i]);
-        if (helped || spin_while_equal(&generation, seen))
+        if (helped || wait_for_job(seen))
             continue;
         pthread_mutex_lock(&pool.lock);
         atomic_fetch_add(&sleepers, 1);
