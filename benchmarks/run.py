@@ -33,8 +33,9 @@ MODELS = ("add", "matmul1024", "mlp", "cnn", "transformer", "mobilenet", "mobile
 # where 6 turns of a third of a second each could leave one to a single peer's turn.
 ROUNDS = 20
 # Pause after each peer's turn: worker threads spin a while after their last job (numpy's
-# OpenBLAS for up to ~2^28 cycles, about 0.1 s here; onnxruntime's and ours briefly), and a
-# peer timed while another's threads still spin on the second core loses it.
+# OpenBLAS for up to ~2^28 cycles, about 0.1 s here; onnxruntime's about 40 ms; ours 1 ms,
+# then nap for the worker wait, which child() shortens to less than this), and a peer timed
+# while another's threads still spin on the second core loses it.
 SETTLE_S = 0.15
 
 
@@ -215,6 +216,11 @@ def bench_load(size_mb: int = 512):
 
 
 def child(args) -> None:
+    import runtime_py as rt
+
+    # Calls within a turn come back to back, so this changes none of our times; it only lets
+    # our workers' naps (default: 1 s) end before the next peer's turn starts.
+    rt.set_worker_wait(SETTLE_S / 2)
     out = {"models": bench_models(args.threads, args.only, args.min_time)}
     if not args.skip_gemm:
         out["gemm"] = bench_gemm(args.threads, args.min_time)
