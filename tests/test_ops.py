@@ -632,6 +632,55 @@ def test_depthwise_3x3(stride, pads, out_h, out_w, multiplier, batch, act, threa
     assert_close(got, want, **tolerance("float32", 10, 4.0))
 
 
+@examples(60)
+@given(stride=st.integers(1, 2), pads=st.tuples(*[st.integers(0, 2)] * 4),
+       out_h=st.integers(1, 12), out_w=st.integers(1, 9), multiplier=st.integers(1, 2),
+       batch=st.integers(1, 2), act=st.sampled_from(sorted(ACTIVATIONS)),
+       threads=st.integers(1, 2), nan_at=st.none() | st.integers(0, 10**6), data=st.data())
+def test_depthwise_3x3_narrow_planes(stride, pads, out_h, out_w, multiplier, batch, act, threads,
+                                     nan_at, data):
+    """3x3 depthwise on planes at most 7 outputs wide (MobileNet's 7x7 layers; with AVX-512
+    two output rows share a vector, 8 lanes each): stride 1 with one column of padding each
+    side, and stride 2 with any; odd row counts, padding rows, a NaN anywhere in x. Widths
+    8 and 9 and other paddings take the other kernels, and must agree."""
+    top, left, bottom, right = pads
+    if stride == 1 and data.draw(st.booleans(), label="same padding"):
+        left = right = 1
+    height = max((out_h - 1) * stride + 3 - top - bottom, 1)
+    width = max((out_w - 1) * stride + 3 - left - right, 1)
+    padding = [top, left, bottom, right]
+    channels = 5
+    x = data.draw(S.arrays("float32", (batch, channels, height, width), bound=2.0), label="x")
+    if nan_at is not None:
+        x.reshape(-1)[nan_at % x.size] = np.nan
+    w = data.draw(S.arrays("float32", (channels * multiplier, 1, 3, 3), bound=2.0), label="w")
+    bias = data.draw(S.arrays("float32", (channels * multiplier,), bound=2.0), label="bias")
+    strides = [stride, stride]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = ACTIVATIONS[act](ref_conv2d(x, w, bias, strides, padding, [1, 1], channels),
+                                np.float32(0.5), np.float32(1.5)).astype(np.float32)
+    got = run_op("conv2d_act", [x, w, bias], [strides, padding, [1, 1], channels, act, 0.5, 1.5],
+                 out=("float32", want.shape), num_threads=threads)
+    assert_close(got, want, **tolerance("float32", 10, 4.0))
+
+
+@pytest.mark.parametrize("stride,size", [(1, 7), (2, 14), (1, 4), (2, 7), (1, 1), (2, 2)])
+def test_depthwise_3x3_small_planes_model_shapes(stride, size):
+    """MobileNet's last depthwise layers (512 channels of 14x14 with stride 2, 1024 of 7x7)
+    and smaller planes, with Relu6, against a float64 reference."""
+    rng = np.random.default_rng(size * 10 + stride)
+    channels = 64
+    x = rng.standard_normal((1, channels, size, size)).astype(np.float32)
+    w = rng.standard_normal((channels, 1, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(channels).astype(np.float32)
+    want = np.clip(ref_conv2d(x, w, bias, [stride, stride], [1, 1, 1, 1], [1, 1], channels),
+                   0, 6).astype(np.float32)
+    got = run_op("conv2d_act", [x, w, bias],
+                 [[stride, stride], [1, 1, 1, 1], [1, 1], channels, 2, 0.0, 6.0],
+                 out=("float32", want.shape), num_threads=2)
+    assert_close(got, want, **tolerance("float32", 10, 4.0))
+
+
 def run_conv_constant_weights(x, w, bias, strides, padding, dilations, groups, act, threads):
     """conv2d_act with w and bias as program constants, which the loader packs once: the path
     real models take (direct on the GEMM kernels, or im2col + GEMM with packed weights)."""

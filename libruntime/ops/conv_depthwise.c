@@ -442,11 +442,100 @@ static AVX512 void k3s2_rows(const depthwise_job *job, const float *x, const flo
     k3_rows(job, x, w, b, oh, rows, dst, 2);
 }
 
+/* 3x3 on planes at most PAIR_MAX_WIDTH outputs wide, straight from x: two output rows to a
+ * vector, each in 8 lanes, where a row to a vector left 9 of 16 lanes idle on a 7x7 plane
+ * (MobileNet's last layers). An input row's columns sit in lanes 0 to 7 (or 8 to 15) with the
+ * lanes past the image zero. With stride 1 and one column of padding each side, the taps
+ * kw = 0, 2 are the vector shifted up and down one lane: a row's zero lane 7 (it is at most 7
+ * wide) is the padding both ways, and the other row's lanes never mix in. With stride 2, each
+ * tap is one two-source permute of two loaded rows (16 columns each), its lanes left of the
+ * image zeroed. Output lanes 7 and 15 are computed and never stored. */
+#define PAIR_MAX_WIDTH 7
+
+static inline __attribute__((always_inline)) AVX512 void k3_pair_rows(
+    const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
+    int64_t rows, float *dst, int64_t stride) {
+    const conv_dims *d = job->d;
+    const __m512 zero = _mm512_setzero_ps();
+    const __mmask16 in_row = (__mmask16)((1u << (d->width < 16 ? d->width : 16)) - 1);
+    const __mmask16 out_row = (__mmask16)((1u << d->out_w) - 1);
+    __m512 wv[9];
+    for (int t = 0; t < 9; t++)
+        wv[t] = _mm512_set1_ps(w[t]);
+    __m512i pick[3];
+    __mmask16 keep[3] = {0, 0, 0};
+    if (stride == 2) { /* output column j, tap kw reads input column 2j - pad + kw */
+        for (int kw = 0; kw < 3; kw++) {
+            int32_t index[16] = {0};
+            for (int j = 0; j < 8; j++) {
+                int64_t col = 2 * j - d->pad[1] + kw;
+                if (col < 0 || col > 15)
+                    continue;
+                index[j] = (int32_t)col;
+                index[8 + j] = (int32_t)(16 + col);
+                keep[kw] |= (__mmask16)(0x101u << j);
+            }
+            pick[kw] = _mm512_loadu_si512(index);
+        }
+    }
+    const __m512 lo = _mm512_set1_ps(job->clamp != NULL ? job->clamp[0] : 0.0f);
+    const __m512 hi = _mm512_set1_ps(job->clamp != NULL ? job->clamp[1] : 0.0f);
+    for (int64_t r = 0; r < rows; r += 2) {
+        bool pair = rows - r > 1;
+        __m512 acc = _mm512_set1_ps(b);
+        for (int64_t kh = 0; kh < 3; kh++) {
+            int64_t ih0 = stride * (oh + r) - d->pad[0] + kh, ih1 = ih0 + stride;
+            bool have0 = ih0 >= 0 && ih0 < d->height, have1 = pair && ih1 >= 0 && ih1 < d->height;
+            if (!have0 && !have1) /* padding rows: zeros add nothing */
+                continue;
+            __m512 tap[3];
+            if (stride == 1) {
+                __m512 a = have0 ? _mm512_maskz_loadu_ps(in_row, x + ih0 * d->width) : zero;
+                __m512 c = have1 ? _mm512_maskz_loadu_ps(in_row, x + ih1 * d->width) : zero;
+                __m512 v = _mm512_shuffle_f32x4(a, c, 0x44); /* a's lanes 0-7, then c's */
+                __m512i vi = _mm512_castps_si512(v), zi = _mm512_castps_si512(zero);
+                tap[0] = _mm512_castsi512_ps(_mm512_alignr_epi32(vi, zi, 15));
+                tap[1] = v;
+                tap[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(zi, vi, 1));
+            } else {
+                __m512 a = have0 ? _mm512_maskz_loadu_ps(in_row, x + ih0 * d->width) : zero;
+                __m512 c = have1 ? _mm512_maskz_loadu_ps(in_row, x + ih1 * d->width) : zero;
+                for (int kw = 0; kw < 3; kw++)
+                    tap[kw] = _mm512_maskz_permutex2var_ps(keep[kw], a, pick[kw], c);
+            }
+            for (int kw = 0; kw < 3; kw++)
+                acc = _mm512_fmadd_ps(wv[kh * 3 + kw], tap[kw], acc);
+        }
+        if (job->clamp != NULL) /* max and min return their second operand for a NaN */
+            acc = _mm512_min_ps(hi, _mm512_max_ps(lo, acc));
+        float *row = dst + r * d->out_w;
+        _mm512_mask_storeu_ps(row, out_row, acc);
+        if (pair) /* lanes 8 on to the next row, which starts out_w floats on */
+            _mm512_mask_storeu_ps(row + d->out_w - 8, (__mmask16)(out_row << 8), acc);
+    }
+}
+
+static AVX512 void k3s1_pair_rows(const depthwise_job *job, const float *x, const float *w,
+                                  float b, int64_t oh, int64_t rows, float *dst) {
+    k3_pair_rows(job, x, w, b, oh, rows, dst, 1);
+}
+
+static AVX512 void k3s2_pair_rows(const depthwise_job *job, const float *x, const float *w,
+                                  float b, int64_t oh, int64_t rows, float *dst) {
+    k3_pair_rows(job, x, w, b, oh, rows, dst, 2);
+}
+
 /* 3x3 kernels, dilation 1, the same stride both ways: 1 or 2. */
 static depthwise_rows_fn k3_rows_for(const conv_dims *d) {
     if (d->kernel_h != 3 || d->kernel_w != 3 || d->dilation[0] != 1 || d->dilation[1] != 1 ||
         d->stride[0] != d->stride[1] || !rt_gemm_f32_avx512())
         return NULL;
+    if (d->out_w <= PAIR_MAX_WIDTH) {
+        if (d->stride[0] == 1 && d->pad[1] == 1 && d->out_w == d->width)
+            return k3s1_pair_rows;
+        if (d->stride[0] == 2)
+            return k3s2_pair_rows;
+    }
     return d->stride[0] == 1 ? k3s1_rows : d->stride[0] == 2 ? k3s2_rows : NULL;
 }
 #endif
