@@ -39,7 +39,8 @@ bool rt_conv__pixels_pay(const conv_dims *d) {
  * GEMM's layout (a slice of every panel, then the next slice) a panel came in 24 KB pieces far
  * apart, which the hardware prefetcher restarts on. Inside MobileNet v1 at 1 thread, old/new:
  * 1024 -> 1024 on 7x7 1,207/1,139 us, 512 -> 512 on 14x14 1,018/985; the model 12.37/12.06 ms
- * (2 threads 6.90/6.73). Software prefetch of the next panel instead measured 1 to 4% slower. */
+ * (2 threads 6.90/6.73). Software prefetch of the next panel, with the GEMM's layout, measured
+ * 1 to 4% slower. */
 static int64_t panel_channels(void) {
     int64_t mr, nr, kc;
     rt_gemm_f32_tile(&mr, &nr, &kc);
@@ -76,6 +77,7 @@ typedef struct pixels_job {
     bool clamped; /* act is a clamp, applied in the store */
     float *out;
     int64_t plane, mr, nr, kc;
+    size_t panel_floats; /* one panel's w^T, as rt_conv__pixels_weights lays them out */
 } pixels_job;
 
 /* The tile's pixels [i, i + pixels) by channels [o, o + channels), summed in tile (row per
@@ -147,13 +149,14 @@ static void pixel_panels(void *arg, size_t begin, size_t end) {
     for (size_t panel = begin; panel < end; panel++) {
         int64_t o = (int64_t)panel * job->nr;
         int64_t channels = d->out_channels - o < job->nr ? d->out_channels - o : job->nr;
+        const float *wt = job->wt + panel * job->panel_floats;
         for (int64_t i0 = 0; i0 < job->plane; i0 += GROUP_BLOCKS * job->mr) {
             int64_t i1 = job->plane - i0 < GROUP_BLOCKS * job->mr ? job->plane
                                                                   : i0 + GROUP_BLOCKS * job->mr;
             for (int64_t p0 = 0; p0 < depth; p0 += job->kc)
                 for (int64_t i = i0; i < i1; i += job->mr)
                     rt_gemm_f32_packed_rows_block(
-                        job->xt, job->plane, job->wt + o * depth, channels, depth, i, 0, p0,
+                        job->xt, job->plane, wt, channels, depth, i, 0, p0,
                         tiles + (i - i0) / job->mr * tile_floats, job->nr, p0 > 0,
                         job->plane - i < job->mr ? job->plane - i : job->mr);
             for (int64_t i = i0; i < i1; i += job->mr) {
@@ -176,6 +179,7 @@ void rt_conv__pixels_f32(const conv_dims *d, const float *x, const float *wt, co
     pixels_job job = {.d = d, .wt = wt, .bias = bias, .act = act, .xt = scratch,
                       .plane = d->out_h * d->out_w};
     rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
+    job.panel_floats = rt_gemm_f32_packed_b_floats(d->channels, job.nr);
     job.clamped = rt_gemm_f32_clamp_of(act, job.clamp);
     int64_t panels = (d->out_channels + job.nr - 1) / job.nr;
     int64_t panel_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, job.plane), d->channels);
