@@ -10,8 +10,13 @@ The same file runs under ThreadSanitizer (docs/reliability.md):
 """
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -300,10 +305,6 @@ def test_library_unloaded_while_workers_spin_does_not_crash(tmp_path):
     """After a parallel loop the pool's workers spin for a while before they sleep. A process
     that unloads the library then (cffi's dlclose at interpreter exit, or an explicit one) must
     not find them running code that is gone: the library stays mapped (linked -z nodelete)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     program = tmp_path / "mlp.rtp"
     program.write_bytes(mlp_program())
     script = f"""
@@ -338,9 +339,6 @@ _SLEEP_CALLS = {"x86_64": {"nanosleep": {35, 230}, "futex": {202}},
 
 def _worker_states():
     """'running', 'nanosleep', 'futex' or the call's number, for each of the pool's workers."""
-    import os
-    import platform
-
     calls = _SLEEP_CALLS[platform.machine()]
     states = []
     for tid in os.listdir("/proc/self/task"):
@@ -373,8 +371,7 @@ def _wait_for_workers(want, seconds):
         time.sleep(0.005)
 
 
-@pytest.mark.skipif(not __import__("sys").platform.startswith("linux") or
-                    __import__("platform").machine() not in _SLEEP_CALLS,
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.machine() not in _SLEEP_CALLS,
                     reason="reads Linux /proc syscall numbers of x86-64 or aarch64")
 def test_worker_wait_keeps_workers_awake_then_lets_them_sleep():
     """set_worker_wait: after a parallel call the pool's workers spin, then nap (short timed
@@ -387,8 +384,7 @@ def test_worker_wait_keeps_workers_awake_then_lets_them_sleep():
         try:
             rt.set_worker_wait(0)  # sleep as soon as a loop ends
             method(x)
-            assert _wait_for_workers({"futex"}, 10.0) and \
-                set(_wait_for_workers({"futex"}, 10.0)) == {"futex"}
+            assert set(_wait_for_workers({"futex"}, 10.0)) == {"futex"}
             rt.set_worker_wait(30.0)
             method(x)
             # Awake (spinning or napping) well past the old 1 ms spin, never asleep.
