@@ -47,20 +47,26 @@ static int64_t panel_channels(void) {
     return nr;
 }
 
+/* One panel's w^T: NR output channels, every depth. */
+static size_t panel_floats(const conv_dims *d) {
+    return rt_gemm_f32_packed_b_floats(d->channels, panel_channels());
+}
+
 size_t rt_conv__pixels_weights_floats(const conv_dims *d) {
     int64_t nr = panel_channels(), panels = (d->out_channels + nr - 1) / nr;
-    return (size_t)panels * rt_gemm_f32_packed_b_floats(d->channels, nr);
+    return (size_t)panels * panel_floats(d);
 }
 
 void rt_conv__pixels_weights(const conv_dims *d, const float *w, float *dst) {
     int64_t nr = panel_channels();
+    size_t floats = panel_floats(d);
     for (int64_t o = 0; o < d->out_channels; o += nr) {
         /* w[o, c] read as w^T[c, o]: k = c, n = o. */
         rt_gemm_f32_args wt = {.k = d->channels,
                                .n = d->out_channels - o < nr ? d->out_channels - o : nr,
                                .b = w + o * d->channels, .b_row_stride = 1,
                                .b_col_stride = d->channels};
-        rt_gemm_f32_pack_b(&wt, dst + o / nr * rt_gemm_f32_packed_b_floats(d->channels, nr));
+        rt_gemm_f32_pack_b(&wt, dst + (size_t)(o / nr) * floats);
     }
 }
 
@@ -179,7 +185,7 @@ void rt_conv__pixels_f32(const conv_dims *d, const float *x, const float *wt, co
     pixels_job job = {.d = d, .wt = wt, .bias = bias, .act = act, .xt = scratch,
                       .plane = d->out_h * d->out_w};
     rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
-    job.panel_floats = rt_gemm_f32_packed_b_floats(d->channels, job.nr);
+    job.panel_floats = panel_floats(d);
     job.clamped = rt_gemm_f32_clamp_of(act, job.clamp);
     int64_t panels = (d->out_channels + job.nr - 1) / job.nr;
     int64_t panel_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, job.plane), d->channels);
