@@ -596,14 +596,15 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
         job.planes_per_claim = 1;
 #ifdef HAVE_AVX512_DEPTHWISE
     rt_conv_padded unsplit;
-    if (k3_rows_for(d) != NULL) {
-        job.rows_fn = k3_rows_for(d);
+    depthwise_rows_fn k3 = k3_rows_for(d);
+    if (k3 != NULL) {
+        job.rows_fn = k3;
         job.step_rows = 4;
         job.reads_x = true;
-        if (job.rows_fn == k3s1_pair_rows || job.rows_fn == k3s2_pair_rows) {
+        if (k3 == k3s2_pair_rows)
             pair_permutes(&job);
+        if (k3 == k3s1_pair_rows || k3 == k3s2_pair_rows)
             job.step_rows = d->out_h + 1; /* a small plane whole, in one call */
-        }
     } else if (stride2_fits(d, &unsplit)) { /* its plane is no larger than the split one */
         job.layout = unsplit;
         job.padded_dims.stride[1] = 1;
