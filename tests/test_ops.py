@@ -788,6 +788,40 @@ def test_conv2d_pointwise_small_planes(extra_channels, out_channels, height, wid
     assert_close(got, want, **tolerance("float32", channels + 1, 4.0))
 
 
+@pytest.mark.parametrize("x_shape,out_channels", [
+    ((1, 512, 14, 14), 512),  # 1 MB of weights, x^T 0.4 MB: threads split the pixels
+    ((1, 256, 13, 11), 520),  # the same, with a partial last block and panel
+    ((1, 512, 7, 7), 1024),   # 2 MB, x^T 0.1 MB: threads pack x^T together, split panels
+    ((2, 300, 5, 9), 1000),   # the same, two images, 300 deep (two KC slices)
+])
+def test_conv2d_pointwise_small_planes_split_over_threads(x_shape, out_channels):
+    """With several threads the pixel-row path splits either the pixels (each thread packs
+    and computes its share, and takes panels of another's share once done with its own) or
+    the panels (after the threads pack x^T slice by slice together). Every pixel block sums
+    the same products in the same order either way, so 2, 3 or 4 threads (more than this
+    machine's CPUs, so some shares are taken over) give the 1-thread result bit for bit, on
+    every call."""
+    rng = np.random.default_rng(x_shape[1] + out_channels)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((out_channels, x_shape[1], 1, 1)).astype(np.float32)
+    bias = rng.standard_normal(out_channels).astype(np.float32)
+    want = ACTIVATIONS[2](ref_conv2d(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1),
+                          np.float32(0.5), np.float32(1.5)).astype(np.float32)
+    one = run_conv_constant_weights(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1, 2, 1)
+    assert_close(one, want, **tolerance("float32", x_shape[1] + 1, 4.0))
+    b = ProgramBuilder()
+    m = b.method("forward")
+    y = m.conv2d(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias), [1, 1],
+                 [0, 0, 0, 0], [1, 1], 1)
+    assert m.fuse_activation(y, 2, 0.5, 1.5)
+    m.output(y, "y")
+    with rt.Program.load(b.to_bytes()) as program:
+        for threads in (2, 3, 4):
+            with program.load_method("forward", num_threads=threads) as f:
+                for _ in range(3):
+                    np.testing.assert_array_equal(np.array(f(x)[0]), one)
+
+
 PIXELS_VARIANT_SCRIPT = """
 import sys
 import numpy as np

@@ -12,20 +12,30 @@
  *
  * Inside MobileNet v1 (full depth) at 1 thread, old/new per op in one interleaved run: the five
  * 512 -> 512 layers on 14x14 1,185/1,045 us each, 512 -> 1024 on 7x7 836/609, 1024 -> 1024 on
- * 7x7 1,726/1,197; the model 14.7/12.5 ms. At 2 threads 9.28/8.38 ms. */
+ * 7x7 1,726/1,197; the model 14.7/12.5 ms. At 2 threads 9.28/8.38 ms.
+ *
+ * Threads split the work one of two ways (rt_conv__pixels_f32): by pixels, each packing and
+ * computing its own share, or, where the weights are many times x^T, by panels of output
+ * channels after packing x^T together. */
 #include "core/threadpool.h"
 #include "ops/conv.h"
 #include "ops/gemm/gemm.h"
 #include "ops/op_util.h"
 
+#include <sched.h>
+#include <stdatomic.h>
+
 #define MAX_PLANE 256              /* pixels: 16x16 and below */
 #define MIN_OUT_CHANNELS 64        /* a B panel of NR channels wastes little of them */
-#define MIN_WEIGHT_FLOATS (1 << 18) /* 1 MB: past L2, where the other way streams them */
+#define MIN_WEIGHT_FLOATS (1 << 17) /* 0.5 MB: where the other way streams them per block */
 #define MAX_XT_FLOATS (1 << 20)    /* 4 MB: x^T, packed per call */
 #define GROUP_BLOCKS 4             /* blocks of pixels summed together, 4 KB of tiles */
+#define SHARED_XT_RATIO 8          /* weights past 8x x^T: threads split panels, not pixels */
 
-/* With weights that fit in L2 the other way measured the same: MobileNet's 256 -> 512
- * channels on 14x14 (0.5 MB of weights) took 610 us this way against 613. */
+/* MobileNet's 256 -> 512 channels on 14x14 (0.5 MB of weights) took the same time either
+ * way at 1 thread (610 us this way against 613), and at 2 threads 263 against 293 inside
+ * MobileNet v1: the other way's bands of 32-pixel blocks cut 98 pixels a thread into 128
+ * columns, where this way splits the 25 blocks of 8. */
 bool rt_conv__pixels_pay(const conv_dims *d) {
     int64_t plane = d->out_h * d->out_w;
     return rt_conv__is_pointwise(d) && d->groups == 1 && plane >= 1 && plane <= MAX_PLANE &&
@@ -76,7 +86,8 @@ size_t rt_conv__pixels_scratch_bytes(const conv_dims *d) {
 
 typedef struct pixels_job {
     const conv_dims *d;
-    float *xt;              /* one image's x^T, packed */
+    const float *x;         /* one image's input */
+    float *xt;              /* its x^T, packed whole, or share by share */
     const float *wt, *bias; /* w^T packed */
     const rt_activation *act;
     float clamp[2];
@@ -84,6 +95,10 @@ typedef struct pixels_job {
     float *out;
     int64_t plane, mr, nr, kc;
     size_t panel_floats; /* one panel's w^T, as rt_conv__pixels_weights lays them out */
+    int64_t panels, blocks, shares, slices;
+    atomic_int ready[RT_MAX_RUNS];    /* by pixels: share s's x^T is packed */
+    atomic_llong next_slice, packed;  /* by panels: KC-deep slices of x^T claimed, packed */
+    atomic_llong next_panel;          /* by panels: panels claimed */
 } pixels_job;
 
 /* The tile's pixels [i, i + pixels) by channels [o, o + channels), summed in tile (row per
@@ -141,42 +156,103 @@ static AVX void store_transposed8(const pixels_job *job, const float *tile, int6
 }
 #endif
 
-/* Panels [begin, end) of NR output channels, every block of MR pixels. A panel's depth slice
- * of w^T (KC x NR floats) serves a group of pixel blocks from L1 before the next slice (one
- * block at a time through every slice read it from L2 for each block: 1 to 3% slower on
- * MobileNet's 14x14 and 7x7 layers), and a last block of fewer than MR pixels computes only
- * its own rows where the kernel can (7x7: 49 pixels, 6 blocks of 8 and one of 1; 6 to 8%). */
-static void pixel_panels(void *arg, size_t begin, size_t end) {
-    const pixels_job *job = arg;
+/* One panel of NR output channels for pixels [i0, i1), whose x^T is packed at xt (as
+ * rt_gemm_f32_pack_a packs those pixels alone). A panel's depth slice of w^T (KC x NR floats)
+ * serves a group of pixel blocks from L1 before the next slice (one block at a time through
+ * every slice read it from L2 for each block: 1 to 3% slower on MobileNet's 14x14 and 7x7
+ * layers), and a last block of fewer than MR pixels computes only its own rows where the
+ * kernel can (7x7: 49 pixels, 6 blocks of 8 and one of 1; 6 to 8%). */
+static void panel_pixels(const pixels_job *job, const float *xt, int64_t i0, int64_t i1,
+                         int64_t panel) {
     const conv_dims *d = job->d;
-    int64_t depth = d->channels;
-    int64_t tile_floats = job->mr * job->nr;
+    int64_t depth = d->channels, pixels = i1 - i0;
+    int64_t tile_floats = job->mr * job->nr, group = GROUP_BLOCKS * job->mr;
     float tiles[GROUP_BLOCKS * RT_GEMM_MR_MAX * RT_GEMM_NR_MAX] __attribute__((aligned(64)));
-    for (size_t panel = begin; panel < end; panel++) {
-        int64_t o = (int64_t)panel * job->nr;
-        int64_t channels = d->out_channels - o < job->nr ? d->out_channels - o : job->nr;
-        const float *wt = job->wt + panel * job->panel_floats;
-        for (int64_t i0 = 0; i0 < job->plane; i0 += GROUP_BLOCKS * job->mr) {
-            int64_t i1 = job->plane - i0 < GROUP_BLOCKS * job->mr ? job->plane
-                                                                  : i0 + GROUP_BLOCKS * job->mr;
-            for (int64_t p0 = 0; p0 < depth; p0 += job->kc)
-                for (int64_t i = i0; i < i1; i += job->mr)
-                    rt_gemm_f32_packed_rows_block(
-                        job->xt, job->plane, wt, channels, depth, i, 0, p0,
-                        tiles + (i - i0) / job->mr * tile_floats, job->nr, p0 > 0,
-                        job->plane - i < job->mr ? job->plane - i : job->mr);
-            for (int64_t i = i0; i < i1; i += job->mr) {
-                const float *tile = tiles + (i - i0) / job->mr * tile_floats;
-                int64_t pixels = job->plane - i < job->mr ? job->plane - i : job->mr;
+    int64_t o = panel * job->nr;
+    int64_t channels = d->out_channels - o < job->nr ? d->out_channels - o : job->nr;
+    const float *wt = job->wt + (size_t)panel * job->panel_floats;
+    for (int64_t g0 = 0; g0 < pixels; g0 += group) {
+        int64_t g1 = pixels - g0 < group ? pixels : g0 + group;
+        for (int64_t p0 = 0; p0 < depth; p0 += job->kc)
+            for (int64_t i = g0; i < g1; i += job->mr)
+                rt_gemm_f32_packed_rows_block(xt, pixels, wt, channels, depth, i, 0, p0,
+                                              tiles + (i - g0) / job->mr * tile_floats,
+                                              job->nr, p0 > 0,
+                                              pixels - i < job->mr ? pixels - i : job->mr);
+        for (int64_t i = g0; i < g1; i += job->mr) {
+            const float *tile = tiles + (i - g0) / job->mr * tile_floats;
+            int64_t rows = pixels - i < job->mr ? pixels - i : job->mr;
 #ifdef HAVE_AVX_STORE
-                if (job->mr == 8 && job->nr == 32) {
-                    store_transposed8(job, tile, i, o, pixels, channels);
-                    continue;
-                }
+            if (job->mr == 8 && job->nr == 32) {
+                store_transposed8(job, tile, i0 + i, o, rows, channels);
+                continue;
+            }
 #endif
-                store_transposed(job, tile, i, o, pixels, channels);
+            store_transposed(job, tile, i0 + i, o, rows, channels);
+        }
+    }
+}
+
+/* x^T for pixels [i0, i1): x[c, pixel] read as x^T[pixel, c] (m = pixels, k = channels). */
+static rt_gemm_f32_args xt_of(const pixels_job *job, int64_t i0, int64_t i1) {
+    return (rt_gemm_f32_args){.m = i1 - i0, .k = job->d->channels, .a = job->x + i0,
+                              .a_row_stride = 1, .a_col_stride = job->plane};
+}
+
+/* The first pixel of share s: whole blocks of MR, split evenly, so each share's x^T packed
+ * alone starts at that pixel times the depth, and its blocks are the whole plane's. */
+static int64_t share_start(const pixels_job *job, int64_t s) {
+    int64_t start = job->blocks * s / job->shares * job->mr;
+    return start < job->plane ? start : job->plane;
+}
+
+/* By pixels: a run per thread, its share's panels (item share * panels + panel). Its holder
+ * packs the share's x^T on the first item and computes every panel for those pixels, so no
+ * thread waits for another, and what a thread packs and stores stays in its cache (the next
+ * pointwise layer reads its share of the pixels again), but every thread streams all the
+ * weights. A thread done early takes panels from the back of another's run once that share's
+ * x^T is ready. */
+static void share_run(void *arg, int32_t slot, rt_run *run) {
+    (void)slot;
+    pixels_job *job = arg;
+    int64_t share = -1, i0 = 0, i1 = 0;
+    float *xt = NULL;
+    size_t item;
+    while (rt_run__next(run, &item)) {
+        int64_t s = (int64_t)item / job->panels;
+        if (s != share) { /* a run holds one share's panels: its first item */
+            share = s;
+            i0 = share_start(job, s);
+            i1 = share_start(job, s + 1);
+            xt = job->xt + i0 * job->d->channels;
+            if (!rt_run__stolen(run)) {
+                rt_gemm_f32_args a = xt_of(job, i0, i1);
+                rt_gemm_f32_pack_a(&a, xt);
+                atomic_store_explicit(&job->ready[s], 1, memory_order_release);
+            } else {
+                while (!atomic_load_explicit(&job->ready[s], memory_order_acquire))
+                    sched_yield();
             }
         }
+        panel_pixels(job, xt, i0, i1, (int64_t)item % job->panels);
+    }
+}
+
+/* By panels: the threads pack x^T a KC-deep slice at a time, wait until every slice is
+ * packed (only for slices another thread is packing), then claim panels for the whole plane.
+ * Each panel's weights are streamed once in all. */
+static void panel_slots(void *arg, size_t begin, size_t end) {
+    pixels_job *job = arg;
+    rt_gemm_f32_args xt = xt_of(job, 0, job->plane);
+    for (size_t slot = begin; slot < end; slot++) {
+        for (long long s; (s = atomic_fetch_add(&job->next_slice, 1)) < job->slices;) {
+            rt_gemm_f32_pack_a_slices(&xt, s, s + 1, job->xt);
+            atomic_fetch_add_explicit(&job->packed, 1, memory_order_release);
+        }
+        while (atomic_load_explicit(&job->packed, memory_order_acquire) < job->slices)
+            sched_yield();
+        for (long long panel; (panel = atomic_fetch_add(&job->next_panel, 1)) < job->panels;)
+            panel_pixels(job, job->xt, 0, job->plane, panel);
     }
 }
 
@@ -187,17 +263,33 @@ void rt_conv__pixels_f32(const conv_dims *d, const float *x, const float *wt, co
     rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
     job.panel_floats = panel_floats(d);
     job.clamped = rt_gemm_f32_clamp_of(act, job.clamp);
-    int64_t panels = (d->out_channels + job.nr - 1) / job.nr;
-    int64_t panel_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, job.plane), d->channels);
+    job.panels = (d->out_channels + job.nr - 1) / job.nr;
+    job.blocks = (job.plane + job.mr - 1) / job.mr;
+    job.slices = (d->channels + job.kc - 1) / job.kc;
+    threads = threads > 1 ? threads : 1;
+    /* By pixels each thread streams every weight; by panels x^T is packed once for all, and
+     * each thread reads what the others packed. MobileNet v1 at 2 threads, per layer, by
+     * pixels / by panels / the caller packing x^T alone (then panels): 512 -> 512 channels
+     * on 14x14 (1 MB of weights, x^T 0.4 MB) 540/570/600 us; 1024 -> 1024 on 7x7 (4 MB, x^T
+     * 0.2 MB) 623/612/665. */
+    double weights = (double)d->channels * (double)d->out_channels;
+    double xt = (double)job.plane * (double)d->channels;
+    job.shares = weights <= SHARED_XT_RATIO * xt ? threads : 1;
+    job.shares = job.shares < job.blocks ? job.shares : job.blocks;
+    job.shares = job.shares < RT_MAX_RUNS ? job.shares : RT_MAX_RUNS;
     for (int64_t n = 0; n < d->batch; n++) {
-        /* x[c, pixel] read as x^T[pixel, c]: m = pixels, k = channels. On the calling thread:
-         * packed in slices by both threads, then read whole by each, it measured 10 to 17%
-         * slower at 2 threads on MobileNet's 7x7 layers. */
-        rt_gemm_f32_args xt = {.m = job.plane, .k = d->channels,
-                               .a = x + n * d->channels * job.plane, .a_row_stride = 1,
-                               .a_col_stride = job.plane};
-        rt_gemm_f32_pack_a(&xt, job.xt);
+        job.x = x + n * d->channels * job.plane;
         job.out = out + n * d->out_channels * job.plane;
-        rt_parallel_for(threads, (size_t)panels, rt_op__grain(panel_work), pixel_panels, &job);
+        if (job.shares > 1) {
+            for (int64_t s = 0; s < job.shares; s++)
+                atomic_init(&job.ready[s], 0);
+            rt_parallel_runs((int32_t)job.shares, (size_t)(job.shares * job.panels), share_run,
+                             &job);
+            continue;
+        }
+        atomic_init(&job.next_slice, 0);
+        atomic_init(&job.packed, 0);
+        atomic_init(&job.next_panel, 0);
+        rt_parallel_for(threads, (size_t)threads, 1, panel_slots, &job);
     }
 }

@@ -382,9 +382,14 @@ size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n) {
 
 /* Slice by slice, every panel: the offsets run_tile computes for packed_a / packed_b. */
 void rt_gemm_f32_pack_a(const rt_gemm_f32_args *g, float *dst) {
+    rt_gemm_f32_pack_a_slices(g, 0, (g->k + KC - 1) / KC, dst);
+}
+
+void rt_gemm_f32_pack_a_slices(const rt_gemm_f32_args *g, int64_t first, int64_t end,
+                               float *dst) {
     pthread_once(&select_once, select_micro_kernel);
     int64_t m_pad = round_up(g->m, MR);
-    for (int64_t p0 = 0; p0 < g->k; p0 += KC)
+    for (int64_t p0 = first * KC; p0 < g->k && p0 < end * KC; p0 += KC)
         pack_a(g, 0, g->m, p0, min64(KC, g->k - p0), dst + p0 * m_pad);
 }
 

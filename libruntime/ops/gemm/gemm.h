@@ -44,6 +44,10 @@ void rt_gemm_f32(const rt_gemm_f32_args *args, void *scratch, size_t scratch_byt
 size_t rt_gemm_f32_packed_a_floats(int64_t m, int64_t k);
 size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n);
 void rt_gemm_f32_pack_a(const rt_gemm_f32_args *args, float *dst);
+/* KC-deep slices [first, end) of what rt_gemm_f32_pack_a lays out at dst (each slice is
+ * written where the whole packing would write it), so threads may pack slices apiece. */
+void rt_gemm_f32_pack_a_slices(const rt_gemm_f32_args *args, int64_t first, int64_t end,
+                               float *dst);
 void rt_gemm_f32_pack_b(const rt_gemm_f32_args *args, float *dst);
 
 /* ---- gathered B: direct convolution on the same kernels ----------------------------------- */
