@@ -30,6 +30,7 @@
 #define MIN_WEIGHT_FLOATS (1 << 17) /* 0.5 MB: where the other way streams them per block */
 #define MAX_XT_FLOATS (1 << 20)    /* 4 MB: x^T, packed per call */
 #define GROUP_BLOCKS 4             /* blocks of pixels summed together, 4 KB of tiles */
+#define WHOLE_GROUP_BLOCKS 8       /* or all of them, up to 8 (7x7's 7) */
 #define SHARED_XT_RATIO 8          /* weights past 8x x^T: threads split panels, not pixels */
 
 /* MobileNet's 256 -> 512 channels on 14x14 (0.5 MB of weights) took the same time either
@@ -160,14 +161,20 @@ static AVX void store_transposed8(const pixels_job *job, const float *tile, int6
  * rt_gemm_f32_pack_a packs those pixels alone). A panel's depth slice of w^T (KC x NR floats)
  * serves a group of pixel blocks from L1 before the next slice (one block at a time through
  * every slice read it from L2 for each block: 1 to 3% slower on MobileNet's 14x14 and 7x7
- * layers), and a last block of fewer than MR pixels computes only its own rows where the
+ * layers). A group is 4 blocks, or every block where there are at most 8, so each slice is
+ * read from memory once and by no other group (MobileNet v1's 7x7 layers at 1 thread, 4 and
+ * 3 blocks / all 7: 537/527 and 1,066/1,051 us; 6 to 8 blocks in the 14x14 layers' groups
+ * were no faster). A last block of fewer than MR pixels computes only its own rows where the
  * kernel can (7x7: 49 pixels, 6 blocks of 8 and one of 1; 6 to 8%). */
 static void panel_pixels(const pixels_job *job, const float *xt, int64_t i0, int64_t i1,
                          int64_t panel) {
     const conv_dims *d = job->d;
     int64_t depth = d->channels, pixels = i1 - i0;
-    int64_t tile_floats = job->mr * job->nr, group = GROUP_BLOCKS * job->mr;
-    float tiles[GROUP_BLOCKS * RT_GEMM_MR_MAX * RT_GEMM_NR_MAX] __attribute__((aligned(64)));
+    int64_t blocks = (pixels + job->mr - 1) / job->mr;
+    int64_t tile_floats = job->mr * job->nr;
+    int64_t group = (blocks <= WHOLE_GROUP_BLOCKS ? blocks : GROUP_BLOCKS) * job->mr;
+    float tiles[WHOLE_GROUP_BLOCKS * RT_GEMM_MR_MAX * RT_GEMM_NR_MAX]
+        __attribute__((aligned(64)));
     int64_t o = panel * job->nr;
     int64_t channels = d->out_channels - o < job->nr ? d->out_channels - o : job->nr;
     const float *wt = job->wt + (size_t)panel * job->panel_floats;
