@@ -681,17 +681,24 @@ def test_depthwise_3x3_small_planes_model_shapes(stride, size):
     assert_close(got, want, **tolerance("float32", 10, 4.0))
 
 
-def run_conv_constant_weights(x, w, bias, strides, padding, dilations, groups, act, threads):
-    """conv2d_act with w and bias as program constants, which the loader packs once: the path
-    real models take (direct on the GEMM kernels, or im2col + GEMM with packed weights)."""
+def conv_constant_weights_program(x_shape, w, bias, strides, padding, dilations, groups, act):
+    """A program of conv2d_act with w and bias as constants, which the loader packs once: the
+    path real models take (direct on the GEMM kernels, or im2col + GEMM with packed weights)."""
     b = ProgramBuilder()
     m = b.method("forward")
-    y = m.conv2d(m.input("x", "float32", x.shape), m.constant(w),
+    y = m.conv2d(m.input("x", "float32", x_shape), m.constant(w),
                  m.constant(bias) if bias is not None else None, strides, list(padding),
                  dilations, groups)
     assert m.fuse_activation(y, act, 0.5, 1.5)
     m.output(y, "y")
-    with rt.Program.load(b.to_bytes()) as program, \
+    return b.to_bytes()
+
+
+def run_conv_constant_weights(x, w, bias, strides, padding, dilations, groups, act, threads):
+    """conv2d_act with constant weights (conv_constant_weights_program), run once."""
+    program_bytes = conv_constant_weights_program(x.shape, w, bias, strides, padding,
+                                                  dilations, groups, act)
+    with rt.Program.load(program_bytes) as program, \
             program.load_method("forward", num_threads=threads) as f:
         return np.array(f(x)[0])
 
@@ -807,15 +814,11 @@ def test_conv2d_pointwise_small_planes_split_over_threads(x_shape, out_channels)
     bias = rng.standard_normal(out_channels).astype(np.float32)
     want = ACTIVATIONS[2](ref_conv2d(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1),
                           np.float32(0.5), np.float32(1.5)).astype(np.float32)
-    one = run_conv_constant_weights(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1, 2, 1)
-    assert_close(one, want, **tolerance("float32", x_shape[1] + 1, 4.0))
-    b = ProgramBuilder()
-    m = b.method("forward")
-    y = m.conv2d(m.input("x", "float32", x.shape), m.constant(w), m.constant(bias), [1, 1],
-                 [0, 0, 0, 0], [1, 1], 1)
-    assert m.fuse_activation(y, 2, 0.5, 1.5)
-    m.output(y, "y")
-    with rt.Program.load(b.to_bytes()) as program:
+    with rt.Program.load(conv_constant_weights_program(
+            x.shape, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1, 2)) as program:
+        with program.load_method("forward", num_threads=1) as f:
+            one = np.array(f(x)[0])
+        assert_close(one, want, **tolerance("float32", x_shape[1] + 1, 4.0))
         for threads in (2, 3, 4):
             with program.load_method("forward", num_threads=threads) as f:
                 for _ in range(3):

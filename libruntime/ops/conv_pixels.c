@@ -279,9 +279,9 @@ void rt_conv__pixels_f32(const conv_dims *d, const float *x, const float *wt, co
      * pixels / by panels / the caller packing x^T alone (then panels): 512 -> 512 channels
      * on 14x14 (1 MB of weights, x^T 0.4 MB) 540/570/600 us; 1024 -> 1024 on 7x7 (4 MB, x^T
      * 0.2 MB) 623/612/665. */
-    double weights = (double)d->channels * (double)d->out_channels;
-    double xt = (double)job.plane * (double)d->channels;
-    job.shares = weights <= SHARED_XT_RATIO * xt ? threads : 1;
+    double weight_floats = (double)d->channels * (double)d->out_channels;
+    double xt_floats = (double)job.plane * (double)d->channels;
+    job.shares = weight_floats <= SHARED_XT_RATIO * xt_floats ? threads : 1;
     job.shares = job.shares < job.blocks ? job.shares : job.blocks;
     job.shares = job.shares < RT_MAX_RUNS ? job.shares : RT_MAX_RUNS;
     for (int64_t n = 0; n < d->batch; n++) {
