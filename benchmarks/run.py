@@ -132,22 +132,28 @@ def numpy_peer(name: str, model, feeds):
     return None
 
 
-def bench_models(threads: int, names, min_time: float):
-    import numpy as np
+def load_both(model, threads: int):
+    """The model in an onnxruntime session and as our method, each on `threads` threads."""
     import onnxruntime as ort
 
     import runtime_py as rt
     import runtime_py.onnx as ro
 
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    program = rt.Program.load(ro.convert(model))
+    return session, program, program.load_method("forward", num_threads=threads)
+
+
+def bench_models(threads: int, names, min_time: float):
+    import numpy as np
+
     rows = []
     for name in names:
         model, feeds = model_and_input(name)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        program = rt.Program.load(ro.convert(model))
-        method = program.load_method("forward", num_threads=threads)
+        session, program, method = load_both(model, threads)
         args = [feeds[i.name] for i in model.graph.input if i.name in feeds]
         ours_out = np.asarray(method(*args)[0])
         ref_out = session.run(None, feeds)[0]
@@ -223,18 +229,8 @@ PERIODIC_CALLS = 8  # per turn, ROUNDS // 2 turns per peer
 
 
 def bench_periodic(threads: int):
-    import onnxruntime as ort
-
-    import runtime_py as rt
-    import runtime_py.onnx as ro
-
     model, feeds = model_and_input(PERIODIC_MODEL)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    method = rt.Program.load(ro.convert(model)).load_method("forward", num_threads=threads)
+    session, program, method = load_both(model, threads)
     args = [feeds[i.name] for i in model.graph.input if i.name in feeds]
     fns = {"ours": lambda: method(*args), "onnxruntime": lambda: session.run(None, feeds)}
     times = {name: [] for name in fns}
@@ -249,6 +245,7 @@ def bench_periodic(threads: int):
                 times[name].append(time.perf_counter() - t0)
             time.sleep(SETTLE_S)
     method.close()
+    program.close()
     return {"model": PERIODIC_MODEL, "pause_ms": PERIODIC_PAUSE_S * 1e3,
             **{name: stats(samples) for name, samples in times.items()}}
 
