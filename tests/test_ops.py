@@ -681,6 +681,57 @@ def test_depthwise_3x3_small_planes_model_shapes(stride, size):
     assert_close(got, want, **tolerance("float32", 10, 4.0))
 
 
+DEPTHWISE_VARIANT_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from tests.test_ops import run_op
+rng = np.random.default_rng(7)
+outs = []
+for stride, pads, size, act in ((1, [1, 1, 1, 1], (14, 14), 2), (2, [1, 1, 1, 1], (14, 14), 2),
+                                (1, [0, 2, 1, 0], (9, 37), 3), (2, [2, 0, 0, 1], (11, 40), 1),
+                                (1, [1, 1, 1, 1], (7, 7), 0), (2, [0, 1, 1, 1], (5, 18), 5)):
+    x = rng.standard_normal((2, 3) + size).astype(np.float32)
+    x[1, 2, size[0] // 2, size[1] - 1] = np.nan
+    w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    oh = (size[0] + pads[0] + pads[2] - 3) // stride + 1
+    ow = (size[1] + pads[1] + pads[3] - 3) // stride + 1
+    got = run_op("conv2d_act", [x, w, bias], [[stride, stride], pads, [1, 1], 3, act, 0.5, 1.5],
+                 out=("float32", (2, 3, oh, ow)), num_threads=2)
+    outs += [x, w, bias, got]
+np.savez(sys.argv[2], *outs)
+"""
+
+
+@pytest.mark.parametrize("kernel,flags", [("portable", []), ("avx2_fma", ["avx2", "fma"]),
+                                          ("avx512", ["avx512f"])])
+def test_depthwise_3x3_on_each_kernel_set(kernel, flags, tmp_path):
+    """3x3 depthwise with stride 1 and 2 on each kernel set this CPU runs (the GEMM kernel's
+    choice, which the depthwise convolution follows): AVX-512 and AVX2 read x in place with
+    masked loads at the plane's edges (AVX2's stride 2 shuffles even and odd lanes and puts
+    the sums' columns back in order), the portable path reads a padded copy. Left, right and
+    uneven padding, planes of 7 to 40 columns, a NaN at a row's last column."""
+    if not all(flag in cpu_flags() for flag in flags):
+        pytest.skip(f"this CPU lacks {flags}")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out.npz"
+    subprocess.run([sys.executable, "-c", DEPTHWISE_VARIANT_SCRIPT, str(root), str(out)],
+                   env=dict(os.environ, RT_GEMM_KERNEL=kernel), check=True, cwd=root,
+                   timeout=120)
+    saved = np.load(out)
+    arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    cases = ((1, [1, 1, 1, 1], 2), (2, [1, 1, 1, 1], 2), (1, [0, 2, 1, 0], 3),
+             (2, [2, 0, 0, 1], 1), (1, [1, 1, 1, 1], 0), (2, [0, 1, 1, 1], 5))
+    for i, (stride, pads, act) in enumerate(cases):
+        x, w, bias, got = arrays[4 * i:4 * i + 4]
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = ACTIVATIONS[act](ref_conv2d(x, w, bias, [stride, stride], pads, [1, 1], 3),
+                                    np.float32(0.5), np.float32(1.5)).astype(np.float32)
+        assert np.isnan(got).any() and np.array_equal(np.isnan(got), np.isnan(want))
+        assert_close(got, want, **tolerance("float32", 10, 4.0))
+
+
 def conv_constant_weights_program(x_shape, w, bias, strides, padding, dilations, groups, act):
     """A program of conv2d_act with w and bias as constants, which the loader packs once: the
     path real models take (direct on the GEMM kernels, or im2col + GEMM with packed weights)."""

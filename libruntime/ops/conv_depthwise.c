@@ -5,9 +5,9 @@
  * them, so they are read back from L1. Every tap of every output row then reads a contiguous
  * run of that buffer, so padding costs nothing, strided convolutions vectorise like
  * unit-stride ones, and each output vector (8 columns) sums all its taps in a register before
- * one store. With AVX-512, 3x3 kernels with stride 1 or 2 (MobileNet's) skip the copy: they
- * read the plane itself with masked loads and make the taps by shifting and permuting loaded
- * vectors. Relu and Clip are applied to the sums before the store; other activations run on
+ * one store. With AVX-512 or AVX2, 3x3 kernels with stride 1 or 2 (MobileNet's) skip the
+ * copy: they read the plane itself with masked loads at its edges and make the taps by
+ * shifting and permuting loaded vectors. Relu and Clip are applied to the sums before the store; other activations run on
  * each finished group of rows. */
 #include <stdatomic.h>
 #include <string.h>
@@ -22,7 +22,7 @@
 /* Plain target attributes, not clones: the fuzzing build (RT_NO_MULTIVERSION) keeps them. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define HAVE_AVX512_DEPTHWISE 1
+#define HAVE_X86_DEPTHWISE 1
 #endif
 
 #define MAX_STRIDE 4
@@ -206,7 +206,7 @@ static void depthwise_slots(void *arg, size_t begin, size_t end) {
     }
 }
 
-#ifdef HAVE_AVX512_DEPTHWISE
+#ifdef HAVE_X86_DEPTHWISE
 #define AVX512 __attribute__((target("avx512f")))
 
 /* Rows x 32 sums of a block into output rows `dst_stride` floats apart, the first `cols`
@@ -550,18 +550,166 @@ static AVX512 void k3s2_pair_rows(const depthwise_job *job, const float *x, cons
     k3_pair_rows(job, x, w, b, oh, rows, dst, 2);
 }
 
+
+/* ---- 3x3, stride 1 or 2, with AVX2 + FMA ------------------------------------------------ */
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* The AVX-512 blocks' scheme in 8-float vectors: straight from x, up to four output rows by
+ * 16 columns a block, each input row loaded once per block and its taps fed to every output
+ * row that reads it. Taps come from unaligned loads (stride 1: columns c, c + 1, c + 2) or
+ * from two-source shuffles of them (stride 2); in a block at the plane's left or right edge,
+ * masked loads read only the image's columns and give zeros for the padding. */
+
+/* The lanes of 8 floats from column c on that are inside [0, width): at a block on the
+ * plane's edge, its loads read only those (masked lanes are zero and never read). */
+static inline __attribute__((always_inline)) AVX2 __m256i in_image__avx2(int64_t c,
+                                                                          int64_t width) {
+    const __m256i col = _mm256_add_epi32(_mm256_set1_epi32((int32_t)c),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)width), col));
+}
+
+/* Output rows [oh, oh + rows) by `vectors` (1 or 2, a constant) 8-column vectors from column
+ * ow. With stride 2 the taps of output columns j come from even or odd lanes: vshufps takes
+ * them within 128-bit halves, which leaves each sum's columns in the order 0, 1, 4, 5, 2, 3,
+ * 6, 7, put right by one vpermpd before the store. */
+static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
+    const depthwise_job *job, const float *x, const __m256 *wv, float b, int64_t oh,
+    int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
+    const conv_dims *d = job->d;
+    int64_t col0 = stride * ow - d->pad[1];
+    /* The last column a load of this block reads (stride 1: 8v + kw + 7; 2: 16v + 10 + 7). */
+    int64_t last = col0 + (stride == 1 ? 8 * vectors + 1 : 16 * vectors + 1);
+    bool edge = col0 < 0 || last >= d->width;
+    /* Each vector's loads, from these columns of every input row it reads: stride 1 the
+     * taps themselves, stride 2 the two pairs of 8 that the even and odd lanes come from. */
+    const int64_t offsets[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
+    __m256i mask[2][4];
+    for (int v = 0; v < vectors && edge; v++)
+        for (int l = 0; l < (stride == 1 ? 3 : 4); l++)
+            mask[v][l] = in_image__avx2(col0 + 8 * stride * v + offsets[stride - 1][l],
+                                        d->width);
+    __m256 acc[4][2];
+    for (int64_t r = 0; r < rows; r++)
+        acc[r][0] = acc[r][1] = _mm256_set1_ps(b);
+#pragma GCC unroll 9
+    for (int64_t ir = 0; ir < stride * (rows - 1) + 3; ir++) {
+        int64_t ih = stride * oh + ir - d->pad[0];
+        if (ih < 0 || ih >= d->height) /* a padding row: zeros add nothing */
+            continue;
+        const float *row = x + ih * d->width;
+        __m256 tap[2][3], in[4];
+#pragma GCC unroll 2
+        for (int v = 0; v < vectors; v++) {
+            const float *src = row + col0 + 8 * stride * v;
+            for (int l = 0; l < (stride == 1 ? 3 : 4); l++)
+                in[l] = edge ? _mm256_maskload_ps(src + offsets[stride - 1][l], mask[v][l])
+                             : _mm256_loadu_ps(src + offsets[stride - 1][l]);
+            if (stride == 1) {
+                tap[v][0] = in[0], tap[v][1] = in[1], tap[v][2] = in[2];
+                continue;
+            }
+            tap[v][0] = _mm256_shuffle_ps(in[0], in[1], 0x88); /* columns c + 2j */
+            tap[v][1] = _mm256_shuffle_ps(in[0], in[1], 0xdd); /* c + 2j + 1 */
+            tap[v][2] = _mm256_shuffle_ps(in[2], in[3], 0x88); /* c + 2j + 2 */
+        }
+#pragma GCC unroll 4
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t kh = ir - stride * r; /* output row r reads input row ir at kernel row kh */
+            if (kh < 0 || kh > 2)
+                continue;
+#pragma GCC unroll 2
+            for (int v = 0; v < vectors; v++)
+#pragma GCC unroll 3
+                for (int64_t kw = 0; kw < 3; kw++)
+                    acc[r][v] = _mm256_fmadd_ps(wv[kh * 3 + kw], tap[v][kw], acc[r][v]);
+        }
+    }
+    const __m256 lo = _mm256_set1_ps(job->clamp != NULL ? job->clamp[0] : 0.0f);
+    const __m256 hi = _mm256_set1_ps(job->clamp != NULL ? job->clamp[1] : 0.0f);
+    for (int64_t r = 0; r < rows; r++)
+        for (int v = 0; v < vectors; v++) {
+            int64_t first = ow + 8 * v, cols = d->out_w - first < 8 ? d->out_w - first : 8;
+            __m256 y = acc[r][v];
+            if (stride == 2)
+                y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(y), 0xd8));
+            if (job->clamp != NULL) /* max and min return their second operand for a NaN */
+                y = _mm256_min_ps(hi, _mm256_max_ps(lo, y));
+            float *out = dst + r * d->out_w + first;
+            if (cols == 8)
+                _mm256_storeu_ps(out, y);
+            else if (cols > 0)
+                _mm256_maskstore_ps(out, _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)cols),
+                                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5,
+                                                                              6, 7)),
+                                    y);
+        }
+}
+
+/* k3_block__avx2 with the row count a constant in each inlined copy. */
+static inline __attribute__((always_inline)) AVX2 void k3_block_rows__avx2(
+    const depthwise_job *job, const float *x, const __m256 *wv, float b, int64_t oh,
+    int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
+    switch (rows) {
+    case 4:
+        k3_block__avx2(job, x, wv, b, oh, 4, ow, dst, stride, vectors);
+        break;
+    case 3:
+        k3_block__avx2(job, x, wv, b, oh, 3, ow, dst, stride, vectors);
+        break;
+    case 2:
+        k3_block__avx2(job, x, wv, b, oh, 2, ow, dst, stride, vectors);
+        break;
+    default:
+        k3_block__avx2(job, x, wv, b, oh, 1, ow, dst, stride, vectors);
+    }
+}
+
+static inline __attribute__((always_inline)) AVX2 void k3_rows__avx2(
+    const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
+    int64_t rows, float *dst, int64_t stride) {
+    __m256 wv[9];
+    for (int64_t t = 0; t < 9; t++)
+        wv[t] = _mm256_set1_ps(w[t]);
+    for (int64_t ow = 0; ow < job->d->out_w; ow += 16) {
+        if (job->d->out_w - ow > 8)
+            k3_block_rows__avx2(job, x, wv, b, oh, rows, ow, dst, stride, 2);
+        else
+            k3_block_rows__avx2(job, x, wv, b, oh, rows, ow, dst, stride, 1);
+    }
+}
+
+static AVX2 void k3s1_rows__avx2(const depthwise_job *job, const float *x, const float *w,
+                                 float b, int64_t oh, int64_t rows, float *dst) {
+    k3_rows__avx2(job, x, w, b, oh, rows, dst, 1);
+}
+
+static AVX2 void k3s2_rows__avx2(const depthwise_job *job, const float *x, const float *w,
+                                 float b, int64_t oh, int64_t rows, float *dst) {
+    k3_rows__avx2(job, x, w, b, oh, rows, dst, 2);
+}
+
 /* 3x3 kernels, dilation 1, the same stride both ways: 1 or 2. */
 static depthwise_rows_fn k3_rows_for(const conv_dims *d) {
     if (d->kernel_h != 3 || d->kernel_w != 3 || d->dilation[0] != 1 || d->dilation[1] != 1 ||
-        d->stride[0] != d->stride[1] || !rt_gemm_f32_avx512())
+        d->stride[0] != d->stride[1] || (d->stride[0] != 1 && d->stride[0] != 2))
         return NULL;
-    if (d->out_w <= PAIR_MAX_WIDTH) {
-        if (d->stride[0] == 1 && d->pad[1] == 1 && d->out_w == d->width)
-            return k3s1_pair_rows;
-        if (d->stride[0] == 2)
-            return k3s2_pair_rows;
+    if (rt_gemm_f32_avx512()) {
+        if (d->out_w <= PAIR_MAX_WIDTH) {
+            if (d->stride[0] == 1 && d->pad[1] == 1 && d->out_w == d->width)
+                return k3s1_pair_rows;
+            if (d->stride[0] == 2)
+                return k3s2_pair_rows;
+        }
+        return d->stride[0] == 1 ? k3s1_rows : k3s2_rows;
     }
-    return d->stride[0] == 1 ? k3s1_rows : d->stride[0] == 2 ? k3s2_rows : NULL;
+    /* The AVX2 blocks compare columns as 32-bit lanes. */
+    if (strcmp(rt_gemm_f32_variant(), "avx2_fma") == 0 && d->width < (1 << 28) &&
+        d->pad[1] < (1 << 28))
+        return d->stride[0] == 1 ? k3s1_rows__avx2 : k3s2_rows__avx2;
+    return NULL;
 }
 #endif
 
@@ -594,7 +742,7 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
         job.planes_per_claim = job.planes / (4 * (int64_t)threads);
     if (job.planes_per_claim < 1)
         job.planes_per_claim = 1;
-#ifdef HAVE_AVX512_DEPTHWISE
+#ifdef HAVE_X86_DEPTHWISE
     rt_conv_padded unsplit;
     depthwise_rows_fn k3 = k3_rows_for(d);
     if (k3 != NULL) {
