@@ -155,6 +155,35 @@ static AVX void store_transposed8(const pixels_job *job, const float *tile, int6
         }
     }
 }
+
+/* store_transposed for the AVX2 kernel's 4 x 24 tiles: four channels at a time, a 4 x 4
+ * transpose, then the bias, the clamp and one store of the block's pixels per channel (35%
+ * of a 256 -> 512 channel layer on 14x14 went to the scalar loop). */
+static AVX void store_transposed4(const pixels_job *job, const float *tile, int64_t i,
+                                  int64_t o, int64_t pixels, int64_t channels) {
+    const __m128 lo = _mm_set1_ps(job->clamp[0]), hi = _mm_set1_ps(job->clamp[1]);
+    const __m128i keep = _mm_cmpgt_epi32(_mm_set1_epi32((int)pixels), _mm_setr_epi32(0, 1, 2, 3));
+    for (int64_t c0 = 0; c0 < channels; c0 += 4) {
+        __m128 r[4];
+        for (int p = 0; p < 4; p++) /* rows past the block's pixels: not wanted */
+            r[p] = p < pixels ? _mm_load_ps(tile + p * 24 + c0) : _mm_setzero_ps();
+        _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+        int64_t group = channels - c0 < 4 ? channels - c0 : 4;
+        for (int64_t c = 0; c < group; c++) {
+            float *row = job->out + (o + c0 + c) * job->plane + i;
+            __m128 v = _mm_add_ps(r[c], _mm_set1_ps(job->bias != NULL ? job->bias[o + c0 + c]
+                                                                      : 0.0f));
+            if (job->clamped) /* max and min return their second operand for a NaN */
+                v = _mm_min_ps(hi, _mm_max_ps(lo, v));
+            if (pixels == 4)
+                _mm_storeu_ps(row, v);
+            else
+                _mm_maskstore_ps(row, keep, v);
+            if (!job->clamped)
+                rt_activation__apply(job->act, row, pixels);
+        }
+    }
+}
 #endif
 
 /* One panel of NR output channels for pixels [i0, i1), whose x^T is packed at xt (as
@@ -192,6 +221,10 @@ static void panel_pixels(const pixels_job *job, const float *xt, int64_t i0, int
 #ifdef HAVE_AVX_STORE
             if (job->mr == 8 && job->nr == 32) {
                 store_transposed8(job, tile, i0 + i, o, rows, channels);
+                continue;
+            }
+            if (job->mr == 4 && job->nr == 24) {
+                store_transposed4(job, tile, i0 + i, o, rows, channels);
                 continue;
             }
 #endif
