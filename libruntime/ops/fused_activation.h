@@ -23,7 +23,7 @@ typedef struct rt_activation {
 
 static inline float rt_activation__one(const rt_activation *a, float x) {
     switch (a->kind) {
-    case RT_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case RT_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN kept, as rt_activation__apply */
     case RT_ACT_CLIP: return x < a->lo ? a->lo : x > a->hi ? a->hi : x;
     case RT_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case RT_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
