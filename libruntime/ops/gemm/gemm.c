@@ -77,9 +77,11 @@ static void select_micro_kernel(void) {
 #endif
 #if defined(__x86_64__) || defined(__i386__)
     if ((any || env_says("RT_GEMM_KERNEL", "avx2_fma")) && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
+        __builtin_cpu_supports("fma")) {
         use_kernel(rt_gemm_f32_micro__avx2_fma, rt_gemm_f32_gather__avx2_fma, "avx2_fma",
                    RT_GEMM_MR, RT_GEMM_NR);
+        cols_kernel = rt_gemm_f32_cols__avx2_fma;
+    }
 #endif
     (void)any;
 }

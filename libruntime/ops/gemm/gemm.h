@@ -141,6 +141,12 @@ void rt_gemm_f32_micro__portable(int64_t k, const float *a, const float *b, floa
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
                                  const float *col_bias, const float *clamp);
+/* The AVX2 kernel for a block of C only `cols` (< 24) wide (as rt_gemm_f32_cols__avx512);
+ * x86 builds only. */
+void rt_gemm_f32_cols__avx2_fma(int64_t k, const float *a, const float *b,
+                                const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
+                                const float *row_bias, const float *col_bias,
+                                const float *clamp, int64_t cols);
 /* 8 x 32; x86-64 builds with GCC or clang only. */
 void rt_gemm_f32_micro__avx512(int64_t k, const float *a, const float *b, float *c,
                                int64_t ldc, int accumulate, const float *row_bias,

@@ -9,10 +9,24 @@
 
 #define RT_TARGET __attribute__((target("avx2,fma")))
 
-/* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. */
+/* The first `cols` (<= 24) lanes of a row's three 8-float vectors, as maskload / maskstore
+ * masks. */
+static inline __attribute__((always_inline)) RT_TARGET void column_masks(int64_t cols,
+                                                                         __m256i mask[3]) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int v = 0; v < 3; v++)
+        mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)(cols - 8 * v)), lanes);
+}
+
+/* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. With `vectors`
+ * (a constant) under 3, only the first 8 or 16 columns are computed at all; with `masked`,
+ * C and the column bias are read and written in the first `cols` columns only (B's rows are
+ * read whole either way). Named accumulators: as an array GCC kept them on the stack (a
+ * third of the speed). */
 static inline __attribute__((always_inline)) RT_TARGET void micro(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
-    int accumulate, const float *row_bias, const float *col_bias, const float *clamp) {
+    int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
+    int64_t cols, int vectors, bool masked) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps();
     __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c22 = _mm256_setzero_ps();
@@ -21,45 +35,65 @@ static inline __attribute__((always_inline)) RT_TARGET void micro(
     for (int64_t p = 0; p < k; p++) {
         const float *row = b_offsets != NULL ? b + b_offsets[p] : b;
         const __m256 b0 = b_offsets != NULL ? _mm256_loadu_ps(row) : _mm256_load_ps(row);
-        const __m256 b1 = b_offsets != NULL ? _mm256_loadu_ps(row + 8) : _mm256_load_ps(row + 8);
-        const __m256 b2 = b_offsets != NULL ? _mm256_loadu_ps(row + 16) : _mm256_load_ps(row + 16);
+        const __m256 b1 = vectors < 2         ? _mm256_setzero_ps()
+                          : b_offsets != NULL ? _mm256_loadu_ps(row + 8)
+                                              : _mm256_load_ps(row + 8);
+        const __m256 b2 = vectors < 3         ? _mm256_setzero_ps()
+                          : b_offsets != NULL ? _mm256_loadu_ps(row + 16)
+                                              : _mm256_load_ps(row + 16);
         __m256 ai = _mm256_broadcast_ss(a + 0);
         c00 = _mm256_fmadd_ps(ai, b0, c00);
-        c01 = _mm256_fmadd_ps(ai, b1, c01);
-        c02 = _mm256_fmadd_ps(ai, b2, c02);
+        if (vectors >= 2)
+            c01 = _mm256_fmadd_ps(ai, b1, c01);
+        if (vectors >= 3)
+            c02 = _mm256_fmadd_ps(ai, b2, c02);
         ai = _mm256_broadcast_ss(a + 1);
         c10 = _mm256_fmadd_ps(ai, b0, c10);
-        c11 = _mm256_fmadd_ps(ai, b1, c11);
-        c12 = _mm256_fmadd_ps(ai, b2, c12);
+        if (vectors >= 2)
+            c11 = _mm256_fmadd_ps(ai, b1, c11);
+        if (vectors >= 3)
+            c12 = _mm256_fmadd_ps(ai, b2, c12);
         ai = _mm256_broadcast_ss(a + 2);
         c20 = _mm256_fmadd_ps(ai, b0, c20);
-        c21 = _mm256_fmadd_ps(ai, b1, c21);
-        c22 = _mm256_fmadd_ps(ai, b2, c22);
+        if (vectors >= 2)
+            c21 = _mm256_fmadd_ps(ai, b1, c21);
+        if (vectors >= 3)
+            c22 = _mm256_fmadd_ps(ai, b2, c22);
         ai = _mm256_broadcast_ss(a + 3);
         c30 = _mm256_fmadd_ps(ai, b0, c30);
-        c31 = _mm256_fmadd_ps(ai, b1, c31);
-        c32 = _mm256_fmadd_ps(ai, b2, c32);
+        if (vectors >= 2)
+            c31 = _mm256_fmadd_ps(ai, b1, c31);
+        if (vectors >= 3)
+            c32 = _mm256_fmadd_ps(ai, b2, c32);
         a += RT_GEMM_MR;
         if (b_offsets == NULL)
             b += RT_GEMM_NR;
     }
     __m256 rows[RT_GEMM_MR][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22},
                                   {c30, c31, c32}};
+    __m256i mask[3];
+    column_masks(masked ? cols : RT_GEMM_NR, mask);
     __m256 col[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     if (!accumulate && col_bias != NULL)
-        for (int v = 0; v < 3; v++)
-            col[v] = _mm256_loadu_ps(col_bias + 8 * v);
+        for (int v = 0; v < vectors; v++)
+            col[v] = masked ? _mm256_maskload_ps(col_bias + 8 * v, mask[v])
+                            : _mm256_loadu_ps(col_bias + 8 * v);
     for (int i = 0; i < RT_GEMM_MR; i++) {
-        float *row = c + i * ldc;
+        float *out = c + i * ldc;
         __m256 r = !accumulate && row_bias != NULL ? _mm256_broadcast_ss(row_bias + i)
                                                    : _mm256_setzero_ps();
-        for (int v = 0; v < 3; v++) {
-            __m256 base = accumulate ? _mm256_loadu_ps(row + 8 * v) : _mm256_add_ps(r, col[v]);
-            __m256 out = _mm256_add_ps(rows[i][v], base);
+        for (int v = 0; v < vectors; v++) {
+            __m256 base = !accumulate ? _mm256_add_ps(r, col[v])
+                          : masked    ? _mm256_maskload_ps(out + 8 * v, mask[v])
+                                      : _mm256_loadu_ps(out + 8 * v);
+            __m256 y = _mm256_add_ps(rows[i][v], base);
             if (clamp != NULL) /* max / min return their second operand for a NaN */
-                out = _mm256_min_ps(_mm256_broadcast_ss(clamp + 1),
-                                    _mm256_max_ps(_mm256_broadcast_ss(clamp), out));
-            _mm256_storeu_ps(row + 8 * v, out);
+                y = _mm256_min_ps(_mm256_broadcast_ss(clamp + 1),
+                                  _mm256_max_ps(_mm256_broadcast_ss(clamp), y));
+            if (masked)
+                _mm256_maskstore_ps(out + 8 * v, mask[v], y);
+            else
+                _mm256_storeu_ps(out + 8 * v, y);
         }
     }
 }
@@ -67,19 +101,38 @@ static inline __attribute__((always_inline)) RT_TARGET void micro(
 RT_TARGET void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                            int64_t ldc, int accumulate, const float *row_bias,
                                            const float *col_bias, const float *clamp) {
-    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp);
+    micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, RT_GEMM_NR, 3,
+          false);
 }
 
 RT_TARGET void rt_gemm_f32_gather__avx2_fma(int64_t k, const float *a, const float *b,
                                             const int64_t *b_offsets, float *c, int64_t ldc,
                                             int accumulate, const float *row_bias,
                                             const float *col_bias, const float *clamp) {
-    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp);
+    micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, RT_GEMM_NR, 3,
+          false);
+}
+
+/* A block of C only `cols` (< 24) wide, B packed (b_offsets NULL) or gathered: masked loads
+ * and stores of C and the column bias, so the edge block of a row of 112 outputs (16
+ * columns) needs no copy aside, and a block of 16 or 8 columns computes only those. */
+RT_TARGET void rt_gemm_f32_cols__avx2_fma(int64_t k, const float *a, const float *b,
+                                          const int64_t *b_offsets, float *c, int64_t ldc,
+                                          int accumulate, const float *row_bias,
+                                          const float *col_bias, const float *clamp,
+                                          int64_t cols) {
+    if (cols <= 8)
+        micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 1, true);
+    else if (cols <= 16)
+        micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 2, true);
+    else
+        micro(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 3, true);
 }
 
 #else
 
-/* Not an x86 build: the dispatcher never selects these variants. */
+/* Not an x86 build: the dispatcher never selects these variants (nor refers to the
+ * columns kernel). */
 void rt_gemm_f32_micro__avx2_fma(int64_t k, const float *a, const float *b, float *c,
                                  int64_t ldc, int accumulate, const float *row_bias,
                                  const float *col_bias, const float *clamp) {
