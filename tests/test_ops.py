@@ -798,6 +798,9 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     # takes three whole sweeps, a sweep of two blocks and a partial tail; with two threads
     # the sweeps start mid-plane.
     ((1, 256, 23, 37), (640, 256, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
+    # A shallow pointwise layer (MobileNet's second): sweeps of 64 blocks (2,048 columns) with
+    # the 8-row kernel, of 5 blocks (120 columns, B rows kept to L1) with the 4-row one.
+    ((1, 32, 40, 150), (96, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     # Tall images: the bands of output rows each thread pads for itself are cut short where
     # a band of every channel would pass 256 KB (one row each for the first; a few rows,
     # strided and dilated, for the second), and end at the image's last row. The first's
