@@ -27,10 +27,11 @@
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
 static rt_gemm_f32_gather_fn gather_kernel;
-/* The AVX-512 kernel's extra entries, NULL with the others: full-height blocks of C narrower
- * than NR (else computed aside and copied), and whole 8-row A panels packed with AVX. */
+/* The vector kernels' extra entries, NULL with the portable one: full-height blocks of C
+ * narrower than NR (else computed aside and copied), and whole MR-row A panels packed with
+ * AVX (pack_a_panel). */
 static rt_gemm_f32_cols_fn cols_kernel;
-static void (*pack_a8)(const float *a, int64_t lda, int64_t k, float *dst);
+static void (*pack_a_panel)(const float *a, int64_t lda, int64_t k, float *dst);
 static void (*row_kernel)(int64_t k, const float *a, int64_t a_stride, const float *b, float *c,
                           int accumulate, float row_bias, const float *col_bias,
                           const float *clamp, int64_t cols); /* products of fewer than MR rows */
@@ -69,7 +70,7 @@ static void select_micro_kernel(void) {
         use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8,
                    32);
         cols_kernel = rt_gemm_f32_cols__avx512;
-        pack_a8 = rt_gemm_f32_pack_a8__avx512;
+        pack_a_panel = rt_gemm_f32_pack_a8__avx512;
         row_kernel = rt_gemm_f32_row__avx512;
         rows_kernel = rt_gemm_f32_rows__avx512;
         return;
@@ -81,6 +82,7 @@ static void select_micro_kernel(void) {
         use_kernel(rt_gemm_f32_micro__avx2_fma, rt_gemm_f32_gather__avx2_fma, "avx2_fma",
                    RT_GEMM_MR, RT_GEMM_NR);
         cols_kernel = rt_gemm_f32_cols__avx2_fma;
+        pack_a_panel = rt_gemm_f32_pack_a4__avx2;
     }
 #endif
     (void)any;
@@ -186,8 +188,8 @@ static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0
     for (int64_t ir = first; ir < mc; ir += MR) {
         int64_t rows = min64(MR, mc - ir);
         const float *a = g->a + (i0 + ir) * g->a_row_stride + p0 * g->a_col_stride;
-        if (rows == 8 && MR == 8 && g->a_col_stride == 1 && pack_a8 != NULL) {
-            pack_a8(a, g->a_row_stride, kc, dst);
+        if (rows == MR && g->a_col_stride == 1 && pack_a_panel != NULL) {
+            pack_a_panel(a, g->a_row_stride, kc, dst);
             dst += kc * MR;
             continue;
         }

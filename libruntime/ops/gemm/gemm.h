@@ -147,6 +147,9 @@ void rt_gemm_f32_cols__avx2_fma(int64_t k, const float *a, const float *b,
                                 const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
                                 const float *row_bias, const float *col_bias,
                                 const float *clamp, int64_t cols);
+/* Four whole rows of a row-major A (row stride lda), columns [0, k), packed as one 4-row
+ * panel (dst[p * 4 + r]), with AVX; x86 builds only. */
+void rt_gemm_f32_pack_a4__avx2(const float *a, int64_t lda, int64_t k, float *dst);
 /* 8 x 32; x86-64 builds with GCC or clang only. */
 void rt_gemm_f32_micro__avx512(int64_t k, const float *a, const float *b, float *c,
                                int64_t ldc, int accumulate, const float *row_bias,
