@@ -667,17 +667,24 @@ static inline __attribute__((always_inline)) AVX2 void k3_block_rows__avx2(
     }
 }
 
+/* Output rows [oh, oh + rows), four at a time: a whole plane per call (job->step_rows), so
+ * the weights are broadcast once a plane. */
 static inline __attribute__((always_inline)) AVX2 void k3_rows__avx2(
     const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
     int64_t rows, float *dst, int64_t stride) {
+    const conv_dims *d = job->d;
     __m256 wv[9];
     for (int64_t t = 0; t < 9; t++)
         wv[t] = _mm256_set1_ps(w[t]);
-    for (int64_t ow = 0; ow < job->d->out_w; ow += 16) {
-        if (job->d->out_w - ow > 8)
-            k3_block_rows__avx2(job, x, wv, b, oh, rows, ow, dst, stride, 2);
-        else
-            k3_block_rows__avx2(job, x, wv, b, oh, rows, ow, dst, stride, 1);
+    for (int64_t r = oh; r < oh + rows; r += 4) {
+        int64_t step = oh + rows - r < 4 ? oh + rows - r : 4;
+        float *out = dst + (r - oh) * d->out_w;
+        for (int64_t ow = 0; ow < d->out_w; ow += 16) {
+            if (d->out_w - ow > 8)
+                k3_block_rows__avx2(job, x, wv, b, r, step, ow, out, stride, 2);
+            else
+                k3_block_rows__avx2(job, x, wv, b, r, step, ow, out, stride, 1);
+        }
     }
 }
 
@@ -751,8 +758,9 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
         job.reads_x = true;
         if (k3 == k3s2_pair_rows)
             pair_permutes(&job);
-        if (k3 == k3s1_pair_rows || k3 == k3s2_pair_rows)
-            job.step_rows = d->out_h + 1; /* a small plane whole, in one call */
+        if (k3 == k3s1_pair_rows || k3 == k3s2_pair_rows || k3 == k3s1_rows__avx2 ||
+            k3 == k3s2_rows__avx2)
+            job.step_rows = d->out_h + 1; /* a plane whole, in one call */
     } else if (stride2_fits(d, &unsplit)) { /* its plane is no larger than the split one */
         job.layout = unsplit;
         job.padded_dims.stride[1] = 1;
