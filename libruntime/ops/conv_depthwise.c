@@ -576,30 +576,32 @@ static inline __attribute__((always_inline)) AVX2 __m256i in_image__avx2(int64_t
  * them within 128-bit halves, which leaves each sum's columns in the order 0, 1, 4, 5, 2, 3,
  * 6, 7, put right by one vpermpd before the store. */
 static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
-    const depthwise_job *job, const float *x, const __m256 *wv, float b, int64_t oh,
+    const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
     int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
     const conv_dims *d = job->d;
+    /* Locals: read through d, each would be loaded again after every store. */
+    const int64_t width = d->width, height = d->height, pad_top = d->pad[0];
+    const int64_t out_w = d->out_w;
     int64_t col0 = stride * ow - d->pad[1];
     /* The last column a load of this block reads (stride 1: 8v + kw + 7; 2: 16v + 10 + 7). */
     int64_t last = col0 + (stride == 1 ? 8 * vectors + 1 : 16 * vectors + 1);
-    bool edge = col0 < 0 || last >= d->width;
+    bool edge = col0 < 0 || last >= width;
     /* Each vector's loads, from these columns of every input row it reads: stride 1 the
      * taps themselves, stride 2 the two pairs of 8 that the even and odd lanes come from. */
     const int64_t offsets[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
     __m256i mask[2][4];
     for (int v = 0; v < vectors && edge; v++)
         for (int l = 0; l < (stride == 1 ? 3 : 4); l++)
-            mask[v][l] = in_image__avx2(col0 + 8 * stride * v + offsets[stride - 1][l],
-                                        d->width);
+            mask[v][l] = in_image__avx2(col0 + 8 * stride * v + offsets[stride - 1][l], width);
     __m256 acc[4][2];
     for (int64_t r = 0; r < rows; r++)
         acc[r][0] = acc[r][1] = _mm256_set1_ps(b);
 #pragma GCC unroll 9
     for (int64_t ir = 0; ir < stride * (rows - 1) + 3; ir++) {
-        int64_t ih = stride * oh + ir - d->pad[0];
-        if (ih < 0 || ih >= d->height) /* a padding row: zeros add nothing */
+        int64_t ih = stride * oh + ir - pad_top;
+        if (ih < 0 || ih >= height) /* a padding row: zeros add nothing */
             continue;
-        const float *row = x + ih * d->width;
+        const float *row = x + ih * width;
         __m256 tap[2][3], in[4];
 #pragma GCC unroll 2
         for (int v = 0; v < vectors; v++) {
@@ -624,20 +626,21 @@ static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
             for (int v = 0; v < vectors; v++)
 #pragma GCC unroll 3
                 for (int64_t kw = 0; kw < 3; kw++)
-                    acc[r][v] = _mm256_fmadd_ps(wv[kh * 3 + kw], tap[v][kw], acc[r][v]);
+                    acc[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + kh * 3 + kw),
+                                                tap[v][kw], acc[r][v]);
         }
     }
     const __m256 lo = _mm256_set1_ps(job->clamp != NULL ? job->clamp[0] : 0.0f);
     const __m256 hi = _mm256_set1_ps(job->clamp != NULL ? job->clamp[1] : 0.0f);
     for (int64_t r = 0; r < rows; r++)
         for (int v = 0; v < vectors; v++) {
-            int64_t first = ow + 8 * v, cols = d->out_w - first < 8 ? d->out_w - first : 8;
+            int64_t first = ow + 8 * v, cols = out_w - first < 8 ? out_w - first : 8;
             __m256 y = acc[r][v];
             if (stride == 2)
                 y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(y), 0xd8));
             if (job->clamp != NULL) /* max and min return their second operand for a NaN */
                 y = _mm256_min_ps(hi, _mm256_max_ps(lo, y));
-            float *out = dst + r * d->out_w + first;
+            float *out = dst + r * out_w + first;
             if (cols == 8)
                 _mm256_storeu_ps(out, y);
             else if (cols > 0)
@@ -650,40 +653,36 @@ static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
 
 /* k3_block__avx2 with the row count a constant in each inlined copy. */
 static inline __attribute__((always_inline)) AVX2 void k3_block_rows__avx2(
-    const depthwise_job *job, const float *x, const __m256 *wv, float b, int64_t oh,
+    const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
     int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
     switch (rows) {
     case 4:
-        k3_block__avx2(job, x, wv, b, oh, 4, ow, dst, stride, vectors);
+        k3_block__avx2(job, x, w, b, oh, 4, ow, dst, stride, vectors);
         break;
     case 3:
-        k3_block__avx2(job, x, wv, b, oh, 3, ow, dst, stride, vectors);
+        k3_block__avx2(job, x, w, b, oh, 3, ow, dst, stride, vectors);
         break;
     case 2:
-        k3_block__avx2(job, x, wv, b, oh, 2, ow, dst, stride, vectors);
+        k3_block__avx2(job, x, w, b, oh, 2, ow, dst, stride, vectors);
         break;
     default:
-        k3_block__avx2(job, x, wv, b, oh, 1, ow, dst, stride, vectors);
+        k3_block__avx2(job, x, w, b, oh, 1, ow, dst, stride, vectors);
     }
 }
 
-/* Output rows [oh, oh + rows), four at a time: a whole plane per call (job->step_rows), so
- * the weights are broadcast once a plane. */
+/* Output rows [oh, oh + rows), four at a time: a whole plane per call (job->step_rows). */
 static inline __attribute__((always_inline)) AVX2 void k3_rows__avx2(
     const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
     int64_t rows, float *dst, int64_t stride) {
     const conv_dims *d = job->d;
-    __m256 wv[9];
-    for (int64_t t = 0; t < 9; t++)
-        wv[t] = _mm256_set1_ps(w[t]);
     for (int64_t r = oh; r < oh + rows; r += 4) {
         int64_t step = oh + rows - r < 4 ? oh + rows - r : 4;
         float *out = dst + (r - oh) * d->out_w;
         for (int64_t ow = 0; ow < d->out_w; ow += 16) {
             if (d->out_w - ow > 8)
-                k3_block_rows__avx2(job, x, wv, b, r, step, ow, out, stride, 2);
+                k3_block_rows__avx2(job, x, w, b, r, step, ow, out, stride, 2);
             else
-                k3_block_rows__avx2(job, x, wv, b, r, step, ow, out, stride, 1);
+                k3_block_rows__avx2(job, x, w, b, r, step, ow, out, stride, 1);
         }
     }
 }
