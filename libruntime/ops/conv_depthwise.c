@@ -7,8 +7,8 @@
  * unit-stride ones, and each output vector (8 columns) sums all its taps in a register before
  * one store. With AVX-512 or AVX2, 3x3 kernels with stride 1 or 2 (MobileNet's) skip the
  * copy: they read the plane itself with masked loads at its edges and make the taps by
- * shifting and permuting loaded vectors. Relu and Clip are applied to the sums before the store; other activations run on
- * each finished group of rows. */
+ * shifting and permuting loaded vectors. Relu and Clip are applied to the sums before the
+ * store; other activations run on each finished group of rows. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -549,7 +549,6 @@ static AVX512 void k3s2_pair_rows(const depthwise_job *job, const float *x, cons
                                   float b, int64_t oh, int64_t rows, float *dst) {
     k3_pair_rows(job, x, w, b, oh, rows, dst, 2);
 }
-
 
 /* ---- 3x3, stride 1 or 2, with AVX2 + FMA ------------------------------------------------ */
 
