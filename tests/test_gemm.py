@@ -81,9 +81,11 @@ def test_linear_with_fewer_rows_than_the_kernel(rows, kind, lo, hi):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-# A matmul, a convolution with constant weights (the direct kernel reading B's rows in place:
-# the kernels' gathered form) and 3x3 depthwise convolutions with strides 1 and 2 (AVX-512
-# kernels of their own, which follow the GEMM's choice), saved side by side.
+# A matmul (40 columns: a whole block and a 16-column one; 75 rows: 4-row A panels and a
+# partial one), a convolution with constant weights (the direct kernel reading B's rows in
+# place: the kernels' gathered form, 60 outputs a row) and 3x3 depthwise convolutions with
+# strides 1 and 2 (AVX-512 and AVX2 kernels of their own, which follow the GEMM's choice),
+# saved side by side.
 PORTABLE_SCRIPT = """
 import sys, numpy as np
 sys.path.insert(0, sys.argv[1])
