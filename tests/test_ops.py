@@ -712,15 +712,7 @@ def test_depthwise_3x3_on_each_kernel_set(kernel, flags, tmp_path):
     masked loads at the plane's edges (AVX2's stride 2 shuffles even and odd lanes and puts
     the sums' columns back in order), the portable path reads a padded copy. Left, right and
     uneven padding, planes of 7 to 40 columns, a NaN at a row's last column."""
-    if not all(flag in cpu_flags() for flag in flags):
-        pytest.skip(f"this CPU lacks {flags}")
-    root = Path(__file__).resolve().parents[1]
-    out = tmp_path / "out.npz"
-    subprocess.run([sys.executable, "-c", DEPTHWISE_VARIANT_SCRIPT, str(root), str(out)],
-                   env=dict(os.environ, RT_GEMM_KERNEL=kernel), check=True, cwd=root,
-                   timeout=120)
-    saved = np.load(out)
-    arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    arrays = arrays_under_kernel(DEPTHWISE_VARIANT_SCRIPT, kernel, flags, tmp_path)
     cases = ((1, [1, 1, 1, 1], 2), (2, [1, 1, 1, 1], 2), (1, [0, 2, 1, 0], 3),
              (2, [2, 0, 0, 1], 1), (1, [1, 1, 1, 1], 0), (2, [0, 1, 1, 1], 5))
     for i, (stride, pads, act) in enumerate(cases):
@@ -879,6 +871,20 @@ def test_conv2d_pointwise_small_planes_split_over_threads(x_shape, out_channels)
                     np.testing.assert_array_equal(np.array(f(x)[0]), one)
 
 
+def arrays_under_kernel(script, kernel, flags, tmp_path):
+    """The arrays `script` saves (argv: the repository, an .npz path) when run in a process
+    with RT_GEMM_KERNEL=kernel; skips where the CPU lacks `flags`."""
+    if not all(flag in cpu_flags() for flag in flags):
+        pytest.skip(f"this CPU lacks {flags}")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out.npz"
+    subprocess.run([sys.executable, "-c", script, str(root), str(out)],
+                   env=dict(os.environ, RT_GEMM_KERNEL=kernel), check=True, cwd=root,
+                   timeout=120)
+    saved = np.load(out)
+    return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+
 PIXELS_VARIANT_SCRIPT = """
 import sys
 import numpy as np
@@ -903,15 +909,7 @@ def test_conv2d_pointwise_small_planes_on_each_gemm_kernel(kernel, flags, tmp_pa
     """The pixel-row path on each GEMM kernel this CPU runs: its tile (4 x 24 or 8 x 32) sets
     the blocks of pixels and panels of channels, and only the AVX-512 one stores tiles
     transposed with vector shuffles."""
-    if not all(flag in cpu_flags() for flag in flags):
-        pytest.skip(f"this CPU lacks {flags}")
-    root = Path(__file__).resolve().parents[1]
-    out = tmp_path / "out.npz"
-    subprocess.run([sys.executable, "-c", PIXELS_VARIANT_SCRIPT, str(root), str(out)],
-                   env=dict(os.environ, RT_GEMM_KERNEL=kernel), check=True, cwd=root,
-                   timeout=120)
-    saved = np.load(out)
-    arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    arrays = arrays_under_kernel(PIXELS_VARIANT_SCRIPT, kernel, flags, tmp_path)
     for (x, w, bias, got), act in zip([arrays[:4], arrays[4:]], (2, 3)):
         with np.errstate(invalid="ignore", over="ignore"):
             want = ACTIVATIONS[act](ref_conv2d(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1),
