@@ -288,9 +288,27 @@ def bench_call_overhead():
     return rows
 
 
+def cpu_description() -> str:
+    """The CPU's model, family and model numbers and which GEMM kernels it runs (they differ
+    in speed and in which paths the convolutions take), from /proc/cpuinfo where there is one."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return "unknown CPU"
+    flags = info.get("flags", "").split()
+    kernels = ("AVX-512" if "avx512f" in flags else
+               "AVX2 + FMA" if "avx2" in flags and "fma" in flags else "portable")
+    return (f"{info.get('model name', 'unknown CPU')} (family {info.get('cpu family', '?')}, "
+            f"model {info.get('model', '?')}), {kernels} kernels")
+
+
 def render(results, loads, calls=()) -> str:
-    lines = ["# Benchmarks", "", f"machine: {os.cpu_count()} CPUs; times in microseconds "
-             "(median / min / p90); ratio = ours / peer", ""]
+    lines = ["# Benchmarks", "", f"machine: {os.cpu_count()} CPUs, {cpu_description()}; times "
+             "in microseconds (median / min / p90); ratio = ours / peer", ""]
     for threads, res in sorted(results.items()):
         lines += [f"## {threads} thread(s)", "",
                   "| model | ours | onnxruntime | numpy | ours/ort | ours/numpy | max abs diff |",
