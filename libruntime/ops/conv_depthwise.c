@@ -399,23 +399,20 @@ static inline __attribute__((always_inline)) AVX512 void k3_block(
                 job->clamp);
 }
 
-/* k3_block with the row count a constant in each inlined copy, so its loops unroll. */
+/* block(...) with the row count (1 to 4) a constant in each inlined copy, so its loops
+ * unroll: the AVX-512 and AVX2 blocks take the same arguments. */
+#define K3_CONSTANT_ROWS(block, job, x, w, b, oh, rows, ow, dst, stride, vectors)               \
+    switch (rows) {                                                                            \
+    case 4: block(job, x, w, b, oh, 4, ow, dst, stride, vectors); break;                       \
+    case 3: block(job, x, w, b, oh, 3, ow, dst, stride, vectors); break;                       \
+    case 2: block(job, x, w, b, oh, 2, ow, dst, stride, vectors); break;                       \
+    default: block(job, x, w, b, oh, 1, ow, dst, stride, vectors);                             \
+    }
+
 static inline __attribute__((always_inline)) AVX512 void k3_block_rows(
     const depthwise_job *job, const float *x, const __m512 *wv, float b, int64_t oh,
     int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
-    switch (rows) {
-    case 4:
-        k3_block(job, x, wv, b, oh, 4, ow, dst, stride, vectors);
-        break;
-    case 3:
-        k3_block(job, x, wv, b, oh, 3, ow, dst, stride, vectors);
-        break;
-    case 2:
-        k3_block(job, x, wv, b, oh, 2, ow, dst, stride, vectors);
-        break;
-    default:
-        k3_block(job, x, wv, b, oh, 1, ow, dst, stride, vectors);
-    }
+    K3_CONSTANT_ROWS(k3_block, job, x, wv, b, oh, rows, ow, dst, stride, vectors)
 }
 
 /* `x` here is the input plane itself. */
@@ -650,23 +647,10 @@ static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
         }
 }
 
-/* k3_block__avx2 with the row count a constant in each inlined copy. */
 static inline __attribute__((always_inline)) AVX2 void k3_block_rows__avx2(
     const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
     int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
-    switch (rows) {
-    case 4:
-        k3_block__avx2(job, x, w, b, oh, 4, ow, dst, stride, vectors);
-        break;
-    case 3:
-        k3_block__avx2(job, x, w, b, oh, 3, ow, dst, stride, vectors);
-        break;
-    case 2:
-        k3_block__avx2(job, x, w, b, oh, 2, ow, dst, stride, vectors);
-        break;
-    default:
-        k3_block__avx2(job, x, w, b, oh, 1, ow, dst, stride, vectors);
-    }
+    K3_CONSTANT_ROWS(k3_block__avx2, job, x, w, b, oh, rows, ow, dst, stride, vectors)
 }
 
 /* Output rows [oh, oh + rows), four at a time: a whole plane per call (job->step_rows). */
