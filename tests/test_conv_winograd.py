@@ -213,8 +213,8 @@ np.save(sys.argv[3], np.concatenate([x.ravel(), w.ravel(), bias.ravel()]))
 @pytest.mark.parametrize("kernel,flags", [("portable", []), ("avx2_fma", ["avx2", "fma"]),
                                           ("avx512", ["avx512f"])])
 def test_winograd_on_each_gemm_kernel(kernel, flags, tmp_path):
-    """The GEMM kernel sets the strip width (NR 24 or 32) and, with AVX-512, the vector gather
-    and scatter; each variant this CPU runs matches numpy."""
+    """The GEMM kernel sets the strip width (NR 24 or 32) and the gather and scatter (AVX-512
+    or AVX2 vectors, or scalar); each variant this CPU runs matches numpy."""
     if not all(flag in cpu_flags() for flag in flags):
         pytest.skip(f"this CPU lacks {flags}")
     env = dict(os.environ, RT_GEMM_KERNEL=kernel, RT_CONV_WINOGRAD="1")

@@ -35,7 +35,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define HAVE_AVX512_GATHER 1
+#define HAVE_X86_GATHERS 1
 #endif
 
 #define TILE 4    /* outputs per tile side */
@@ -271,7 +271,7 @@ typedef struct wino_job {
     const rt_activation *act;
     float *out;
     float *workers, *strips; /* scratch: each thread's buffers, then each strip's */
-    bool avx512;
+    bool avx512, avx2; /* the gathers and scatters to use */
     int64_t items;       /* batch * strips */
     int64_t group;       /* phased: the first strip of the group in flight */
     int64_t group_size;  /* phased: strips in it */
@@ -300,7 +300,7 @@ static void gather_patches(const conv_dims *d, const float *x, int64_t ty, int64
     }
 }
 
-#ifdef HAVE_AVX512_GATHER
+#ifdef HAVE_X86_GATHERS
 /* Lanes 8..15 (AVX-512F alone has no float form of this extract). */
 __attribute__((target("avx512f"))) static inline __m256 upper_half(__m512 v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
@@ -362,6 +362,63 @@ __attribute__((target("avx512f"))) static void gather_patches__avx512(
 }
 #endif
 
+#ifdef HAVE_X86_GATHERS
+#define AVX2 __attribute__((target("avx2")))
+
+/* Floats [col, col + 4) of row, zero where outside [0, width): a masked load at the row's ends
+ * (masked-off lanes are never read). */
+static inline __attribute__((always_inline)) AVX2 __m128 quad__avx2(const float *row,
+                                                                     int64_t col, int64_t width,
+                                                                     bool edge) {
+    if (!edge || (col >= 0 && col + 4 <= width))
+        return _mm_loadu_ps(row + col);
+    const __m128i lane = _mm_add_epi32(_mm_set1_epi32((int32_t)col), _mm_setr_epi32(0, 1, 2, 3));
+    __m128i inside = _mm_andnot_si128(_mm_cmpgt_epi32(_mm_setzero_si128(), lane),
+                                      _mm_cmpgt_epi32(_mm_set1_epi32((int32_t)width), lane));
+    return _mm_maskload_ps(row + col, inside);
+}
+
+/* gather_patches, eight tiles per step with AVX2: tile t's patch row holds columns
+ * first + 4t + [0, 6), so the quads q_k at first + 4k (k = 0..8) hold its columns 0..3 (q_t)
+ * and 4, 5 (q_t+1). Pairing q_k with q_k+4 in one vector's two halves makes every column s a
+ * 4x4 transpose within each half. Lanes past `count` are written with what lies there, as
+ * with the AVX-512 gather. */
+static AVX2 void gather_patches__avx2(const conv_dims *d, const float *x, int64_t ty,
+                                      int64_t tx, int64_t count, float *patches,
+                                      int64_t stride) {
+    const int64_t width = d->width;
+    for (int64_t t = 0; t < count; t += GATHER_LANES) {
+        int64_t first = (tx + t) * TILE - d->pad[1]; /* x's column under lane 0, s = 0 */
+        bool edge = first < 0 || first + 36 > width;
+        float *dst = patches + t;
+        for (int r = 0; r < PATCH; r++, dst += PATCH * stride) {
+            int64_t iy = ty * TILE + r - d->pad[0];
+            if (iy < 0 || iy >= d->height) {
+                for (int s = 0; s < PATCH; s++)
+                    _mm256_storeu_ps(dst + s * stride, _mm256_setzero_ps());
+                continue;
+            }
+            const float *row = x + iy * width;
+            __m128 q[9];
+            for (int k = 0; k < 9; k++)
+                q[k] = quad__avx2(row, first + 4 * k, width, edge);
+            __m256 v[5]; /* v[k] = [q_k | q_k+4] */
+            for (int k = 0; k < 5; k++)
+                v[k] = _mm256_insertf128_ps(_mm256_castps128_ps256(q[k]), q[k + 4], 1);
+            __m256 lo01 = _mm256_unpacklo_ps(v[0], v[1]), lo23 = _mm256_unpacklo_ps(v[2], v[3]);
+            __m256 hi01 = _mm256_unpackhi_ps(v[0], v[1]), hi23 = _mm256_unpackhi_ps(v[2], v[3]);
+            __m256 lo12 = _mm256_unpacklo_ps(v[1], v[2]), lo34 = _mm256_unpacklo_ps(v[3], v[4]);
+            _mm256_storeu_ps(dst + 0 * stride, _mm256_shuffle_ps(lo01, lo23, 0x44));
+            _mm256_storeu_ps(dst + 1 * stride, _mm256_shuffle_ps(lo01, lo23, 0xee));
+            _mm256_storeu_ps(dst + 2 * stride, _mm256_shuffle_ps(hi01, hi23, 0x44));
+            _mm256_storeu_ps(dst + 3 * stride, _mm256_shuffle_ps(hi01, hi23, 0xee));
+            _mm256_storeu_ps(dst + 4 * stride, _mm256_shuffle_ps(lo12, lo34, 0x44));
+            _mm256_storeu_ps(dst + 5 * stride, _mm256_shuffle_ps(lo12, lo34, 0xee));
+        }
+    }
+}
+#endif
+
 /* Outputs y ((a * 4 + b) * lanes + lane) of `count` tiles of tile row ty from column tile tx,
  * at lanes [lane0, lane0 + count), into out (one channel's plane), cut at its edges. */
 static void scatter_tiles(const conv_dims *d, const float *y, int64_t lanes, int64_t lane0,
@@ -377,7 +434,7 @@ static void scatter_tiles(const conv_dims *d, const float *y, int64_t lanes, int
     }
 }
 
-#ifdef HAVE_AVX512_GATHER
+#ifdef HAVE_X86_GATHERS
 /* The same, eight tiles per step: outputs b = 0..3 of a row, read as the eight-float rows the
  * transform stored (a wider load over two of them would wait for both stores to land),
  * interleaved into 32 floats with two permutes and stored, masked only at the row's end
@@ -411,6 +468,47 @@ __attribute__((target("avx512f"))) static void scatter_tiles__avx512(
                 else
                     _mm512_mask_storeu_ps(row + ox + 16 * v, rt_lane_mask16(0, valid - 16 * v),
                                           q[v]);
+            }
+        }
+    }
+}
+#endif
+
+#ifdef HAVE_X86_GATHERS
+/* scatter_tiles, eight tiles per step with AVX2: rows b = 0..3 of y (a tile's outputs b, one
+ * lane per tile) are transposed 4x4 within each 128-bit half, which gives each tile's four
+ * outputs as a quad, stored whole or, at the row's end, masked to the plane. */
+static AVX2 void scatter_tiles__avx2(const conv_dims *d, const float *y, int64_t lanes,
+                                     int64_t lane0, int64_t ty, int64_t tx, int64_t count,
+                                     float *out) {
+    const int64_t out_w = d->out_w;
+    for (int a = 0; a < TILE && ty * TILE + a < d->out_h; a++) {
+        float *row = out + (ty * TILE + a) * out_w;
+        const float *src = y + a * TILE * lanes + lane0;
+        for (int64_t t = 0; t < count; t += 8) {
+            __m256 y0 = _mm256_loadu_ps(src + t), y1 = _mm256_loadu_ps(src + lanes + t),
+                   y2 = _mm256_loadu_ps(src + 2 * lanes + t),
+                   y3 = _mm256_loadu_ps(src + 3 * lanes + t);
+            __m256 lo01 = _mm256_unpacklo_ps(y0, y1), lo23 = _mm256_unpacklo_ps(y2, y3);
+            __m256 hi01 = _mm256_unpackhi_ps(y0, y1), hi23 = _mm256_unpackhi_ps(y2, y3);
+            __m256 tiles[4] = {/* tile i's quad in half i / 4 of tiles[i % 4] */
+                               _mm256_shuffle_ps(lo01, lo23, 0x44),
+                               _mm256_shuffle_ps(lo01, lo23, 0xee),
+                               _mm256_shuffle_ps(hi01, hi23, 0x44),
+                               _mm256_shuffle_ps(hi01, hi23, 0xee)};
+            for (int64_t i = 0; i < 8 && t + i < count; i++) {
+                int64_t ox = (tx + t + i) * TILE;
+                if (ox >= out_w)
+                    break;
+                __m128 quad = i < 4 ? _mm256_castps256_ps128(tiles[i])
+                                    : _mm256_extractf128_ps(tiles[i - 4], 1);
+                if (ox + 4 <= out_w) {
+                    _mm_storeu_ps(row + ox, quad);
+                } else {
+                    __m128i keep = _mm_cmpgt_epi32(_mm_set1_epi32((int32_t)(out_w - ox)),
+                                                   _mm_setr_epi32(0, 1, 2, 3));
+                    _mm_maskstore_ps(row + ox, keep, quad);
+                }
             }
         }
     }
@@ -495,10 +593,13 @@ static void transform_inputs(const wino_job *job, const strip_at *at, float *wor
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = at->x + c * d->height * d->width;
         for (const tile_run *r = at->runs; r < at->runs + at->num_runs; r++) {
-#ifdef HAVE_AVX512_GATHER
+#ifdef HAVE_X86_GATHERS
             if (job->avx512)
                 gather_patches__avx512(d, xc, r->ty, r->tx, r->count, patches + r->lane,
                                        l->lane_pad);
+            else if (job->avx2)
+                gather_patches__avx2(d, xc, r->ty, r->tx, r->count, patches + r->lane,
+                                     l->lane_pad);
             else
 #endif
                 gather_patches(d, xc, r->ty, r->tx, r->count, patches + r->lane, l->lane_pad);
@@ -543,9 +644,11 @@ static void transform_outputs(const wino_job *job, const strip_at *at, float *wo
         if (job->act->kind != RT_ACT_NONE)
             rt_activation__apply(job->act, y, TILE * TILE * lanes);
         for (const tile_run *r = at->runs; r < at->runs + at->num_runs; r++) {
-#ifdef HAVE_AVX512_GATHER
+#ifdef HAVE_X86_GATHERS
             if (job->avx512)
                 scatter_tiles__avx512(d, y, lanes, r->lane, r->ty, r->tx, r->count, plane);
+            else if (job->avx2)
+                scatter_tiles__avx2(d, y, lanes, r->lane, r->ty, r->tx, r->count, plane);
             else
 #endif
                 scatter_tiles(d, y, lanes, r->lane, r->ty, r->tx, r->count, plane);
@@ -635,7 +738,8 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
     if (!layout_of(d, &l)) /* rt_conv__winograd_pays held at load: never taken */
         return;
     wino_job job = {.d = d, .l = &l, .x = x, .weights = weights, .w = w, .bias = bias, .act = act,
-                    .out = out, .workers = scratch, .avx512 = rt_gemm_f32_avx512()};
+                    .out = out, .workers = scratch, .avx512 = rt_gemm_f32_avx512(),
+                    .avx2 = strcmp(rt_gemm_f32_variant(), "avx2_fma") == 0};
     int32_t slots = threads > 0 ? threads : 1;
     job.strips = job.workers + (size_t)slots * l.worker_floats;
     job.items = rt_op__mul_sat(d->batch, l.strips);
