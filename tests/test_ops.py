@@ -690,7 +690,9 @@ rng = np.random.default_rng(7)
 outs = []
 for stride, pads, size, act in ((1, [1, 1, 1, 1], (14, 14), 2), (2, [1, 1, 1, 1], (14, 14), 2),
                                 (1, [0, 2, 1, 0], (9, 37), 3), (2, [2, 0, 0, 1], (11, 40), 1),
-                                (1, [1, 1, 1, 1], (7, 7), 0), (2, [0, 1, 1, 1], (5, 18), 5)):
+                                (1, [1, 1, 1, 1], (7, 7), 0), (2, [0, 1, 1, 1], (5, 18), 5),
+                                (2, [1, 1, 1, 1], (6, 56), 2), (1, [1, 1, 1, 1], (5, 40), 0),
+                                (2, [1, 1, 1, 1], (5, 16), 1)):
     x = rng.standard_normal((2, 3) + size).astype(np.float32)
     x[1, 2, size[0] // 2, size[1] - 1] = np.nan
     w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
@@ -710,11 +712,14 @@ def test_depthwise_3x3_on_each_kernel_set(kernel, flags, tmp_path):
     """3x3 depthwise with stride 1 and 2 on each kernel set this CPU runs (the GEMM kernel's
     choice, which the depthwise convolution follows): AVX-512 and AVX2 read x in place with
     masked loads at the plane's edges (AVX2's stride 2 shuffles even and odd lanes and puts
-    the sums' columns back in order), the portable path reads a padded copy. Left, right and
-    uneven padding, planes of 7 to 40 columns, a NaN at a row's last column."""
+    the sums' columns back in order, and a plane's last block overlaps the one before rather
+    than run past the edge), the portable path reads a padded copy. Left, right and uneven
+    padding, output planes of 7 to 40 columns (a block and a half, whole blocks, a last lone
+    vector), a NaN at a row's last column."""
     arrays = arrays_under_kernel(DEPTHWISE_VARIANT_SCRIPT, kernel, flags, tmp_path)
     cases = ((1, [1, 1, 1, 1], 2), (2, [1, 1, 1, 1], 2), (1, [0, 2, 1, 0], 3),
-             (2, [2, 0, 0, 1], 1), (1, [1, 1, 1, 1], 0), (2, [0, 1, 1, 1], 5))
+             (2, [2, 0, 0, 1], 1), (1, [1, 1, 1, 1], 0), (2, [0, 1, 1, 1], 5),
+             (2, [1, 1, 1, 1], 2), (1, [1, 1, 1, 1], 0), (2, [1, 1, 1, 1], 1))
     for i, (stride, pads, act) in enumerate(cases):
         x, w, bias, got = arrays[4 * i:4 * i + 4]
         with np.errstate(invalid="ignore", over="ignore"):

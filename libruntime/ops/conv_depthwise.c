@@ -567,28 +567,32 @@ static inline __attribute__((always_inline)) AVX2 __m256i in_image__avx2(int64_t
                                _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)width), col));
 }
 
-/* Output rows [oh, oh + rows) by `vectors` (1 or 2, a constant) 8-column vectors from column
- * ow. With stride 2 the taps of output columns j come from even or odd lanes: vshufps takes
- * them within 128-bit halves, which leaves each sum's columns in the order 0, 1, 4, 5, 2, 3,
- * 6, 7, put right by one vpermpd before the store. */
-static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
+/* The loads of vector v at (v, l): bit 4v + l of a block's `masked` set. */
+#define LOAD_BIT(v, l) (1u << (4 * (v) + (l)))
+
+/* Output rows [oh, oh + rows) by `vectors` (1 or 2, a constant) 8-column vectors, the first
+ * from column ow, the second from ow2. With stride 2 the taps of output columns j come from
+ * even or odd lanes: vshufps takes them within 128-bit halves, which leaves each sum's
+ * columns in the order 0, 1, 4, 5, 2, 3, 6, 7, put right by one vpermpd before the store.
+ * The loads in `masked` (a constant) read only the image's columns and give zeros for the
+ * padding; only those hold a mask, so the sums keep their registers. */
+static inline __attribute__((always_inline)) AVX2 void k3_block_body__avx2(
     const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
-    int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
+    int64_t rows, const int64_t first[2], float *dst, int64_t stride, int vectors,
+    unsigned masked) {
     const conv_dims *d = job->d;
     /* Locals: read through d, each would be loaded again after every store. */
     const int64_t width = d->width, height = d->height, pad_top = d->pad[0];
     const int64_t out_w = d->out_w;
-    int64_t col0 = stride * ow - d->pad[1];
-    /* The last column a load of this block reads (stride 1: 8v + kw + 7; 2: 16v + 10 + 7). */
-    int64_t last = col0 + (stride == 1 ? 8 * vectors + 1 : 16 * vectors + 1);
-    bool edge = col0 < 0 || last >= width;
+    const int64_t col[2] = {stride * first[0] - d->pad[1], stride * first[1] - d->pad[1]};
     /* Each vector's loads, from these columns of every input row it reads: stride 1 the
      * taps themselves, stride 2 the two pairs of 8 that the even and odd lanes come from. */
     const int64_t offsets[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
     __m256i mask[2][4];
-    for (int v = 0; v < vectors && edge; v++)
-        for (int l = 0; l < (stride == 1 ? 3 : 4); l++)
-            mask[v][l] = in_image__avx2(col0 + 8 * stride * v + offsets[stride - 1][l], width);
+    for (int v = 0; v < vectors; v++)
+        for (int l = 0; l < 4; l++)
+            if (masked & LOAD_BIT(v, l))
+                mask[v][l] = in_image__avx2(col[v] + offsets[stride - 1][l], width);
     __m256 acc[4][2];
     for (int64_t r = 0; r < rows; r++)
         acc[r][0] = acc[r][1] = _mm256_set1_ps(b);
@@ -598,53 +602,86 @@ static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
         if (ih < 0 || ih >= height) /* a padding row: zeros add nothing */
             continue;
         const float *row = x + ih * width;
-        __m256 tap[2][3], in[4];
+        /* A vector's taps go into every row's sums before the next vector's are loaded:
+         * fewer registers live. */
 #pragma GCC unroll 2
         for (int v = 0; v < vectors; v++) {
-            const float *src = row + col0 + 8 * stride * v;
+            const float *src = row + col[v];
+            __m256 tap[3], in[4];
             for (int l = 0; l < (stride == 1 ? 3 : 4); l++)
-                in[l] = edge ? _mm256_maskload_ps(src + offsets[stride - 1][l], mask[v][l])
-                             : _mm256_loadu_ps(src + offsets[stride - 1][l]);
+                in[l] = masked & LOAD_BIT(v, l)
+                            ? _mm256_maskload_ps(src + offsets[stride - 1][l], mask[v][l])
+                            : _mm256_loadu_ps(src + offsets[stride - 1][l]);
             if (stride == 1) {
-                tap[v][0] = in[0], tap[v][1] = in[1], tap[v][2] = in[2];
-                continue;
+                tap[0] = in[0], tap[1] = in[1], tap[2] = in[2];
+            } else {
+                tap[0] = _mm256_shuffle_ps(in[0], in[1], 0x88); /* columns c + 2j */
+                tap[1] = _mm256_shuffle_ps(in[0], in[1], 0xdd); /* c + 2j + 1 */
+                tap[2] = _mm256_shuffle_ps(in[2], in[3], 0x88); /* c + 2j + 2 */
             }
-            tap[v][0] = _mm256_shuffle_ps(in[0], in[1], 0x88); /* columns c + 2j */
-            tap[v][1] = _mm256_shuffle_ps(in[0], in[1], 0xdd); /* c + 2j + 1 */
-            tap[v][2] = _mm256_shuffle_ps(in[2], in[3], 0x88); /* c + 2j + 2 */
-        }
 #pragma GCC unroll 4
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t kh = ir - stride * r; /* output row r reads input row ir at kernel row kh */
-            if (kh < 0 || kh > 2)
-                continue;
-#pragma GCC unroll 2
-            for (int v = 0; v < vectors; v++)
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t kh = ir - stride * r; /* output row r reads input row ir at row kh */
+                if (kh < 0 || kh > 2)
+                    continue;
 #pragma GCC unroll 3
                 for (int64_t kw = 0; kw < 3; kw++)
-                    acc[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + kh * 3 + kw),
-                                                tap[v][kw], acc[r][v]);
+                    acc[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + kh * 3 + kw), tap[kw],
+                                                acc[r][v]);
+            }
         }
     }
     const __m256 lo = _mm256_set1_ps(job->clamp != NULL ? job->clamp[0] : 0.0f);
     const __m256 hi = _mm256_set1_ps(job->clamp != NULL ? job->clamp[1] : 0.0f);
     for (int64_t r = 0; r < rows; r++)
         for (int v = 0; v < vectors; v++) {
-            int64_t first = ow + 8 * v, cols = out_w - first < 8 ? out_w - first : 8;
+            int64_t cols = out_w - first[v] < 8 ? out_w - first[v] : 8;
             __m256 y = acc[r][v];
             if (stride == 2)
                 y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(y), 0xd8));
             if (job->clamp != NULL) /* max and min return their second operand for a NaN */
                 y = _mm256_min_ps(hi, _mm256_max_ps(lo, y));
-            float *out = dst + r * out_w + first;
+            float *out = dst + r * out_w + first[v];
             if (cols == 8)
                 _mm256_storeu_ps(out, y);
-            else if (cols > 0)
+            else /* a plane narrower than a vector */
                 _mm256_maskstore_ps(out, _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)cols),
                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5,
                                                                               6, 7)),
                                     y);
         }
+}
+
+/* The block of `vectors` vectors from column ow, the second no further right than the plane's
+ * last 8 columns (it then overlaps the first: both store the same sums). The loads that reach
+ * past the plane's left or right edge are masked; a copy of the body for each set met in a
+ * plane with one column of padding (none, the first load, the last load, both) masks only
+ * those, any other set (wider padding, narrow planes) all of them. */
+static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
+    const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
+    int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
+    const int64_t out_w = job->d->out_w, width = job->d->width;
+    int64_t first[2] = {ow, ow + 8 < out_w - 8 ? ow + 8 : out_w - 8};
+    const int64_t offsets[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
+    const int loads = stride == 1 ? 3 : 4;
+    unsigned need = 0;
+    for (int v = 0; v < vectors; v++)
+        for (int l = 0; l < loads; l++) {
+            int64_t c = stride * first[v] - job->d->pad[1] + offsets[stride - 1][l];
+            if (c < 0 || c + 8 > width)
+                need |= LOAD_BIT(v, l);
+        }
+    const unsigned left = LOAD_BIT(0, 0), right = LOAD_BIT(vectors - 1, loads - 1);
+    if (need == 0)
+        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, 0);
+    else if (need == left)
+        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, left);
+    else if (need == right)
+        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, right);
+    else if (need == (left | right))
+        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, left | right);
+    else
+        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, 0xff);
 }
 
 static inline __attribute__((always_inline)) AVX2 void k3_block_rows__avx2(
@@ -661,11 +698,14 @@ static inline __attribute__((always_inline)) AVX2 void k3_rows__avx2(
     for (int64_t r = oh; r < oh + rows; r += 4) {
         int64_t step = oh + rows - r < 4 ? oh + rows - r : 4;
         float *out = dst + (r - oh) * d->out_w;
+        /* Blocks of 16 columns; a last one of 9 to 15 overlaps itself (k3_block__avx2), one
+         * of 8 or fewer is a vector over the plane's last 8 columns. */
         for (int64_t ow = 0; ow < d->out_w; ow += 16) {
             if (d->out_w - ow > 8)
                 k3_block_rows__avx2(job, x, w, b, r, step, ow, out, stride, 2);
             else
-                k3_block_rows__avx2(job, x, w, b, r, step, ow, out, stride, 1);
+                k3_block_rows__avx2(job, x, w, b, r, step, d->out_w >= 8 ? d->out_w - 8 : 0,
+                                    out, stride, 1);
         }
     }
 }
