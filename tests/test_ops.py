@@ -790,13 +790,11 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     ((1, 20, 7, 7), (9, 20, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),     # pointwise, 49 outputs
     ((1, 512, 7, 7), (1024, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pixels as rows
     ((1, 512, 14, 14), (512, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # (conv_pixels.c)
-    # Where each thread's output passes 1 MB, blocks go panel by panel in sweeps whose inputs
-    # take about 256 KB: here 8 blocks (256 columns) for 256 channels, so the plane of 851
-    # takes three whole sweeps, a sweep of two blocks and a partial tail; with two threads
-    # the sweeps start mid-plane.
+    # Pointwise blocks, each packed by the thread that computes it: a plane of 851 columns
+    # (26 or 35 whole blocks and a partial one), deeper than a GEMM depth slice, and with two
+    # threads each thread's run of blocks, whose back the other may take.
     ((1, 256, 23, 37), (640, 256, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
-    # A shallow pointwise layer (MobileNet's second): sweeps of 64 blocks (2,048 columns) with
-    # the 8-row kernel, of 5 blocks (120 columns, B rows kept to L1) with the 4-row one.
+    # A shallow pointwise layer (MobileNet's second) on a plane of 6,000 columns.
     ((1, 32, 40, 150), (96, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     # Tall images: the bands of output rows each thread pads for itself are cut short where
     # a band of every channel would pass 256 KB (one row each for the first; a few rows,

@@ -14,9 +14,10 @@
  * so each panel's rows are written in long runs rather than a few floats in every channel at
  * once.
  *
- * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
- * along the whole plane of x, each channel one B row, and only a partial last block, whose
- * reads would pass the end of x, is copied aside.
+ * A pointwise convolution (1x1, stride 1, no padding) needs no padding: its blocks run along
+ * the whole plane of x, each channel one B row. A thread packs a block's rows (NR floats of
+ * every channel) together before every panel of output channels passes over them: read in
+ * place, rows a plane apart straddle more cache lines than L1 holds.
  *
  * A max pool after the convolution (conv2d_act_max_pool2d) makes the bands bands of pooled
  * rows: the convolution rows one pooled row reads go to a small buffer of the thread's, which
@@ -37,7 +38,7 @@
 
 /* Float offsets of each reduction index's first read in scratch, then the buffers. */
 typedef struct direct_layout {
-    bool pointwise;       /* read x in place */
+    bool pointwise;       /* blocks packed from x, no band */
     rt_conv_padded plane; /* otherwise */
     int64_t depth;        /* channels * kernel_h * kernel_w */
     int64_t rows, row_len; /* blocks run along `rows` rows of `row_len` outputs */
@@ -45,8 +46,8 @@ typedef struct direct_layout {
     int64_t window_rows;   /* with a pool: convolution rows one pooled row reads, at most */
     size_t pool_floats;    /* with a pool: each thread's buffer of those rows */
     int64_t band_plane;    /* floats per channel in a band buffer: its padded rows and slack */
-    size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes (twice when pointwise) */
-    size_t buffer_floats;  /* each thread's band buffer; pointwise: the last block's copy */
+    size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes */
+    size_t buffer_floats;  /* each thread's band buffer; pointwise: its packed block */
 } direct_layout;
 
 /* Padded input rows a band of `rows` output rows reads. */
@@ -99,7 +100,7 @@ static bool direct_layout_of(const conv_dims *d, const rt_pool_dims *pool, int32
     l->depth = depth;
     l->rows = l->pointwise ? 1 : d->out_h;
     l->row_len = l->pointwise ? d->out_h * d->out_w : d->out_w;
-    l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64 * (l->pointwise ? 2 : 1);
+    l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64;
     l->buffer_floats = (size_t)floats;
     l->pool_floats = 0;
     if (l->pointwise)
@@ -146,8 +147,8 @@ size_t rt_conv__direct_scratch_bytes(const conv_dims *d, const rt_pool_dims *poo
         direct_layout l;
         if (!direct_layout_of(d, pool, t, &l))
             return 0;
-        size_t bytes = l.offsets_bytes + (l.pointwise ? 1 : (size_t)t) *
-                                             (l.buffer_floats + l.pool_floats) * sizeof(float);
+        size_t bytes = l.offsets_bytes +
+                       (size_t)t * (l.buffer_floats + l.pool_floats) * sizeof(float);
         most = bytes > most ? bytes : most;
     }
     return most;
@@ -161,7 +162,6 @@ typedef struct direct_job {
     const rt_pool_dims *pool; /* or NULL */
     float *out, *buffers;
     const int64_t *offsets;
-    const int64_t *tail_offsets; /* pointwise: the last block's copy, row p at p * NR */
     const float *clamp;          /* the activation as the kernels' clamp, or NULL */
     bool act_pass;               /* an activation the kernels cannot apply */
     float clamp_values[2];
@@ -200,28 +200,33 @@ static void compute_blocks(const direct_job *job, const float *window0, const in
     }
 }
 
-/* Pointwise: the partial last block's columns of every channel, zero-padded to NR. */
-static void copy_tail(const direct_job *job) {
-    int64_t plane = job->l->row_len, first = (job->blocks_per_row - 1) * job->nr;
-    for (int64_t c = 0; c < job->d->channels; c++) {
-        float *row = job->buffers + c * job->nr;
-        memcpy(row, job->x + c * plane + first, (size_t)(plane - first) * sizeof(float));
-        memset(row + (plane - first), 0, (size_t)(job->nr - (plane - first)) * sizeof(float));
+/* Pointwise: columns [col, col + cols) of every channel's plane into panel (row c at
+ * c * NR), zero-padded to NR. A block's B rows read in place would each straddle two or three
+ * cache lines, 40 KB for 256 channels, which L1 cannot hold while every panel of output
+ * channels passes over them; packed, they take 24 KB and stay there. */
+static void pack_block(const direct_job *job, int64_t col, int64_t cols, float *panel) {
+    int64_t plane = job->l->row_len, nr = job->nr;
+    const float *src = job->x + col;
+    for (int64_t c = 0; c < job->d->channels; c++, src += plane, panel += nr) {
+        memcpy(panel, src, (size_t)cols * sizeof(float));
+        if (cols < nr)
+            memset(panel + cols, 0, (size_t)(nr - cols) * sizeof(float));
     }
 }
 
-/* Pointwise blocks [begin, end) along the whole plane of x, read in place but for a partial
- * last block (copied aside). */
-static void pointwise_blocks(void *arg, size_t begin, size_t end) {
+/* Pointwise: a run of blocks along the whole plane of x, each packed into the thread's panel
+ * and computed from there. */
+static void pointwise_run(void *arg, int32_t slot, rt_run *run) {
     const direct_job *job = arg;
-    int64_t plane = job->l->row_len, col0 = (int64_t)begin * job->nr;
-    int64_t col1 = (int64_t)end * job->nr < plane ? (int64_t)end * job->nr : plane;
-    int64_t whole_end = plane / job->nr * job->nr; /* where a partial block starts */
-    if (col0 < whole_end)
-        compute_blocks(job, job->x + col0, job->offsets, job->out, plane, col0,
-                       col1 < whole_end ? col1 : whole_end);
-    if (col1 > whole_end)
-        compute_blocks(job, job->buffers, job->tail_offsets, job->out, plane, whole_end, col1);
+    int64_t plane = job->l->row_len;
+    float *panel = job->buffers + slot * job->l->buffer_floats;
+    size_t item;
+    while (rt_run__next(run, &item)) {
+        int64_t col = (int64_t)item * job->nr;
+        int64_t cols = plane - col < job->nr ? plane - col : job->nr;
+        pack_block(job, col, cols, panel);
+        compute_blocks(job, panel, job->offsets, job->out, plane, col, col + cols);
+    }
 }
 
 /* Pads the input rows that output rows [row0, row0 + rows) read, of every channel, into buf. */
@@ -313,12 +318,8 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     job.blocks_per_row = (l.row_len + job.nr - 1) / job.nr;
     int64_t total = pool != NULL ? pool->out_h : d->out_h, bands = 1;
     if (l.pointwise) {
-        int64_t *tail = offsets + l.offsets_bytes / 2 / sizeof(int64_t);
-        for (int64_t c = 0; c < d->channels; c++) {
-            offsets[c] = c * d->height * d->width;
-            tail[c] = c * job.nr;
-        }
-        job.tail_offsets = tail;
+        for (int64_t c = 0; c < d->channels; c++) /* the packed block's rows */
+            offsets[c] = c * job.nr;
     } else {
         job.row_step = d->stride[0] * l.plane.row_floats;
         bands = (total + l.band_rows - 1) / l.band_rows;
@@ -356,10 +357,10 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         job.out = out + n * d->out_channels *
                             (pool != NULL ? pool->out_plane : d->out_h * d->out_w);
         if (l.pointwise) {
-            if (l.row_len % job.nr != 0)
-                copy_tail(&job);
-            rt_parallel_for(threads, (size_t)job.blocks_per_row, rt_op__grain(block_work),
-                            pointwise_blocks, &job);
+            int64_t grain = (int64_t)rt_op__grain(block_work);
+            int64_t blocks_busy = (job.blocks_per_row + grain - 1) / grain;
+            rt_parallel_runs(threads < blocks_busy ? threads : (int32_t)blocks_busy,
+                             (size_t)job.blocks_per_row, pointwise_run, &job);
             continue;
         }
         rt_parallel_runs((int32_t)busy, (size_t)total, band_run, &job);
