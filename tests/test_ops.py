@@ -789,7 +789,7 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     ((2, 16, 8, 8), (40, 16, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),    # pointwise, whole blocks
     ((1, 20, 7, 7), (9, 20, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),     # pointwise, 49 outputs
     ((1, 512, 7, 7), (1024, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pixels as rows
-    ((1, 512, 14, 14), (512, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # (conv_pixels.c)
+    ((1, 512, 14, 14), (512, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # (AVX-512 only)
     # Pointwise blocks, each packed by the thread that computes it: a plane of 851 columns
     # (26 or 35 whole blocks and a partial one), deeper than a GEMM depth slice, and with two
     # threads each thread's run of blocks, whose back the other may take.
@@ -824,8 +824,9 @@ def test_conv2d_constant_weights_model_shapes(x_shape, w_shape, strides, padding
        threads=st.integers(1, 3), nans=st.integers(0, 3), data=st.data())
 def test_conv2d_pointwise_small_planes(extra_channels, out_channels, height, width, batch,
                                        act, with_bias, threads, nans, data):
-    """Pointwise convolutions on planes of up to 256 pixels with 64 or more output channels
-    and 1 MB of weights take the pixels as the GEMM's rows (conv_pixels.c): blocks of 8
+    """Pointwise convolutions on planes of up to 256 pixels (72 with the AVX2 kernel) with 64
+    or more output channels and 1 MB of weights take the pixels as the GEMM's rows
+    (conv_pixels.c), larger planes the direct path's packed blocks: blocks of 8
     pixels, whole and partial, panels of output channels, whole and partial, sums over
     several depth slices, each tile stored transposed with its bias and activation. A NaN
     in x makes its pixel's outputs NaN, as in numpy."""
@@ -846,6 +847,7 @@ def test_conv2d_pointwise_small_planes(extra_channels, out_channels, height, wid
 
 @pytest.mark.parametrize("x_shape,out_channels", [
     ((1, 512, 14, 14), 512),  # 1 MB of weights, x^T 0.4 MB: threads split the pixels
+    ((1, 1024, 8, 9), 256),   # the same on a plane the AVX2 kernel's pixel rows take too
     ((1, 256, 13, 11), 520),  # the same, with a partial last block and panel
     ((1, 512, 7, 7), 1024),   # 2 MB, x^T 0.1 MB: threads pack x^T together, split panels
     ((2, 300, 5, 9), 1000),   # the same, two images, 300 deep (two KC slices)
@@ -853,8 +855,10 @@ def test_conv2d_pointwise_small_planes(extra_channels, out_channels, height, wid
 def test_conv2d_pointwise_small_planes_split_over_threads(x_shape, out_channels):
     """With several threads the pixel-row path splits either the pixels (each thread packs
     and computes its share, and takes panels of another's share once done with its own) or
-    the panels (after the threads pack x^T slice by slice together). Every pixel block sums
-    the same products in the same order either way, so 2, 3 or 4 threads (more than this
+    the panels (after the threads pack x^T slice by slice together); with the AVX2 kernel
+    the larger planes take the direct path, whose few blocks go in parts of their output
+    channels. Every output sums the same products in the same order each way, so 2, 3 or 4
+    threads (more than this
     machine's CPUs, so some shares are taken over) give the 1-thread result bit for bit, on
     every call."""
     rng = np.random.default_rng(x_shape[1] + out_channels)

@@ -167,21 +167,23 @@ typedef struct direct_job {
     float clamp_values[2];
     int64_t mr, nr, kc, blocks_per_row, row_step;
     int64_t sweep_cols; /* columns computed panel by panel (compute_blocks), a multiple of NR */
+    int64_t parts, part_channels; /* pointwise: items per block, output channels per item */
 } direct_job;
 
-/* Outputs [col0, col1) of one output row (blocks of NR, the last cut at the row's end), every
- * panel of output channels; block `col` reads from window0 + (col - col0), B's row p at
+/* Outputs [col0, col1) of one output row (blocks of NR, the last cut at the row's end), output
+ * channels [o0, o1) (o0 a multiple of MR) panel by panel; block `col` reads from window0 + (col - col0), B's row p at
  * offsets[p] from there. The row of channel o starts at out + o * ldc. Each sweep of blocks
  * (job->sweep_cols) is computed panel by panel: the panel's rows are then written in runs of
  * a sweep, not NR floats at a time in every channel at once, and the sweep's input stays in
  * L2 for the next panel. */
 static void compute_blocks(const direct_job *job, const float *window0, const int64_t *offsets,
-                           float *out, int64_t ldc, int64_t col0, int64_t col1) {
+                           float *out, int64_t ldc, int64_t col0, int64_t col1, int64_t o0,
+                           int64_t o1) {
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
     for (int64_t sweep = col0; sweep < col1; sweep += job->sweep_cols) {
         int64_t sweep_end = col1 - sweep < job->sweep_cols ? col1 : sweep + job->sweep_cols;
-        for (int64_t o = 0; o < d->out_channels; o += job->mr) {
+        for (int64_t o = o0; o < o1; o += job->mr) {
             int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
             for (int64_t col = sweep; col < sweep_end; col += job->nr) {
                 int64_t cols = sweep_end - col < job->nr ? sweep_end - col : job->nr;
@@ -214,18 +216,26 @@ static void pack_block(const direct_job *job, int64_t col, int64_t cols, float *
     }
 }
 
-/* Pointwise: a run of blocks along the whole plane of x, each packed into the thread's panel
- * and computed from there. */
+/* Pointwise: a run of items along the whole plane of x, each a block or, with few blocks
+ * (job->parts > 1), a part of a block's output channels; a block is packed into the thread's
+ * panel once for its parts there and computed from it. */
 static void pointwise_run(void *arg, int32_t slot, rt_run *run) {
     const direct_job *job = arg;
-    int64_t plane = job->l->row_len;
+    int64_t plane = job->l->row_len, out_channels = job->d->out_channels;
     float *panel = job->buffers + slot * job->l->buffer_floats;
+    int64_t packed = -1; /* the block in panel */
     size_t item;
     while (rt_run__next(run, &item)) {
-        int64_t col = (int64_t)item * job->nr;
+        int64_t block = (int64_t)item / job->parts, part = (int64_t)item % job->parts;
+        int64_t col = block * job->nr;
         int64_t cols = plane - col < job->nr ? plane - col : job->nr;
-        pack_block(job, col, cols, panel);
-        compute_blocks(job, panel, job->offsets, job->out, plane, col, col + cols);
+        if (block != packed)
+            pack_block(job, col, cols, panel);
+        packed = block;
+        int64_t o0 = part * job->part_channels;
+        int64_t o1 = o0 + job->part_channels < out_channels ? o0 + job->part_channels
+                                                            : out_channels;
+        compute_blocks(job, panel, job->offsets, job->out, plane, col, col + cols, o0, o1);
     }
 }
 
@@ -242,7 +252,7 @@ static void fill_band(const direct_job *job, float *buf, int64_t row0, int64_t r
 static void compute_row(const direct_job *job, const float *buf, int64_t row0, int64_t row,
                         float *out, int64_t ldc) {
     compute_blocks(job, buf + (row - row0) * job->row_step, job->offsets, out, ldc, 0,
-                   job->l->row_len);
+                   job->l->row_len, 0, job->d->out_channels);
 }
 
 /* Pooled rows [q0, q1), their convolution rows padded in buf from row c0: each pooled row's
@@ -337,6 +347,21 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
     if (!l.pointwise && busy > (bands + bands_per_chunk - 1) / bands_per_chunk)
         busy = (bands + bands_per_chunk - 1) / bands_per_chunk;
+    job.parts = 1;
+    job.part_channels = d->out_channels;
+    if (l.pointwise) {
+        int64_t grain = (int64_t)rt_op__grain(block_work);
+        int64_t blocks_busy = (job.blocks_per_row + grain - 1) / grain;
+        busy = busy < blocks_busy ? busy : (int32_t)blocks_busy;
+        /* Fewer than 4 blocks a thread share out unevenly (9 blocks of 14x14 on two threads:
+         * 5 and 4): each block's output channels then go in one part per thread. */
+        if (busy > 1 && job.blocks_per_row < 4 * (int64_t)busy) {
+            job.parts = busy;
+            job.part_channels = (d->out_channels + busy - 1) / busy;
+            job.part_channels = (job.part_channels + job.mr - 1) / job.mr * job.mr;
+            job.parts = (d->out_channels + job.part_channels - 1) / job.part_channels;
+        }
+    }
     /* Where each thread's share of the output passes L2, sweeps of blocks whose B rows take
      * about BAND_TARGET_FLOATS, which stay in L2 while each panel of output channels passes
      * over them. Otherwise (or into a pool's small buffer) block by block, every panel over a
@@ -357,10 +382,8 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         job.out = out + n * d->out_channels *
                             (pool != NULL ? pool->out_plane : d->out_h * d->out_w);
         if (l.pointwise) {
-            int64_t grain = (int64_t)rt_op__grain(block_work);
-            int64_t blocks_busy = (job.blocks_per_row + grain - 1) / grain;
-            rt_parallel_runs(threads < blocks_busy ? threads : (int32_t)blocks_busy,
-                             (size_t)job.blocks_per_row, pointwise_run, &job);
+            rt_parallel_runs((int32_t)busy, (size_t)(job.blocks_per_row * job.parts),
+                             pointwise_run, &job);
             continue;
         }
         rt_parallel_runs((int32_t)busy, (size_t)total, band_run, &job);
