@@ -794,7 +794,9 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     # (26 or 35 whole blocks and a partial one), deeper than a GEMM depth slice, and with two
     # threads each thread's run of blocks, whose back the other may take.
     ((1, 256, 23, 37), (640, 256, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
-    # A shallow pointwise layer (MobileNet's second) on a plane of 6,000 columns.
+    # A shallow pointwise layer (MobileNet's second): its output passes 1 MB, so blocks go
+    # in sweeps, packed side by side: 5 blocks (120 columns, B rows kept to L1) with the
+    # 4-row kernel, 64 (2,048 columns) with the 8-row one; a partial last sweep.
     ((1, 32, 40, 150), (96, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     # Tall images: the bands of output rows each thread pads for itself are cut short where
     # a band of every channel would pass 256 KB (one row each for the first; a few rows,

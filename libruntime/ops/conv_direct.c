@@ -16,8 +16,8 @@
  *
  * A pointwise convolution (1x1, stride 1, no padding) needs no padding: its blocks run along
  * the whole plane of x, each channel one B row. A thread packs a block's rows (NR floats of
- * every channel) together before every panel of output channels passes over them: read in
- * place, rows a plane apart straddle more cache lines than L1 holds.
+ * every channel), or a sweep's, together before every panel of output channels passes over
+ * them: read in place, rows a plane apart straddle more cache lines than L1 holds.
  *
  * A max pool after the convolution (conv2d_act_max_pool2d) makes the bands bands of pooled
  * rows: the convolution rows one pooled row reads go to a small buffer of the thread's, which
@@ -49,6 +49,11 @@ typedef struct direct_layout {
     size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes */
     size_t buffer_floats;  /* each thread's band buffer; pointwise: its packed block */
 } direct_layout;
+
+/* The B rows of a sweep of blocks (compute_blocks) take about this many floats. */
+static int64_t sweep_floats_for(int64_t mr) {
+    return mr < 8 ? SWEEP_IN_L1_FLOATS : BAND_TARGET_FLOATS;
+}
 
 /* Padded input rows a band of `rows` output rows reads. */
 static int64_t band_input_rows(const conv_dims *d, int64_t rows) {
@@ -103,8 +108,11 @@ static bool direct_layout_of(const conv_dims *d, const rt_pool_dims *pool, int32
     l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64;
     l->buffer_floats = (size_t)floats;
     l->pool_floats = 0;
-    if (l->pointwise)
+    if (l->pointwise) { /* a sweep's packed blocks, or one block */
+        if ((int64_t)l->buffer_floats < sweep_floats_for(mr))
+            l->buffer_floats = (size_t)sweep_floats_for(mr);
         return pool == NULL;
+    }
     if (pool == NULL) {
         l->band_rows = band_rows_for(d, &l->plane, d->out_h, 1, threads);
         l->band_plane = band_plane_floats(d, &l->plane, l->band_rows);
@@ -203,35 +211,37 @@ static void compute_blocks(const direct_job *job, const float *window0, const in
 }
 
 /* Pointwise: columns [col, col + cols) of every channel's plane into panel (row c at
- * c * NR), zero-padded to NR. A block's B rows read in place would each straddle two or three
- * cache lines, 40 KB for 256 channels, which L1 cannot hold while every panel of output
- * channels passes over them; packed, they take 24 KB and stay there. */
-static void pack_block(const direct_job *job, int64_t col, int64_t cols, float *panel) {
-    int64_t plane = job->l->row_len, nr = job->nr;
+ * c * sweep_cols), zero-padded to whole blocks. A block's B rows read in place would each
+ * straddle two or three cache lines, 40 KB for 256 channels, which L1 cannot hold while every
+ * panel of output channels passes over them; packed, they take 24 KB and stay there. */
+static void pack_sweep(const direct_job *job, int64_t col, int64_t cols, float *panel) {
+    int64_t plane = job->l->row_len, width = job->sweep_cols;
+    int64_t padded = (cols + job->nr - 1) / job->nr * job->nr;
     const float *src = job->x + col;
-    for (int64_t c = 0; c < job->d->channels; c++, src += plane, panel += nr) {
+    for (int64_t c = 0; c < job->d->channels; c++, src += plane, panel += width) {
         memcpy(panel, src, (size_t)cols * sizeof(float));
-        if (cols < nr)
-            memset(panel + cols, 0, (size_t)(nr - cols) * sizeof(float));
+        if (cols < padded)
+            memset(panel + cols, 0, (size_t)(padded - cols) * sizeof(float));
     }
 }
 
-/* Pointwise: a run of items along the whole plane of x, each a block or, with few blocks
- * (job->parts > 1), a part of a block's output channels; a block is packed into the thread's
- * panel once for its parts there and computed from it. */
+/* Pointwise: a run of items along the whole plane of x, each a sweep of blocks (one block
+ * for all but shallow layers) or, with few sweeps (job->parts > 1), a part of a sweep's
+ * output channels; a sweep is packed into the thread's panel once for its parts there and
+ * computed from it. */
 static void pointwise_run(void *arg, int32_t slot, rt_run *run) {
     const direct_job *job = arg;
     int64_t plane = job->l->row_len, out_channels = job->d->out_channels;
     float *panel = job->buffers + slot * job->l->buffer_floats;
-    int64_t packed = -1; /* the block in panel */
+    int64_t packed = -1; /* the sweep in panel */
     size_t item;
     while (rt_run__next(run, &item)) {
-        int64_t block = (int64_t)item / job->parts, part = (int64_t)item % job->parts;
-        int64_t col = block * job->nr;
-        int64_t cols = plane - col < job->nr ? plane - col : job->nr;
-        if (block != packed)
-            pack_block(job, col, cols, panel);
-        packed = block;
+        int64_t sweep = (int64_t)item / job->parts, part = (int64_t)item % job->parts;
+        int64_t col = sweep * job->sweep_cols;
+        int64_t cols = plane - col < job->sweep_cols ? plane - col : job->sweep_cols;
+        if (sweep != packed)
+            pack_sweep(job, col, cols, panel);
+        packed = sweep;
         int64_t o0 = part * job->part_channels;
         int64_t o1 = o0 + job->part_channels < out_channels ? o0 + job->part_channels
                                                             : out_channels;
@@ -327,10 +337,7 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         job.act_pass = act->kind != RT_ACT_NONE;
     job.blocks_per_row = (l.row_len + job.nr - 1) / job.nr;
     int64_t total = pool != NULL ? pool->out_h : d->out_h, bands = 1;
-    if (l.pointwise) {
-        for (int64_t c = 0; c < d->channels; c++) /* the packed block's rows */
-            offsets[c] = c * job.nr;
-    } else {
+    if (!l.pointwise) {
         job.row_step = d->stride[0] * l.plane.row_floats;
         bands = (total + l.band_rows - 1) / l.band_rows;
         int64_t taps = d->kernel_h * d->kernel_w;
@@ -347,21 +354,6 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
     if (!l.pointwise && busy > (bands + bands_per_chunk - 1) / bands_per_chunk)
         busy = (bands + bands_per_chunk - 1) / bands_per_chunk;
-    job.parts = 1;
-    job.part_channels = d->out_channels;
-    if (l.pointwise) {
-        int64_t grain = (int64_t)rt_op__grain(block_work);
-        int64_t blocks_busy = (job.blocks_per_row + grain - 1) / grain;
-        busy = busy < blocks_busy ? busy : (int32_t)blocks_busy;
-        /* Fewer than 4 blocks a thread share out unevenly (9 blocks of 14x14 on two threads:
-         * 5 and 4): each block's output channels then go in one part per thread. */
-        if (busy > 1 && job.blocks_per_row < 4 * (int64_t)busy) {
-            job.parts = busy;
-            job.part_channels = (d->out_channels + busy - 1) / busy;
-            job.part_channels = (job.part_channels + job.mr - 1) / job.mr * job.mr;
-            job.parts = (d->out_channels + job.part_channels - 1) / job.part_channels;
-        }
-    }
     /* Where each thread's share of the output passes L2, sweeps of blocks whose B rows take
      * about BAND_TARGET_FLOATS, which stay in L2 while each panel of output channels passes
      * over them. Otherwise (or into a pool's small buffer) block by block, every panel over a
@@ -371,19 +363,36 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
      * MobileNet's 128 -> 128 channels on 56x56 took 1,856/1,606 us with sweeps of 256/16
      * KB, 32 -> 64 on 112x112 1,570/1,090 (onnxruntime 1,346 and 1,150). */
     int64_t out_floats = rt_op__mul_sat(d->out_channels, rt_op__mul_sat(d->out_h, d->out_w));
-    int64_t sweep_floats = job.mr < 8 ? SWEEP_IN_L1_FLOATS : BAND_TARGET_FLOATS;
+    int64_t sweep_floats = sweep_floats_for(job.mr);
     int64_t sweep_blocks = sweep_floats / rt_op__mul_sat(l.depth, job.nr);
     if (pool != NULL || out_floats / (busy > 1 ? busy : 1) <= OUTPUT_IN_L2_FLOATS ||
         sweep_blocks < 1)
         sweep_blocks = 1;
     job.sweep_cols = sweep_blocks * job.nr;
+    job.parts = 1;
+    job.part_channels = d->out_channels;
+    int64_t sweeps = (l.row_len + job.sweep_cols - 1) / job.sweep_cols;
+    if (l.pointwise) {
+        for (int64_t c = 0; c < d->channels; c++) /* the packed sweep's rows */
+            offsets[c] = c * job.sweep_cols;
+        int64_t grain = (int64_t)rt_op__grain(rt_op__mul_sat(block_work, sweep_blocks));
+        int64_t sweeps_busy = (sweeps + grain - 1) / grain;
+        busy = busy < sweeps_busy ? busy : (int32_t)sweeps_busy;
+        /* Fewer than 4 sweeps a thread share out unevenly (9 blocks of 14x14 on two threads:
+         * 5 and 4): each sweep's output channels then go in one part per thread. */
+        if (busy > 1 && sweeps < 4 * (int64_t)busy) {
+            job.parts = busy;
+            job.part_channels = (d->out_channels + busy - 1) / busy;
+            job.part_channels = (job.part_channels + job.mr - 1) / job.mr * job.mr;
+            job.parts = (d->out_channels + job.part_channels - 1) / job.part_channels;
+        }
+    }
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
         job.out = out + n * d->out_channels *
                             (pool != NULL ? pool->out_plane : d->out_h * d->out_w);
         if (l.pointwise) {
-            rt_parallel_runs((int32_t)busy, (size_t)(job.blocks_per_row * job.parts),
-                             pointwise_run, &job);
+            rt_parallel_runs((int32_t)busy, (size_t)(sweeps * job.parts), pointwise_run, &job);
             continue;
         }
         rt_parallel_runs((int32_t)busy, (size_t)total, band_run, &job);
