@@ -570,8 +570,8 @@ static inline __attribute__((always_inline)) AVX2 __m256i in_image__avx2(int64_t
 /* The loads of vector v at (v, l): bit 4v + l of a block's `masked` set. */
 #define LOAD_BIT(v, l) (1u << (4 * (v) + (l)))
 
-/* Output rows [oh, oh + rows) by `vectors` (1 or 2, a constant) 8-column vectors, the first
- * from column ow, the second from ow2. With stride 2 the taps of output columns j come from
+/* Output rows [oh, oh + rows) by `vectors` (1 or 2, a constant) 8-column vectors, from
+ * columns first[0] and first[1]. With stride 2 the taps of output columns j come from
  * even or odd lanes: vshufps takes them within 128-bit halves, which leaves each sum's
  * columns in the order 0, 1, 4, 5, 2, 3, 6, 7, put right by one vpermpd before the store.
  * The loads in `masked` (a constant) read only the image's columns and give zeros for the

@@ -47,7 +47,7 @@ typedef struct direct_layout {
     size_t pool_floats;    /* with a pool: each thread's buffer of those rows */
     int64_t band_plane;    /* floats per channel in a band buffer: its padded rows and slack */
     size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes */
-    size_t buffer_floats;  /* each thread's band buffer; pointwise: its packed block */
+    size_t buffer_floats;  /* each thread's band buffer; pointwise: its packed sweep */
 } direct_layout;
 
 /* The B rows of a sweep of blocks (compute_blocks) take about this many floats. */
@@ -175,15 +175,15 @@ typedef struct direct_job {
     float clamp_values[2];
     int64_t mr, nr, kc, blocks_per_row, row_step;
     int64_t sweep_cols; /* columns computed panel by panel (compute_blocks), a multiple of NR */
-    int64_t parts, part_channels; /* pointwise: items per block, output channels per item */
+    int64_t parts, part_channels; /* pointwise: items per sweep, output channels per item */
 } direct_job;
 
 /* Outputs [col0, col1) of one output row (blocks of NR, the last cut at the row's end), output
- * channels [o0, o1) (o0 a multiple of MR) panel by panel; block `col` reads from window0 + (col - col0), B's row p at
- * offsets[p] from there. The row of channel o starts at out + o * ldc. Each sweep of blocks
- * (job->sweep_cols) is computed panel by panel: the panel's rows are then written in runs of
- * a sweep, not NR floats at a time in every channel at once, and the sweep's input stays in
- * L2 for the next panel. */
+ * channels [o0, o1) (o0 a multiple of MR); block `col` reads from window0 + (col - col0), B's
+ * row p at offsets[p] from there. The row of channel o starts at out + o * ldc. Each sweep of
+ * blocks (job->sweep_cols) is computed panel by panel: the panel's rows are then written in
+ * runs of a sweep, not NR floats at a time in every channel at once, and the sweep's input
+ * stays in L2 for the next panel. */
 static void compute_blocks(const direct_job *job, const float *window0, const int64_t *offsets,
                            float *out, int64_t ldc, int64_t col0, int64_t col1, int64_t o0,
                            int64_t o1) {
@@ -381,7 +381,6 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         /* Fewer than 4 sweeps a thread share out unevenly (9 blocks of 14x14 on two threads:
          * 5 and 4): each sweep's output channels then go in one part per thread. */
         if (busy > 1 && sweeps < 4 * (int64_t)busy) {
-            job.parts = busy;
             job.part_channels = (d->out_channels + busy - 1) / busy;
             job.part_channels = (job.part_channels + job.mr - 1) / job.mr * job.mr;
             job.parts = (d->out_channels + job.part_channels - 1) / job.part_channels;

@@ -739,7 +739,9 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
         return;
     wino_job job = {.d = d, .l = &l, .x = x, .weights = weights, .w = w, .bias = bias, .act = act,
                     .out = out, .workers = scratch, .avx512 = rt_gemm_f32_avx512(),
-                    .avx2 = strcmp(rt_gemm_f32_variant(), "avx2_fma") == 0};
+                    /* The AVX2 gather compares columns as 32-bit lanes. */
+                    .avx2 = strcmp(rt_gemm_f32_variant(), "avx2_fma") == 0 &&
+                            d->width < (1 << 28) && d->pad[1] < (1 << 28)};
     int32_t slots = threads > 0 ? threads : 1;
     job.strips = job.workers + (size_t)slots * l.worker_floats;
     job.items = rt_op__mul_sat(d->batch, l.strips);
