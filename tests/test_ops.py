@@ -790,13 +790,14 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     ((1, 20, 7, 7), (9, 20, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),     # pointwise, 49 outputs
     ((1, 512, 7, 7), (1024, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # pixels as rows
     ((1, 512, 14, 14), (512, 512, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),  # (AVX-512 only)
-    # Pointwise blocks, each packed by the thread that computes it: a plane of 851 columns
-    # (26 or 35 whole blocks and a partial one), deeper than a GEMM depth slice, and with two
-    # threads each thread's run of blocks, whose back the other may take.
+    # Pointwise layers take the direct path with the AVX-512 kernel, the GEMM driver with the
+    # AVX2 one. Direct: where each thread's output passes 1 MB, blocks go panel by panel in
+    # sweeps whose inputs take about 256 KB: here 8 blocks (256 columns) for 256 channels, so
+    # the plane of 851 takes three whole sweeps, a sweep of two blocks and a partial tail;
+    # with two threads the sweeps start mid-plane.
     ((1, 256, 23, 37), (640, 256, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
-    # A shallow pointwise layer (MobileNet's second): its output passes 1 MB, so blocks go
-    # in sweeps, packed side by side: 5 blocks (120 columns, B rows kept to L1) with the
-    # 4-row kernel, 64 (2,048 columns) with the 8-row one; a partial last sweep.
+    # A shallow pointwise layer (MobileNet's second): sweeps of 64 blocks (2,048 columns)
+    # with the 8-row kernel.
     ((1, 32, 40, 150), (96, 32, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1]),
     # Tall images: the bands of output rows each thread pads for itself are cut short where
     # a band of every channel would pass 256 KB (one row each for the first; a few rows,
@@ -828,7 +829,7 @@ def test_conv2d_pointwise_small_planes(extra_channels, out_channels, height, wid
                                        act, with_bias, threads, nans, data):
     """Pointwise convolutions on planes of up to 256 pixels (72 with the AVX2 kernel) with 64
     or more output channels and 1 MB of weights take the pixels as the GEMM's rows
-    (conv_pixels.c), larger planes the direct path's packed blocks: blocks of 8
+    (conv_pixels.c), larger planes the other paths: blocks of 8
     pixels, whole and partial, panels of output channels, whole and partial, sums over
     several depth slices, each tile stored transposed with its bias and activation. A NaN
     in x makes its pixel's outputs NaN, as in numpy."""
@@ -858,9 +859,8 @@ def test_conv2d_pointwise_small_planes_split_over_threads(x_shape, out_channels)
     """With several threads the pixel-row path splits either the pixels (each thread packs
     and computes its share, and takes panels of another's share once done with its own) or
     the panels (after the threads pack x^T slice by slice together); with the AVX2 kernel
-    the larger planes take the direct path, whose few blocks go in parts of their output
-    channels. Every output sums the same products in the same order each way, so 2, 3 or 4
-    threads (more than this
+    the larger planes take the GEMM driver. Every output sums the same products in the same
+    order each way, so 2, 3 or 4 threads (more than this
     machine's CPUs, so some shares are taken over) give the 1-thread result bit for bit, on
     every call."""
     rng = np.random.default_rng(x_shape[1] + out_channels)

@@ -14,10 +14,9 @@
  * so each panel's rows are written in long runs rather than a few floats in every channel at
  * once.
  *
- * A pointwise convolution (1x1, stride 1, no padding) needs no padding: its blocks run along
- * the whole plane of x, each channel one B row. A thread packs a block's rows (NR floats of
- * every channel), or a sweep's, together before every panel of output channels passes over
- * them: read in place, rows a plane apart straddle more cache lines than L1 holds.
+ * A pointwise convolution (1x1, stride 1, no padding) needs no copy at all: its blocks run
+ * along the whole plane of x, each channel one B row, and only a partial last block, whose
+ * reads would pass the end of x, is copied aside.
  *
  * A max pool after the convolution (conv2d_act_max_pool2d) makes the bands bands of pooled
  * rows: the convolution rows one pooled row reads go to a small buffer of the thread's, which
@@ -38,7 +37,7 @@
 
 /* Float offsets of each reduction index's first read in scratch, then the buffers. */
 typedef struct direct_layout {
-    bool pointwise;       /* blocks packed from x, no band */
+    bool pointwise;       /* read x in place */
     rt_conv_padded plane; /* otherwise */
     int64_t depth;        /* channels * kernel_h * kernel_w */
     int64_t rows, row_len; /* blocks run along `rows` rows of `row_len` outputs */
@@ -46,14 +45,9 @@ typedef struct direct_layout {
     int64_t window_rows;   /* with a pool: convolution rows one pooled row reads, at most */
     size_t pool_floats;    /* with a pool: each thread's buffer of those rows */
     int64_t band_plane;    /* floats per channel in a band buffer: its padded rows and slack */
-    size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes */
-    size_t buffer_floats;  /* each thread's band buffer; pointwise: its packed sweep */
+    size_t offsets_bytes;  /* depth int64s, rounded to 64 bytes (twice when pointwise) */
+    size_t buffer_floats;  /* each thread's band buffer; pointwise: the last block's copy */
 } direct_layout;
-
-/* The B rows of a sweep of blocks (compute_blocks) take about this many floats. */
-static int64_t sweep_floats_for(int64_t mr) {
-    return mr < 8 ? SWEEP_IN_L1_FLOATS : BAND_TARGET_FLOATS;
-}
 
 /* Padded input rows a band of `rows` output rows reads. */
 static int64_t band_input_rows(const conv_dims *d, int64_t rows) {
@@ -105,14 +99,11 @@ static bool direct_layout_of(const conv_dims *d, const rt_pool_dims *pool, int32
     l->depth = depth;
     l->rows = l->pointwise ? 1 : d->out_h;
     l->row_len = l->pointwise ? d->out_h * d->out_w : d->out_w;
-    l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64;
+    l->offsets_bytes = ((size_t)depth * sizeof(int64_t) + 63) / 64 * 64 * (l->pointwise ? 2 : 1);
     l->buffer_floats = (size_t)floats;
     l->pool_floats = 0;
-    if (l->pointwise) { /* a sweep's packed blocks, or one block */
-        if ((int64_t)l->buffer_floats < sweep_floats_for(mr))
-            l->buffer_floats = (size_t)sweep_floats_for(mr);
+    if (l->pointwise)
         return pool == NULL;
-    }
     if (pool == NULL) {
         l->band_rows = band_rows_for(d, &l->plane, d->out_h, 1, threads);
         l->band_plane = band_plane_floats(d, &l->plane, l->band_rows);
@@ -139,10 +130,18 @@ bool rt_conv__direct_fits(const conv_dims *d, const rt_pool_dims *pool) {
     if (!direct_layout_of(d, pool, 1, &l) || l.depth < MIN_DEPTH || l.row_len < 1 ||
         d->out_h < 1)
         return false;
-    /* Blocks run NR columns along one output row: a row much narrower than NR would waste
-     * most of each block, where im2col's columns run on across rows. At most a quarter. */
     int64_t mr, nr, kc;
     rt_gemm_f32_tile(&mr, &nr, &kc);
+    /* With the AVX2 kernel's 4-row panels, pointwise layers run faster through the GEMM
+     * driver, which packs x once for all row tiles and keeps a block of weights in L2 across
+     * the blocks of pixels: on Zen 3 at 1 thread, against onnxruntime call by call, this path
+     * / the GEMM, MobileNet's 32 -> 64 on 112x112 1.03 / 0.95, 128 -> 128 on 56x56 1.04 /
+     * 0.97, 256 -> 256 on 28x28 1.02 / 0.96, 512 -> 512 on 14x14 1.05 / 1.02; reduced
+     * MobileNet 1.04 / 1.00. With the AVX-512 kernel this path measured the faster (Zen 4). */
+    if (l.pointwise && mr < 8)
+        return false;
+    /* Blocks run NR columns along one output row: a row much narrower than NR would waste
+     * most of each block, where im2col's columns run on across rows. At most a quarter. */
     int64_t computed = (l.row_len + nr - 1) / nr * nr;
     return 4 * (computed - l.row_len) <= computed;
 }
@@ -155,8 +154,8 @@ size_t rt_conv__direct_scratch_bytes(const conv_dims *d, const rt_pool_dims *poo
         direct_layout l;
         if (!direct_layout_of(d, pool, t, &l))
             return 0;
-        size_t bytes = l.offsets_bytes +
-                       (size_t)t * (l.buffer_floats + l.pool_floats) * sizeof(float);
+        size_t bytes = l.offsets_bytes + (l.pointwise ? 1 : (size_t)t) *
+                                             (l.buffer_floats + l.pool_floats) * sizeof(float);
         most = bytes > most ? bytes : most;
     }
     return most;
@@ -170,28 +169,27 @@ typedef struct direct_job {
     const rt_pool_dims *pool; /* or NULL */
     float *out, *buffers;
     const int64_t *offsets;
+    const int64_t *tail_offsets; /* pointwise: the last block's copy, row p at p * NR */
     const float *clamp;          /* the activation as the kernels' clamp, or NULL */
     bool act_pass;               /* an activation the kernels cannot apply */
     float clamp_values[2];
     int64_t mr, nr, kc, blocks_per_row, row_step;
     int64_t sweep_cols; /* columns computed panel by panel (compute_blocks), a multiple of NR */
-    int64_t parts, part_channels; /* pointwise: items per sweep, output channels per item */
 } direct_job;
 
-/* Outputs [col0, col1) of one output row (blocks of NR, the last cut at the row's end), output
- * channels [o0, o1) (o0 a multiple of MR); block `col` reads from window0 + (col - col0), B's
- * row p at offsets[p] from there. The row of channel o starts at out + o * ldc. Each sweep of
- * blocks (job->sweep_cols) is computed panel by panel: the panel's rows are then written in
- * runs of a sweep, not NR floats at a time in every channel at once, and the sweep's input
- * stays in L2 for the next panel. */
+/* Outputs [col0, col1) of one output row (blocks of NR, the last cut at the row's end), every
+ * panel of output channels; block `col` reads from window0 + (col - col0), B's row p at
+ * offsets[p] from there. The row of channel o starts at out + o * ldc. Each sweep of blocks
+ * (job->sweep_cols) is computed panel by panel: the panel's rows are then written in runs of
+ * a sweep, not NR floats at a time in every channel at once, and the sweep's input stays in
+ * L2 for the next panel. */
 static void compute_blocks(const direct_job *job, const float *window0, const int64_t *offsets,
-                           float *out, int64_t ldc, int64_t col0, int64_t col1, int64_t o0,
-                           int64_t o1) {
+                           float *out, int64_t ldc, int64_t col0, int64_t col1) {
     const conv_dims *d = job->d;
     const direct_layout *l = job->l;
     for (int64_t sweep = col0; sweep < col1; sweep += job->sweep_cols) {
         int64_t sweep_end = col1 - sweep < job->sweep_cols ? col1 : sweep + job->sweep_cols;
-        for (int64_t o = o0; o < o1; o += job->mr) {
+        for (int64_t o = 0; o < d->out_channels; o += job->mr) {
             int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
             for (int64_t col = sweep; col < sweep_end; col += job->nr) {
                 int64_t cols = sweep_end - col < job->nr ? sweep_end - col : job->nr;
@@ -210,43 +208,28 @@ static void compute_blocks(const direct_job *job, const float *window0, const in
     }
 }
 
-/* Pointwise: columns [col, col + cols) of every channel's plane into panel (row c at
- * c * sweep_cols), zero-padded to whole blocks. A block's B rows read in place would each
- * straddle two or three cache lines, 40 KB for 256 channels, which L1 cannot hold while every
- * panel of output channels passes over them; packed, they take 24 KB and stay there. */
-static void pack_sweep(const direct_job *job, int64_t col, int64_t cols, float *panel) {
-    int64_t plane = job->l->row_len, width = job->sweep_cols;
-    int64_t padded = (cols + job->nr - 1) / job->nr * job->nr;
-    const float *src = job->x + col;
-    for (int64_t c = 0; c < job->d->channels; c++, src += plane, panel += width) {
-        memcpy(panel, src, (size_t)cols * sizeof(float));
-        if (cols < padded)
-            memset(panel + cols, 0, (size_t)(padded - cols) * sizeof(float));
+/* Pointwise: the partial last block's columns of every channel, zero-padded to NR. */
+static void copy_tail(const direct_job *job) {
+    int64_t plane = job->l->row_len, first = (job->blocks_per_row - 1) * job->nr;
+    for (int64_t c = 0; c < job->d->channels; c++) {
+        float *row = job->buffers + c * job->nr;
+        memcpy(row, job->x + c * plane + first, (size_t)(plane - first) * sizeof(float));
+        memset(row + (plane - first), 0, (size_t)(job->nr - (plane - first)) * sizeof(float));
     }
 }
 
-/* Pointwise: a run of items along the whole plane of x, each a sweep of blocks (one block
- * for all but shallow layers) or, with few sweeps (job->parts > 1), a part of a sweep's
- * output channels; a sweep is packed into the thread's panel once for its parts there and
- * computed from it. */
-static void pointwise_run(void *arg, int32_t slot, rt_run *run) {
+/* Pointwise blocks [begin, end) along the whole plane of x, read in place but for a partial
+ * last block (copied aside). */
+static void pointwise_blocks(void *arg, size_t begin, size_t end) {
     const direct_job *job = arg;
-    int64_t plane = job->l->row_len, out_channels = job->d->out_channels;
-    float *panel = job->buffers + slot * job->l->buffer_floats;
-    int64_t packed = -1; /* the sweep in panel */
-    size_t item;
-    while (rt_run__next(run, &item)) {
-        int64_t sweep = (int64_t)item / job->parts, part = (int64_t)item % job->parts;
-        int64_t col = sweep * job->sweep_cols;
-        int64_t cols = plane - col < job->sweep_cols ? plane - col : job->sweep_cols;
-        if (sweep != packed)
-            pack_sweep(job, col, cols, panel);
-        packed = sweep;
-        int64_t o0 = part * job->part_channels;
-        int64_t o1 = o0 + job->part_channels < out_channels ? o0 + job->part_channels
-                                                            : out_channels;
-        compute_blocks(job, panel, job->offsets, job->out, plane, col, col + cols, o0, o1);
-    }
+    int64_t plane = job->l->row_len, col0 = (int64_t)begin * job->nr;
+    int64_t col1 = (int64_t)end * job->nr < plane ? (int64_t)end * job->nr : plane;
+    int64_t whole_end = plane / job->nr * job->nr; /* where a partial block starts */
+    if (col0 < whole_end)
+        compute_blocks(job, job->x + col0, job->offsets, job->out, plane, col0,
+                       col1 < whole_end ? col1 : whole_end);
+    if (col1 > whole_end)
+        compute_blocks(job, job->buffers, job->tail_offsets, job->out, plane, whole_end, col1);
 }
 
 /* Pads the input rows that output rows [row0, row0 + rows) read, of every channel, into buf. */
@@ -262,7 +245,7 @@ static void fill_band(const direct_job *job, float *buf, int64_t row0, int64_t r
 static void compute_row(const direct_job *job, const float *buf, int64_t row0, int64_t row,
                         float *out, int64_t ldc) {
     compute_blocks(job, buf + (row - row0) * job->row_step, job->offsets, out, ldc, 0,
-                   job->l->row_len, 0, job->d->out_channels);
+                   job->l->row_len);
 }
 
 /* Pooled rows [q0, q1), their convolution rows padded in buf from row c0: each pooled row's
@@ -337,7 +320,14 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         job.act_pass = act->kind != RT_ACT_NONE;
     job.blocks_per_row = (l.row_len + job.nr - 1) / job.nr;
     int64_t total = pool != NULL ? pool->out_h : d->out_h, bands = 1;
-    if (!l.pointwise) {
+    if (l.pointwise) {
+        int64_t *tail = offsets + l.offsets_bytes / 2 / sizeof(int64_t);
+        for (int64_t c = 0; c < d->channels; c++) {
+            offsets[c] = c * d->height * d->width;
+            tail[c] = c * job.nr;
+        }
+        job.tail_offsets = tail;
+    } else {
         job.row_step = d->stride[0] * l.plane.row_floats;
         bands = (total + l.band_rows - 1) / l.band_rows;
         int64_t taps = d->kernel_h * d->kernel_w;
@@ -363,35 +353,21 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
      * MobileNet's 128 -> 128 channels on 56x56 took 1,856/1,606 us with sweeps of 256/16
      * KB, 32 -> 64 on 112x112 1,570/1,090 (onnxruntime 1,346 and 1,150). */
     int64_t out_floats = rt_op__mul_sat(d->out_channels, rt_op__mul_sat(d->out_h, d->out_w));
-    int64_t sweep_floats = sweep_floats_for(job.mr);
+    int64_t sweep_floats = job.mr < 8 ? SWEEP_IN_L1_FLOATS : BAND_TARGET_FLOATS;
     int64_t sweep_blocks = sweep_floats / rt_op__mul_sat(l.depth, job.nr);
     if (pool != NULL || out_floats / (busy > 1 ? busy : 1) <= OUTPUT_IN_L2_FLOATS ||
         sweep_blocks < 1)
         sweep_blocks = 1;
     job.sweep_cols = sweep_blocks * job.nr;
-    job.parts = 1;
-    job.part_channels = d->out_channels;
-    int64_t sweeps = (l.row_len + job.sweep_cols - 1) / job.sweep_cols;
-    if (l.pointwise) {
-        for (int64_t c = 0; c < d->channels; c++) /* the packed sweep's rows */
-            offsets[c] = c * job.sweep_cols;
-        int64_t grain = (int64_t)rt_op__grain(rt_op__mul_sat(block_work, sweep_blocks));
-        int64_t sweeps_busy = (sweeps + grain - 1) / grain;
-        busy = busy < sweeps_busy ? busy : (int32_t)sweeps_busy;
-        /* Fewer than 4 sweeps a thread share out unevenly (9 blocks of 14x14 on two threads:
-         * 5 and 4): each sweep's output channels then go in one part per thread. */
-        if (busy > 1 && sweeps < 4 * (int64_t)busy) {
-            job.part_channels = (d->out_channels + busy - 1) / busy;
-            job.part_channels = (job.part_channels + job.mr - 1) / job.mr * job.mr;
-            job.parts = (d->out_channels + job.part_channels - 1) / job.part_channels;
-        }
-    }
     for (int64_t n = 0; n < d->batch; n++) {
         job.x = x + n * d->channels * d->height * d->width;
         job.out = out + n * d->out_channels *
                             (pool != NULL ? pool->out_plane : d->out_h * d->out_w);
         if (l.pointwise) {
-            rt_parallel_runs((int32_t)busy, (size_t)(sweeps * job.parts), pointwise_run, &job);
+            if (l.row_len % job.nr != 0)
+                copy_tail(&job);
+            rt_parallel_for(threads, (size_t)job.blocks_per_row, rt_op__grain(block_work),
+                            pointwise_blocks, &job);
             continue;
         }
         rt_parallel_runs((int32_t)busy, (size_t)total, band_run, &job);
