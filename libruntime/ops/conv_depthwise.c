@@ -654,9 +654,9 @@ static inline __attribute__((always_inline)) AVX2 void k3_block_body__avx2(
 
 /* The block of `vectors` vectors from column ow, the second no further right than the plane's
  * last 8 columns (it then overlaps the first: both store the same sums). The loads that reach
- * past the plane's left or right edge are masked; a copy of the body for each set met in a
- * plane with one column of padding (none, the first load, the last load, both) masks only
- * those, any other set (wider padding, narrow planes) all of them. */
+ * past the plane's left or right edge are masked: a copy of the body masks none, one the
+ * first and last loads (all a plane with one column of padding needs at either edge), one
+ * every load (wider padding, narrow planes). */
 static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
     const depthwise_job *job, const float *x, const float *w, float b, int64_t oh,
     int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
@@ -671,15 +671,13 @@ static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
             if (c < 0 || c + 8 > width)
                 need |= LOAD_BIT(v, l);
         }
-    const unsigned left = LOAD_BIT(0, 0), right = LOAD_BIT(vectors - 1, loads - 1);
+    /* A mask that passes every lane (the other end's, in a block at one edge) costs only the
+     * masked load: one copy serves both ends, where one for each end doubled the code. */
+    const unsigned ends = LOAD_BIT(0, 0) | LOAD_BIT(vectors - 1, loads - 1);
     if (need == 0)
         k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, 0);
-    else if (need == left)
-        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, left);
-    else if (need == right)
-        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, right);
-    else if (need == (left | right))
-        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, left | right);
+    else if ((need & ~ends) == 0)
+        k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, ends);
     else
         k3_block_body__avx2(job, x, w, b, oh, rows, first, dst, stride, vectors, 0xff);
 }
