@@ -567,6 +567,11 @@ static inline __attribute__((always_inline)) AVX2 __m256i in_image__avx2(int64_t
                                _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)width), col));
 }
 
+/* Each vector's loads, from these columns (past the vector's first input column) of every
+ * input row it reads, by stride: stride 1 the taps themselves, stride 2 the two pairs of 8
+ * that the even and odd lanes come from. */
+static const int64_t k3_load_offsets__avx2[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
+
 /* The loads of vector v at (v, l): bit 4v + l of a block's `masked` set. */
 #define LOAD_BIT(v, l) (1u << (4 * (v) + (l)))
 
@@ -585,9 +590,7 @@ static inline __attribute__((always_inline)) AVX2 void k3_block_body__avx2(
     const int64_t width = d->width, height = d->height, pad_top = d->pad[0];
     const int64_t out_w = d->out_w;
     const int64_t col[2] = {stride * first[0] - d->pad[1], stride * first[1] - d->pad[1]};
-    /* Each vector's loads, from these columns of every input row it reads: stride 1 the
-     * taps themselves, stride 2 the two pairs of 8 that the even and odd lanes come from. */
-    const int64_t offsets[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
+    const int64_t(*offsets)[4] = k3_load_offsets__avx2;
     __m256i mask[2][4];
     for (int v = 0; v < vectors; v++)
         for (int l = 0; l < 4; l++)
@@ -662,7 +665,7 @@ static inline __attribute__((always_inline)) AVX2 void k3_block__avx2(
     int64_t rows, int64_t ow, float *dst, int64_t stride, int vectors) {
     const int64_t out_w = job->d->out_w, width = job->d->width;
     int64_t first[2] = {ow, ow + 8 < out_w - 8 ? ow + 8 : out_w - 8};
-    const int64_t offsets[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
+    const int64_t(*offsets)[4] = k3_load_offsets__avx2;
     const int loads = stride == 1 ? 3 : 4;
     unsigned need = 0;
     for (int v = 0; v < vectors; v++)

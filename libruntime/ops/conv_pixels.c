@@ -43,9 +43,8 @@ bool rt_conv__pixels_pay(const conv_dims *d) {
     /* With the AVX2 kernel's 4 x 24 tiles, planes of more than 3 blocks go through the GEMM
      * driver (conv.c), faster there. On Zen 3 at 1 thread, this way / the direct path with
      * blocks packed per thread (tried; the GEMM driver was faster still) / onnxruntime:
-     * 256 -> 512 on 14x14
-     * 660 / 610 / 591 us, 512 -> 512 on 14x14 1,267 / 1,219 / 1,176, even at 2 threads;
-     * 1024 -> 1024 on 7x7 this way still 1,318 / 1,431 / 1,146. */
+     * 256 -> 512 on 14x14 660 / 610 / 591 us, 512 -> 512 on 14x14 1,267 / 1,219 / 1,176,
+     * even at 2 threads; 1024 -> 1024 on 7x7 this way still 1,318 / 1,431 / 1,146. */
     int64_t max_plane = mr < 8 ? 3 * nr : MAX_PLANE;
     return rt_conv__is_pointwise(d) && d->groups == 1 && plane >= 1 && plane <= max_plane &&
            d->out_channels >= MIN_OUT_CHANNELS && d->channels >= 1 &&
