@@ -20,11 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # most 4M floats (200 x 2100 x 2050 takes a strip of three 528-column blocks, then a narrower
 # one), and tile by tile when one block's depth alone exceeds that (200 x 530 x 8000). A last
 # block of columns 16 wide or less is computed half as wide (16 x 50 x 200 ends in 18 columns,
-# 8 x 12 x 400 in 12).
+# 8 x 12 x 400 in 12). With more than one thread, too few tiles are cut into narrower column
+# tiles (128 x 128 into 24-column tiles, 256 x 264 into two 6- and 5-panel tiles per row tile).
 SIZES = [(1, 1, 1), (5, 15, 3), (4, 24, 256), (5, 25, 257), (193, 33, 300), (192, 530, 40),
          (73, 30, 193), (3, 1100, 9), (0, 4, 4), (4, 0, 4), (4, 4, 0), (200, 70, 513),
          (6, 16, 256), (7, 23, 257), (8, 32, 192), (9, 33, 385), (16, 515, 64),
-         (200, 2100, 2050), (200, 530, 8000), (16, 50, 200), (8, 12, 400)]
+         (200, 2100, 2050), (200, 530, 8000), (16, 50, 200), (8, 12, 400), (128, 128, 128),
+         (256, 264, 64)]
 
 
 def run_matmul(a, b, threads):

@@ -8,6 +8,7 @@
 #include "ops/gemm/gemm.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -537,6 +538,44 @@ static void run_slots(void *ctx, size_t begin, size_t end) {
     }
 }
 
+/* The most panels one thread computes when `threads` equal threads claim the tiles in order,
+ * each taking the next when its last is done (run_slots): row tiles of `per_row` column tiles,
+ * `per` panels each but the last of a row, `last`. */
+static int64_t busiest_thread(int64_t tiles, int64_t per_row, int64_t per, int64_t last,
+                              int32_t threads) {
+    int64_t load[64] = {0}, busiest = 0;
+    for (int64_t t = 0; t < tiles; t++) {
+        int64_t idle = 0;
+        for (int64_t i = 1; i < threads; i++)
+            idle = load[i] < load[idle] ? i : idle;
+        load[idle] += t % per_row == per_row - 1 ? last : per;
+        busiest = load[idle] > busiest ? load[idle] : busiest;
+    }
+    return busiest;
+}
+
+/* Too few tiles to keep every thread busy: column tiles of `per` NR-wide panels, at least two
+ * tiles a thread where the panels allow, with the fewest panels on the busiest thread (ties:
+ * the widest tiles; at most four tiles a thread are tried). A width alone had cut n = 128
+ * into tiles of 2, 2 and 1 panels: one of two threads did two thirds of the work. */
+static int64_t finer_columns(int64_t n, int64_t m_tiles, int32_t threads) {
+    int64_t panels = (n + NR - 1) / NR;
+    int64_t want = (2 * (int64_t)threads + m_tiles - 1) / m_tiles;
+    int64_t best = (panels + want - 1) / want, best_load = INT64_MAX;
+    for (int64_t per = best; per >= 1 && threads <= 64; per--) {
+        int64_t per_row = (panels + per - 1) / per, tiles = m_tiles * per_row;
+        if (tiles > 4 * (int64_t)threads && best_load < INT64_MAX)
+            break;
+        int64_t load = busiest_thread(tiles, per_row, per, panels - (per_row - 1) * per,
+                                      threads);
+        if (load < best_load) {
+            best = per;
+            best_load = load;
+        }
+    }
+    return best * NR;
+}
+
 void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
                  int32_t threads) {
     pthread_once(&select_once, select_micro_kernel);
@@ -556,13 +595,9 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
     plan.mc = round_up((g->m + plan.m_tiles - 1) / plan.m_tiles, MR);
     plan.nc = min64(NC_MAX / NR * NR, round_up(g->n, NR));
     plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
-    if (threads > 1 && plan.m_tiles * plan.n_tiles < 2 * (int64_t)threads) {
-        /* Too few tiles to keep every thread busy: cut the columns finer. */
-        int64_t want = (2 * (int64_t)threads + plan.m_tiles - 1) / plan.m_tiles;
-        int64_t per = (g->n + want - 1) / want;
-        plan.nc = (per + NR - 1) / NR * NR;
-        plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
-    }
+    if (threads > 1 && plan.m_tiles * plan.n_tiles < 2 * (int64_t)threads)
+        plan.nc = finer_columns(g->n, plan.m_tiles, threads);
+    plan.n_tiles = (g->n + plan.nc - 1) / plan.nc;
     if (plan.m_tiles * plan.n_tiles < threads)
         threads = (int32_t)(plan.m_tiles * plan.n_tiles);
 
