@@ -702,8 +702,8 @@ static inline __attribute__((always_inline)) AVX2 void k3_rows__avx2(
         /* Blocks of 16 columns; a last one of 9 to 15 overlaps itself (k3_block__avx2), one
          * of 8 or fewer is a vector over the plane's last 8 columns. */
         for (int64_t ow = 0; ow < d->out_w; ow += 16) {
-            /* The same block of the next four rows, ahead of its stores (see
-             * prefetch_for_write in gemm.c: a layer's output is often cold). */
+            /* The same block of the next four rows, ahead of its stores (as
+             * rt_gemm_f32_prefetch_c: a layer's output is often cold). */
             for (int64_t q = 4; q < 8 && r + q < oh + rows; q++) {
                 const float *next = out + q * d->out_w + ow;
                 __builtin_prefetch(next, 1, 3);

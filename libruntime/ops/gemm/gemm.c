@@ -294,18 +294,6 @@ static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, c
     }
 }
 
-/* The rows of the next column panel's block of C, ahead of its stores: a layer's output is
- * often cold (written last in the previous run, its lines since evicted by weights), and a
- * store that misses waits for the line's read. A 32 -> 64 pointwise layer on 112x112
- * (K = 32, 3.2 MB of output) went from 915-971 to 779-813 us (minimums; harness calling
- * rt_gemm_f32). */
-static inline void prefetch_for_write(const float *c, int64_t ldc, int64_t rows, int64_t cols) {
-    for (int64_t r = 0; r < rows; r++) {
-        __builtin_prefetch(c + r * ldc, 1, 3);
-        __builtin_prefetch(c + r * ldc + cols - 1, 1, 3);
-    }
-}
-
 /* One KC-deep slice of a tile, rows [i0, i0 + mc) by columns [j0, j0 + nc), from packed A
  * (pa) and B (pb) panels. */
 static void slice_by_panels(const rt_gemm_f32_args *g, int64_t kc, const float *pa,
@@ -318,7 +306,7 @@ static void slice_by_panels(const rt_gemm_f32_args *g, int64_t kc, const float *
             int64_t rows = min64(MR, mc - ir), i = i0 + ir;
             float *c = g->c + i * g->c_row_stride + j;
             if (jr + NR < nc)
-                prefetch_for_write(c + NR, g->c_row_stride, rows, min64(NR, nc - jr - NR));
+                rt_gemm_f32_prefetch_c(c + NR, g->c_row_stride, rows, min64(NR, nc - jr - NR));
             if (rows == MR && cols == NR)
                 micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride, accumulate,
                              g->row_bias != NULL ? g->row_bias + i : NULL, col_bias, clamp);
