@@ -37,7 +37,17 @@ LINK_FLAGS = ["-fsanitize=fuzzer,address,undefined", "-lm", "-lpthread"]
 # and UBSan at -O1, clang 14 spent 18 minutes on that one file (its block-frequency analysis
 # over the checks' branches; 3 with ASan alone, 6 with UBSan alone). At -O0, with every
 # check kept, it takes 11 seconds, and the fuzzer's small planes do not miss the speed.
-PER_FILE_FLAGS = {"libruntime/ops/conv_depthwise.c": ["-O0"]}
+#
+# The arithmetic kernels are built without the fuzzer's comparison tracing (it keeps its
+# edge counters there): a corpus soon holds large convolutions, and tracing every compare of
+# their loops held the fuzzer to 16 inputs a second, most of it in the Winograd transforms.
+# Comparisons that decide what a program means (reader, validation, shapes) are traced still.
+KERNEL_FILES = ["libruntime/ops/conv_winograd.c", "libruntime/ops/conv_direct.c",
+                "libruntime/ops/conv_pixels.c", "libruntime/ops/conv_padded.c",
+                "libruntime/ops/gemm/gemm.c", "libruntime/ops/gemm/gemm_avx2.c",
+                "libruntime/ops/gemm/gemm_avx512.c", "libruntime/ops/gemm/gemm_portable.c"]
+PER_FILE_FLAGS = {"libruntime/ops/conv_depthwise.c": ["-O0", "-fno-sanitize-coverage=trace-cmp"],
+                  **{f: ["-fno-sanitize-coverage=trace-cmp"] for f in KERNEL_FILES}}
 
 
 def find_clang() -> str:
@@ -53,8 +63,8 @@ def sources() -> list:
 
 
 def compile_object(source: Path, headers_time: float) -> Path:
-    """One instrumented object under build/fuzz/obj/, rebuilt when its source or any header
-    is newer."""
+    """One instrumented object under build/fuzz/obj/, rebuilt when its source, any header or
+    this script is newer."""
     relative = source.relative_to(ROOT)
     obj = OUT / "obj" / relative.with_suffix(".o")
     if obj.exists() and obj.stat().st_mtime >= max(source.stat().st_mtime, headers_time):
@@ -74,7 +84,8 @@ def build_harness() -> Path:
     binary = OUT / "fuzz_program"
     headers = [ROOT / "include" / "runtime.h"] + sorted((ROOT / "libruntime").rglob("*.h")) + \
         sorted((ROOT / "libruntime").rglob("*.inc"))
-    headers_time = max(p.stat().st_mtime for p in headers)
+    # This file holds the flags: a change to it rebuilds every object, as a header's does.
+    headers_time = max(p.stat().st_mtime for p in headers + [Path(__file__)])
     units = sources() + [HARNESS]
     if binary.exists() and binary.stat().st_mtime >= max(
             headers_time, max(p.stat().st_mtime for p in units)):

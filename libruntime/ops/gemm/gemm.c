@@ -8,10 +8,10 @@
 #include "ops/gemm/gemm.h"
 
 #include <math.h>
-#include <stdint.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
