@@ -699,16 +699,16 @@ static inline __attribute__((always_inline)) AVX2 void k3_rows__avx2(
     for (int64_t r = oh; r < oh + rows; r += 4) {
         int64_t step = oh + rows - r < 4 ? oh + rows - r : 4;
         float *out = dst + (r - oh) * d->out_w;
+        int64_t next_rows = oh + rows - (r + 4);
         /* Blocks of 16 columns; a last one of 9 to 15 overlaps itself (k3_block__avx2), one
          * of 8 or fewer is a vector over the plane's last 8 columns. */
         for (int64_t ow = 0; ow < d->out_w; ow += 16) {
-            /* The same block of the next four rows, ahead of its stores (as
-             * rt_gemm_f32_prefetch_c: a layer's output is often cold). */
-            for (int64_t q = 4; q < 8 && r + q < oh + rows; q++) {
-                const float *next = out + q * d->out_w + ow;
-                __builtin_prefetch(next, 1, 3);
-                __builtin_prefetch(next + (d->out_w - ow < 16 ? d->out_w - ow : 16) - 1, 1, 3);
-            }
+            /* The same block of the next four rows, ahead of its stores: a layer's output is
+             * often cold (gemm.h). */
+            if (next_rows > 0)
+                rt_gemm_f32_prefetch_c(out + 4 * d->out_w + ow, d->out_w,
+                                       next_rows < 4 ? next_rows : 4,
+                                       d->out_w - ow < 16 ? d->out_w - ow : 16);
             if (d->out_w - ow > 8)
                 k3_block_rows__avx2(job, x, w, b, r, step, ow, out, stride, 2);
             else

@@ -550,7 +550,9 @@ static int64_t finer_columns(int64_t n, int64_t m_tiles, int32_t threads) {
     int64_t panels = (n + NR - 1) / NR;
     int64_t want = (2 * (int64_t)threads + m_tiles - 1) / m_tiles;
     int64_t best = (panels + want - 1) / want, best_load = INT64_MAX;
-    for (int64_t per = best; per >= 1 && threads <= 64; per--) {
+    if (threads > 64) /* past busiest_thread's table: the widest such tiles */
+        return best * NR;
+    for (int64_t per = best; per >= 1; per--) {
         int64_t per_row = (panels + per - 1) / per, tiles = m_tiles * per_row;
         if (tiles > 4 * (int64_t)threads && best_load < INT64_MAX)
             break;
