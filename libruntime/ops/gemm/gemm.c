@@ -37,7 +37,8 @@ static void (*row_kernel)(int64_t k, const float *a, int64_t a_stride, const flo
                           int accumulate, float row_bias, const float *col_bias,
                           const float *clamp, int64_t cols); /* products of fewer than MR rows */
 static void (*rows_kernel)(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
-                           int accumulate, int64_t rows); /* blocks of fewer than MR rows */
+                           int accumulate, int64_t rows,
+                           const float *prefetch); /* blocks of up to MR rows */
 static const char *micro_variant;
 static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
@@ -448,13 +449,14 @@ void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64
 
 void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
                                    int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
-                                   float *c, int64_t ldc, int accumulate, int64_t rows) {
+                                   float *c, int64_t ldc, int accumulate, int64_t rows,
+                                   const float *prefetch) {
     /* The offsets rt_gemm_f32_pack_a / _pack_b lay the slice's panels out at. */
     int64_t kc = min64(KC, k - p0);
     const float *a = packed_a + p0 * round_up(m, MR) + i * kc;
     const float *b = packed_b + p0 * round_up(n, NR) + j * kc;
-    if (rows < MR && rows_kernel != NULL)
-        rows_kernel(kc, a, b, c, ldc, accumulate, rows);
+    if (rows_kernel != NULL)
+        rows_kernel(kc, a, b, c, ldc, accumulate, rows, prefetch);
     else
         micro_kernel(kc, a, b, c, ldc, accumulate, NULL, NULL, NULL);
 }

@@ -95,10 +95,13 @@ void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64
  * p0, for rows [i, i + MR) and columns [j, j + NR) (i and j multiples of MR and NR; c is
  * row-major with ldc, NR wide). The first slice (accumulate 0) writes the product, later ones
  * add to it. Rows past `rows` (<= MR) are not wanted: with the AVX-512 kernel only those rows
- * are computed and written, otherwise all MR are (so c must have room for them). */
+ * are computed and written, otherwise all MR are (so c must have room for them). With
+ * `prefetch` (NULL: none), the AVX-512 kernel also fetches into L2 one line from there a depth
+ * step (as many lines as the slice is deep), for a later call; the others ignore it. */
 void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
                                    int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
-                                   float *c, int64_t ldc, int accumulate, int64_t rows);
+                                   float *c, int64_t ldc, int accumulate, int64_t rows,
+                                   const float *prefetch);
 
 /* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
  * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
@@ -190,9 +193,10 @@ void rt_gemm_f32_row__avx512(int64_t k, const float *a, int64_t a_stride, const 
 /* Eight whole rows of a row-major A (row stride lda), columns [0, k), packed as one 8-row
  * panel (dst[p * 8 + r]), with AVX. */
 void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *dst);
-/* The AVX-512 kernel's first `rows` rows (packed A and B, whole width, no biases). */
+/* The AVX-512 kernel's first `rows` (1 to 8) rows (packed A and B, whole width, no biases),
+ * fetching k lines from `prefetch` (NULL: none) into L2 along the way, one a depth step. */
 void rt_gemm_f32_rows__avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
-                              int accumulate, int64_t rows);
+                              int accumulate, int64_t rows, const float *prefetch);
 /* The AVX-512 kernel (packed B, or gathered with b_offsets) for a block of C only `cols`
  * (< 32) wide: masked loads and stores of C and of the column bias, so a partial block needs
  * no copy aside. */

@@ -48,11 +48,12 @@ static inline __attribute__((always_inline, target("avx512f"))) void store_row(
 /* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. Only C's
  * first `cols` columns are read and written (masked), and only that many column biases; with
  * `halves` 1 (a constant, cols <= 16) only the first 16 columns are computed at all, and only
- * the first `rows` (a constant, <= MR) rows of C. */
+ * the first `rows` (a constant, <= MR) rows of C. With `prefetch` (NULL: a constant in the
+ * callers that have none), step p also fetches the line at prefetch + 16p into L2. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
-    int64_t cols, int halves, int rows) {
+    int64_t cols, int halves, int rows, const float *prefetch) {
     __mmask16 m0, m1;
     column_masks(cols, &m0, &m1);
     __m512 acc[MR][2];
@@ -75,6 +76,10 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
         a += MR;
         if (b_offsets == NULL)
             b += NR;
+        if (prefetch != NULL) {
+            _mm_prefetch((const char *)prefetch, _MM_HINT_T1);
+            prefetch += 16;
+        }
     }
     /* Only the additions there is something to add: with a small k (a 27-deep convolution)
      * the epilogue is a fifth of a call. */
@@ -111,7 +116,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
     int64_t cols, int halves) {
     micro_rows(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols, halves,
-               MR);
+               MR, NULL);
 }
 
 /* Rows a[0..8) (row stride lda, unit column stride), columns [0, k), into an 8-row panel:
@@ -200,14 +205,20 @@ KERNEL void rt_gemm_f32_cols__avx512(
         micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, cols, 2);
 }
 
-/* The first `rows` (1 to 7) rows of a whole-width block, packed A and B: a short last block
- * of rows multiplies only its own (one row of eight: 1/8 of the arithmetic). */
+/* The first `rows` (1 to 8) rows of a whole-width block, packed A and B: a short last block
+ * of rows multiplies only its own (one row of eight: 1/8 of the arithmetic). With `prefetch`,
+ * k lines from there are fetched into L2 along the way, one a step. */
 KERNEL void rt_gemm_f32_rows__avx512(int64_t k, const float *a, const float *b, float *c,
-                                     int64_t ldc, int accumulate, int64_t rows) {
-    switch (rows) {
+                                     int64_t ldc, int accumulate, int64_t rows,
+                                     const float *prefetch) {
+    /* Each case twice, so the loops without a prefetch have none. */
+    switch (rows + (prefetch != NULL ? MR : 0)) {
 #define ROWS_CASE(r)                                                                           \
     case r:                                                                                    \
-        micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, r);              \
+        micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, r, NULL);        \
+        break;                                                                                 \
+    case r + MR:                                                                               \
+        micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, r, prefetch);    \
         break;
         ROWS_CASE(1)
         ROWS_CASE(2)
@@ -217,6 +228,9 @@ KERNEL void rt_gemm_f32_rows__avx512(int64_t k, const float *a, const float *b, 
         ROWS_CASE(6)
         ROWS_CASE(7)
 #undef ROWS_CASE
+    case 2 * MR:
+        micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, MR, prefetch);
+        break;
     default:
         micro(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2);
     }
