@@ -148,6 +148,15 @@ KERNEL void rt_gemm_f32_row__avx512(
         acc[u][0] = acc[u][1] = _mm512_setzero_ps();
     int64_t p = 0;
     for (; p + 4 <= k; p += 4) {
+        /* B is read once here, usually from memory (a batch-1 layer's weights), and the
+         * hardware prefetcher starts over at each page: fetch the 8 lines 32 steps (4 KB)
+         * ahead, past the panel into the next one, which follows it in the packing (past
+         * the last, a prefetch never faults). A 1024 ->
+         * 1000 linear layer (4 MB of weights) on a Xeon: 0.93 of the time without, 0.79
+         * with the weights evicted between calls (16 steps ahead: 0.94 / 0.84). */
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++)
+            _mm_prefetch((const char *)(b + (p + 32) * NR + l * 16), _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int u = 0; u < 4; u++) {
             const __m512 av = _mm512_set1_ps(a[(p + u) * a_stride]);
