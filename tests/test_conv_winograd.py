@@ -211,7 +211,8 @@ np.save(sys.argv[3], np.concatenate([x.ravel(), w.ravel(), bias.ravel()]))
 
 
 @pytest.mark.parametrize("kernel,flags", [("portable", []), ("avx2_fma", ["avx2", "fma"]),
-                                          ("avx512", ["avx512f"])])
+                                          ("avx512", ["avx512f"]),
+                                          ("avx512_pairs", ["avx512f"])])
 def test_winograd_on_each_gemm_kernel(kernel, flags, tmp_path):
     """The GEMM kernel sets the strip width (NR 24 or 32) and the gather and scatter (AVX-512
     or AVX2 vectors, or scalar); each variant this CPU runs matches numpy."""

@@ -116,7 +116,8 @@ def cpu_flags():
         return []
 
 
-@pytest.mark.parametrize("kernel,flags", [("avx2_fma", ["avx2", "fma"]), ("avx512", ["avx512f"])])
+@pytest.mark.parametrize("kernel,flags", [("avx2_fma", ["avx2", "fma"]), ("avx512", ["avx512f"]),
+                                          ("avx512_pairs", ["avx512f"])])
 def test_vector_kernel_matches_portable_kernel(tmp_path, kernel, flags):
     if not all(flag in cpu_flags() for flag in flags):
         pytest.skip(f"this CPU lacks {flags}")
@@ -129,6 +130,46 @@ def test_vector_kernel_matches_portable_kernel(tmp_path, kernel, flags):
         outs.append(np.load(path))
     # The same summation order over k; FMA versus multiply-then-add rounds differently.
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-4)
+
+
+PAIRS_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from tests.test_gemm import run_matmul
+from tests.test_ops import run_conv_constant_weights
+rng = np.random.default_rng(11)
+outs = []
+for m, k, n in ((75, 300, 40), (8, 200, 64), (13, 17, 100)):  # partial rows and columns
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    outs.append(run_matmul(a, b, 2))
+for shape, out, kernel, act in (((1, 7, 9, 60), 13, 3, 2),     # 3x3: gathered B, Clip
+                                ((1, 64, 20, 20), 24, 1, 1),    # pointwise, direct path
+                                ((1, 512, 7, 7), 300, 1, 2)):   # pointwise, pixel rows
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((out, shape[1], kernel, kernel)).astype(np.float32)
+    bias = rng.standard_normal(out).astype(np.float32)
+    pad = [kernel // 2] * 4
+    outs.append(run_conv_constant_weights(x, w, bias, [1, 1], pad, [1, 1], 1, act, 2))
+np.save(sys.argv[2], np.concatenate([o.ravel() for o in outs]))
+"""
+
+
+def test_avx512_forms_agree_bit_for_bit(tmp_path):
+    """The AVX-512 kernel's two forms (rows one at a time, or in pairs against duplicated even
+    and odd columns) sum the same products in the same order: products with partial blocks,
+    gathered and packed B, biases, Relu and Clip come out identical."""
+    if "avx512f" not in cpu_flags():
+        pytest.skip("this CPU lacks avx512f")
+    outs = []
+    for forced in ("avx512", "avx512_pairs"):
+        path = tmp_path / f"{forced}.npy"
+        env = dict(os.environ, RT_GEMM_KERNEL=forced)
+        subprocess.run([sys.executable, "-c", PAIRS_SCRIPT, str(ROOT), str(path)], env=env,
+                       check=True, cwd=ROOT, timeout=120)
+        outs.append(np.load(path))
+    assert np.isfinite(outs[0]).all() and outs[0].size > 10000
+    np.testing.assert_array_equal(outs[0], outs[1])
 
 
 def test_portable_kernels_env_forces_portable(tmp_path):

@@ -707,7 +707,8 @@ np.savez(sys.argv[2], *outs)
 
 
 @pytest.mark.parametrize("kernel,flags", [("portable", []), ("avx2_fma", ["avx2", "fma"]),
-                                          ("avx512", ["avx512f"])])
+                                          ("avx512", ["avx512f"]),
+                                          ("avx512_pairs", ["avx512f"])])
 def test_depthwise_3x3_on_each_kernel_set(kernel, flags, tmp_path):
     """3x3 depthwise with stride 1 and 2 on each kernel set this CPU runs (the GEMM kernel's
     choice, which the depthwise convolution follows): AVX-512 and AVX2 read x in place with
@@ -913,7 +914,8 @@ np.savez(sys.argv[2], *outs)
 
 
 @pytest.mark.parametrize("kernel,flags", [("portable", []), ("avx2_fma", ["avx2", "fma"]),
-                                          ("avx512", ["avx512f"])])
+                                          ("avx512", ["avx512f"]),
+                                          ("avx512_pairs", ["avx512f"])])
 def test_conv2d_pointwise_small_planes_on_each_gemm_kernel(kernel, flags, tmp_path):
     """The pixel-row path on each GEMM kernel this CPU runs: its tile (4 x 24 or 8 x 32) sets
     the blocks of pixels and panels of channels, and only the AVX-512 one stores tiles

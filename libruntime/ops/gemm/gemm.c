@@ -68,13 +68,23 @@ static void select_micro_kernel(void) {
     if (portable)
         return;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if ((any || env_says("RT_GEMM_KERNEL", "avx512")) && __builtin_cpu_supports("avx512f")) {
-        use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8,
-                   32);
-        cols_kernel = rt_gemm_f32_cols__avx512;
+    /* Rows in pairs where measured faster (Intel), one at a time elsewhere (gemm_avx512.c). */
+    bool pairs = env_says("RT_GEMM_KERNEL", "avx512_pairs") ||
+                 (any && __builtin_cpu_is("intel"));
+    if ((any || pairs || env_says("RT_GEMM_KERNEL", "avx512")) &&
+        __builtin_cpu_supports("avx512f")) {
+        if (pairs) {
+            use_kernel(rt_gemm_f32_micro__avx512_pairs, rt_gemm_f32_gather__avx512_pairs,
+                       "avx512_pairs", 8, 32);
+            cols_kernel = rt_gemm_f32_cols__avx512_pairs;
+            rows_kernel = rt_gemm_f32_rows__avx512_pairs;
+        } else {
+            use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8, 32);
+            cols_kernel = rt_gemm_f32_cols__avx512;
+            rows_kernel = rt_gemm_f32_rows__avx512;
+        }
         pack_a_panel = rt_gemm_f32_pack_a8__avx512;
         row_kernel = rt_gemm_f32_row__avx512;
-        rows_kernel = rt_gemm_f32_rows__avx512;
         return;
     }
 #endif
@@ -119,7 +129,7 @@ static size_t shared_b_floats(int64_t m, int64_t n, int64_t k) {
     return whole < (double)SHARED_MAX_FLOATS ? (size_t)whole : SHARED_MAX_FLOATS;
 }
 
-bool rt_gemm_f32_avx512(void) { return strcmp(rt_gemm_f32_variant(), "avx512") == 0; }
+bool rt_gemm_f32_avx512(void) { return strncmp(rt_gemm_f32_variant(), "avx512", 6) == 0; }
 
 size_t rt_gemm_f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads) {
     pthread_once(&select_once, select_micro_kernel);

@@ -103,14 +103,15 @@ void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float
                                    float *c, int64_t ldc, int accumulate, int64_t rows,
                                    const float *prefetch);
 
-/* The micro-kernel chosen for this CPU ("avx512", "avx2_fma" or "portable"). The environment
- * variable RT_GEMM_KERNEL (one of those names) read at first use forces one the CPU supports;
+/* The micro-kernel chosen for this CPU ("avx512_pairs" on Intel CPUs with AVX-512, "avx512"
+ * on others, "avx2_fma" or "portable"). The environment variable RT_GEMM_KERNEL (one of those
+ * names) read at first use forces one the CPU supports;
  * RT_PORTABLE_KERNELS=1 forces the portable one. Packed layouts follow the kernel's tile, so
  * they are made and used in the same process. */
 const char *rt_gemm_f32_variant(void);
 
-/* Whether that kernel is the AVX-512 one: other AVX-512 loops (the depthwise convolutions)
- * follow the same choice, so the same variables force them off. */
+/* Whether that kernel is an AVX-512 one (either form): other AVX-512 loops (the depthwise
+ * convolutions) follow the same choice, so the same variables force them off. */
 bool rt_gemm_f32_avx512(void);
 
 /* ---- micro-kernels (gemm_*.c) ------------------------------------------------------------ */
@@ -167,10 +168,14 @@ void rt_gemm_f32_cols__avx2_fma(int64_t k, const float *a, const float *b,
 /* Four whole rows of a row-major A (row stride lda), columns [0, k), packed as one 4-row
  * panel (dst[p * 4 + r]), with AVX; x86 builds only. */
 void rt_gemm_f32_pack_a4__avx2(const float *a, int64_t lda, int64_t k, float *dst);
-/* 8 x 32; x86-64 builds with GCC or clang only. */
+/* 8 x 32; x86-64 builds with GCC or clang only. Each AVX-512 entry point comes in two forms
+ * (gemm_avx512.c): rows one at a time (avx512) or in pairs (avx512_pairs). */
 void rt_gemm_f32_micro__avx512(int64_t k, const float *a, const float *b, float *c,
                                int64_t ldc, int accumulate, const float *row_bias,
                                const float *col_bias, const float *clamp);
+void rt_gemm_f32_micro__avx512_pairs(int64_t k, const float *a, const float *b, float *c,
+                                     int64_t ldc, int accumulate, const float *row_bias,
+                                     const float *col_bias, const float *clamp);
 void rt_gemm_f32_gather__portable(int64_t k, const float *a, const float *b,
                                   const int64_t *b_offsets, float *c, int64_t ldc,
                                   int accumulate, const float *row_bias, const float *col_bias,
@@ -183,6 +188,10 @@ void rt_gemm_f32_gather__avx512(int64_t k, const float *a, const float *b,
                                 const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
                                 const float *row_bias, const float *col_bias,
                                 const float *clamp);
+void rt_gemm_f32_gather__avx512_pairs(int64_t k, const float *a, const float *b,
+                                      const int64_t *b_offsets, float *c, int64_t ldc,
+                                      int accumulate, const float *row_bias,
+                                      const float *col_bias, const float *clamp);
 /* One row of C, `cols` (<= 32) wide, against a packed 32-column B panel: c (+)= sum over
  * p < k of a[p * a_stride] * b[p * 32 + j], with the first slice's biases (accumulate 0) and
  * the clamp as the micro-kernels take them. For products of fewer rows than the micro-kernel's
@@ -197,10 +206,17 @@ void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *
  * fetching k lines from `prefetch` (NULL: none) into L2 along the way, one a depth step. */
 void rt_gemm_f32_rows__avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
                               int accumulate, int64_t rows, const float *prefetch);
+void rt_gemm_f32_rows__avx512_pairs(int64_t k, const float *a, const float *b, float *c,
+                                    int64_t ldc, int accumulate, int64_t rows,
+                                    const float *prefetch);
 /* The AVX-512 kernel (packed B, or gathered with b_offsets) for a block of C only `cols`
  * (< 32) wide: masked loads and stores of C and of the column bias, so a partial block needs
  * no copy aside. */
 void rt_gemm_f32_cols__avx512(int64_t k, const float *a, const float *b,
+                              const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
+                              const float *row_bias, const float *col_bias, const float *clamp,
+                              int64_t cols);
+void rt_gemm_f32_cols__avx512_pairs(int64_t k, const float *a, const float *b,
                               const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
                               const float *row_bias, const float *col_bias, const float *clamp,
                               int64_t cols);
