@@ -156,7 +156,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
                        col0, col1, clamp);
         return;
     }
-    const int pairs = (rows + 1) / 2; /* an odd last row pairs with the panel's zero row */
+    const int pairs = (rows + 1) / 2; /* an odd last row pairs with padding, not stored */
     __m512 even[MR / 2][2], odd[MR / 2][2];
     for (int i = 0; i < pairs; i++)
         even[i][0] = even[i][1] = odd[i][0] = odd[i][1] = _mm512_setzero_ps();
