@@ -88,6 +88,19 @@ static inline __attribute__((always_inline, target("avx512f"))) void finish_row(
     store_row(row, m0, m1, r0, r1, clamp);
 }
 
+/* Past one depth step: A's next MR values, B's next packed row (gathered rows are found by
+ * offset), and the next line to prefetch. */
+static inline __attribute__((always_inline, target("avx512f"))) void next_step(
+    const float **a, const float **b, bool gathered, const float **prefetch) {
+    *a += MR;
+    if (!gathered)
+        *b += NR;
+    if (*prefetch != NULL) {
+        _mm_prefetch((const char *)*prefetch, _MM_HINT_T1);
+        *prefetch += 16;
+    }
+}
+
 /* A pair of A's values (rows 2i and 2i + 1 of a packed step) in every pair of lanes. */
 static inline __attribute__((always_inline, target("avx512f"))) __m512 row_pair(
     const float *a) {
@@ -142,13 +155,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
                 if (halves == 2)
                     acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
             }
-            a += MR;
-            if (b_offsets == NULL)
-                b += NR;
-            if (prefetch != NULL) {
-                _mm_prefetch((const char *)prefetch, _MM_HINT_T1);
-                prefetch += 16;
-            }
+            next_step(&a, &b, b_offsets != NULL, &prefetch);
         }
 #pragma GCC unroll 8
         for (int i = 0; i < rows; i++)
@@ -176,13 +183,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
                 odd[i][1] = _mm512_fmadd_ps(ai, o1, odd[i][1]);
             }
         }
-        a += MR;
-        if (b_offsets == NULL)
-            b += NR;
-        if (prefetch != NULL) {
-            _mm_prefetch((const char *)prefetch, _MM_HINT_T1);
-            prefetch += 16;
-        }
+        next_step(&a, &b, b_offsets != NULL, &prefetch);
     }
     /* Row 2i: the even sums' even lanes and the odd sums' even lanes moved up one; row 2i + 1:
      * the even sums' odd lanes moved down one and the odd sums' odd lanes. */
