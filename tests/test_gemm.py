@@ -116,18 +116,22 @@ def cpu_flags():
         return []
 
 
+def saved_under(script, env_var, value, tmp_path):
+    """The array `script` saves (argv: the repository, an .npy path), run in a process with
+    env_var=value."""
+    path = tmp_path / f"{env_var}-{value}.npy"
+    subprocess.run([sys.executable, "-c", script, str(ROOT), str(path)],
+                   env=dict(os.environ, **{env_var: value}), check=True, cwd=ROOT, timeout=120)
+    return np.load(path)
+
+
 @pytest.mark.parametrize("kernel,flags", [("avx2_fma", ["avx2", "fma"]), ("avx512", ["avx512f"]),
                                           ("avx512_pairs", ["avx512f"])])
 def test_vector_kernel_matches_portable_kernel(tmp_path, kernel, flags):
     if not all(flag in cpu_flags() for flag in flags):
         pytest.skip(f"this CPU lacks {flags}")
-    outs = []
-    for forced in (kernel, "portable"):
-        path = tmp_path / f"{forced}.npy"
-        env = dict(os.environ, RT_GEMM_KERNEL=forced)
-        subprocess.run([sys.executable, "-c", PORTABLE_SCRIPT, str(ROOT), str(path)], env=env,
-                       check=True, cwd=ROOT, timeout=120)
-        outs.append(np.load(path))
+    outs = [saved_under(PORTABLE_SCRIPT, "RT_GEMM_KERNEL", forced, tmp_path)
+            for forced in (kernel, "portable")]
     # The same summation order over k; FMA versus multiply-then-add rounds differently.
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-4)
 
@@ -161,26 +165,16 @@ def test_avx512_forms_agree_bit_for_bit(tmp_path):
     gathered and packed B, biases, Relu and Clip come out identical."""
     if "avx512f" not in cpu_flags():
         pytest.skip("this CPU lacks avx512f")
-    outs = []
-    for forced in ("avx512", "avx512_pairs"):
-        path = tmp_path / f"{forced}.npy"
-        env = dict(os.environ, RT_GEMM_KERNEL=forced)
-        subprocess.run([sys.executable, "-c", PAIRS_SCRIPT, str(ROOT), str(path)], env=env,
-                       check=True, cwd=ROOT, timeout=120)
-        outs.append(np.load(path))
+    outs = [saved_under(PAIRS_SCRIPT, "RT_GEMM_KERNEL", forced, tmp_path)
+            for forced in ("avx512", "avx512_pairs")]
     assert np.isfinite(outs[0]).all() and outs[0].size > 10000
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
 def test_portable_kernels_env_forces_portable(tmp_path):
     # RT_PORTABLE_KERNELS=1 and RT_GEMM_KERNEL=portable give bit-identical results.
-    outs = []
-    for env_var, value in (("RT_PORTABLE_KERNELS", "1"), ("RT_GEMM_KERNEL", "portable")):
-        path = tmp_path / f"{env_var}.npy"
-        env = dict(os.environ, **{env_var: value})
-        subprocess.run([sys.executable, "-c", PORTABLE_SCRIPT, str(ROOT), str(path)], env=env,
-                       check=True, cwd=ROOT, timeout=120)
-        outs.append(np.load(path))
+    outs = [saved_under(PORTABLE_SCRIPT, env_var, value, tmp_path)
+            for env_var, value in (("RT_PORTABLE_KERNELS", "1"), ("RT_GEMM_KERNEL", "portable"))]
     np.testing.assert_array_equal(outs[0], outs[1])
 
 

@@ -31,7 +31,6 @@
 #define MAX_XT_FLOATS (1 << 20)    /* 4 MB: x^T, packed per call */
 #define GROUP_BLOCKS 4             /* blocks of pixels summed together, 4 KB of tiles */
 #define WHOLE_GROUP_BLOCKS 8       /* or all of them, up to 8 (7x7's 7) */
-#define FLOATS_PER_LINE 16
 #define SHARED_XT_RATIO 8          /* weights past 8x x^T: threads split panels, not pixels */
 
 /* MobileNet's 256 -> 512 channels on 14x14 (0.5 MB of weights) took the same time either
@@ -217,7 +216,8 @@ static void panel_pixels(const pixels_job *job, const float *xt, int64_t i0, int
     const float *wt = job->wt + (size_t)panel * job->panel_floats;
     /* The weights ahead, fetched into L2 a line a depth step by the AVX-512 kernel: the rest
      * of this panel from its second slice, then the next panel (another thread may take it:
-     * harmless). Inside a model the weights come from L3 or memory, and the first block of
+     * harmless; a last call's lines may pass the end of the weights, and a prefetch never
+     * faults). Inside a model the weights come from L3 or memory, and the first block of
      * each slice had waited on them: on a Xeon (Sapphire Rapids family, 2 MB of L2), six
      * chained 512 -> 512 layers on 14x14 took 1,424/1,317 us a layer without/with, 1024 ->
      * 1024 on 7x7 1,514/1,231 (medians, call by call); MobileNet v1 at 1 thread went from
@@ -230,7 +230,7 @@ static void panel_pixels(const pixels_job *job, const float *xt, int64_t i0, int
             int64_t kc = depth - p0 < job->kc ? depth - p0 : job->kc;
             for (int64_t i = g0; i < g1; i += job->mr) {
                 const float *prefetch = ahead < ahead_end ? wt + ahead : NULL;
-                ahead += (size_t)kc * FLOATS_PER_LINE;
+                ahead += (size_t)kc * RT_FLOATS_PER_LINE;
                 rt_gemm_f32_packed_rows_block(xt, pixels, wt, channels, depth, i, 0, p0,
                                               tiles + (i - g0) / job->mr * tile_floats,
                                               job->nr, p0 > 0,

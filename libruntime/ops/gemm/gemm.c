@@ -23,7 +23,6 @@
 #define SLOT_FLOATS ((size_t)MC * KC + (size_t)KC * NC_MAX)
 #define SHARED_MAX_FLOATS ((size_t)4 << 20) /* 16 MB: A, or a strip of B, packed for all tiles */
 #define MIN_FLOPS_PER_THREAD 200000.0
-#define FLOATS_PER_LINE 16
 
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
@@ -118,7 +117,7 @@ static size_t slots_bytes(int32_t threads) {
 static size_t shared_a_floats(int64_t m, int64_t n, int64_t k) {
     double whole = (double)round_up(m, MR) * (double)k;
     return n > NR && k > 0 && whole <= (double)SHARED_MAX_FLOATS
-               ? (size_t)round_up((int64_t)whole, FLOATS_PER_LINE)
+               ? (size_t)round_up((int64_t)whole, RT_FLOATS_PER_LINE)
                : 0;
 }
 
@@ -608,7 +607,7 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
     size_t slots = slots_bytes(threads);
     int64_t room = scratch_bytes > slots ? (int64_t)((scratch_bytes - slots) / sizeof(float)) : 0;
     float *free_space = (float *)((char *)scratch + slots);
-    int64_t a_floats = round_up(round_up(g->m, MR) * g->k, FLOATS_PER_LINE); /* B: aligned */
+    int64_t a_floats = round_up(round_up(g->m, MR) * g->k, RT_FLOATS_PER_LINE); /* B: aligned */
     if (g->packed_a == NULL && !plan.rows_by_one && g->k > 0 && plan.n_tiles > 1 &&
         a_floats <= room) {
         plan.packed_a = plan.shared_a = free_space;

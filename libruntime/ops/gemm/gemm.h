@@ -28,6 +28,10 @@ typedef struct rt_gemm_f32_args {
     const float *packed_a, *packed_b;
 } rt_gemm_f32_args;
 
+/* Floats in a 64-byte cache line: packing alignment, and the step of the kernels' prefetches
+ * (one line per depth step). */
+#define RT_FLOATS_PER_LINE 16
+
 /* Fetches a block of C (`rows` rows of `cols` floats, row stride ldc) for writing, ahead of
  * the kernel call that stores it. A layer's output is often cold (written last in the
  * previous run, its lines since evicted by the weights), and a store that misses waits for
@@ -217,8 +221,8 @@ void rt_gemm_f32_cols__avx512(int64_t k, const float *a, const float *b,
                               const float *row_bias, const float *col_bias, const float *clamp,
                               int64_t cols);
 void rt_gemm_f32_cols__avx512_pairs(int64_t k, const float *a, const float *b,
-                              const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
-                              const float *row_bias, const float *col_bias, const float *clamp,
-                              int64_t cols);
+                                    const int64_t *b_offsets, float *c, int64_t ldc,
+                                    int accumulate, const float *row_bias,
+                                    const float *col_bias, const float *clamp, int64_t cols);
 
 #endif

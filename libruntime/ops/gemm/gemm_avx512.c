@@ -97,7 +97,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void next_step(
         *b += NR;
     if (*prefetch != NULL) {
         _mm_prefetch((const char *)*prefetch, _MM_HINT_T1);
-        *prefetch += 16;
+        *prefetch += RT_FLOATS_PER_LINE;
     }
 }
 
@@ -113,7 +113,7 @@ static inline __attribute__((always_inline, target("avx512f"))) __m512 row_pair(
  * first `cols` columns are read and written (masked), and only that many column biases; with
  * `halves` 1 (a constant, cols <= 16) only the first 16 columns are computed at all, and only
  * the first `rows` (a constant, <= MR) rows of C. With `prefetch` (NULL: a constant in the
- * callers that have none), step p also fetches the line at prefetch + 16p into L2.
+ * callers that have none), step p also fetches the p-th line from prefetch into L2.
  *
  * Rows go one at a time (each A value broadcast against the two B vectors) or, with `paired`,
  * in pairs: one 8-byte broadcast puts rows 2i and 2i + 1 in alternate lanes, against each B
@@ -248,7 +248,8 @@ KERNEL void rt_gemm_f32_row__avx512(
          * with the weights evicted between calls (16 steps ahead: 0.94 / 0.84). */
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++)
-            _mm_prefetch((const char *)(b + (p + 32) * NR + l * 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (p + 32) * NR + l * RT_FLOATS_PER_LINE),
+                         _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int u = 0; u < 4; u++) {
             const __m512 av = _mm512_set1_ps(a[(p + u) * a_stride]);
