@@ -149,6 +149,8 @@ for m, k, n in ((75, 300, 40), (8, 200, 64), (13, 17, 100)):  # partial rows and
     outs.append(run_matmul(a, b, 2))
 for shape, out, kernel, act in (((1, 7, 9, 60), 13, 3, 2),     # 3x3: gathered B, Clip
                                 ((1, 64, 20, 20), 24, 1, 1),    # pointwise, direct path
+                                ((1, 200, 5, 40), 41, 3, 1),    # 10 slices deep, 40 = 32 + 8 columns
+                                ((1, 300, 9, 9), 21, 1, 2),     # 81 = 2 x 32 + 17 columns
                                 ((1, 512, 7, 7), 300, 1, 2)):   # pointwise, pixel rows
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((out, shape[1], kernel, kernel)).astype(np.float32)
@@ -162,7 +164,8 @@ np.save(sys.argv[2], np.concatenate([o.ravel() for o in outs]))
 def test_avx512_forms_agree_bit_for_bit(tmp_path):
     """The AVX-512 kernel's two forms (rows one at a time, or in pairs against duplicated even
     and odd columns) sum the same products in the same order: products with partial blocks,
-    gathered and packed B, biases, Relu and Clip come out identical."""
+    gathered and packed B, biases, Relu and Clip, sums over many depth slices, come out
+    identical."""
     if "avx512f" not in cpu_flags():
         pytest.skip("this CPU lacks avx512f")
     outs = [saved_under(PAIRS_SCRIPT, "RT_GEMM_KERNEL", forced, tmp_path)

@@ -754,7 +754,7 @@ def run_conv_constant_weights(x, w, bias, strides, padding, dilations, groups, a
 
 @examples(40)
 @given(stride=pairs_1_3, step=st.integers(1, 5), dilation=pairs_1_3, kernel=pairs_1_3,
-       channels=st.integers(1, 12), out_channels=st.integers(1, 20),
+       channels=st.integers(1, 12), out_channels=st.integers(1, 44),
        width=st.integers(1, 110) | st.sampled_from([23, 24, 31, 32, 33, 63, 64, 72, 96, 100]),
        height=st.integers(1, 6), batch=st.integers(1, 2), padding=paddings,
        act=st.sampled_from(sorted(ACTIVATIONS)), with_bias=st.booleans(),
@@ -763,7 +763,8 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
                                  height, batch, padding, act, with_bias, threads, data):
     """Dense convolutions with packed constant weights: output rows from 1 to over 100 wide
     (the direct kernel's 32-column blocks, whole and partial), horizontal strides 1 to 5
-    (5 goes through im2col), channel counts across the kernels' 8-row panels."""
+    (5 goes through im2col), output channel counts across several of the kernels' panels,
+    whole and partial."""
     top, left, bottom, right = four(padding)
     w_in = width + min_size(kernel[1], step, left, right, dilation[1])
     h_in = height + min_size(kernel[0], stride[0], top, bottom, dilation[0])
