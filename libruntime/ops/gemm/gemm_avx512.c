@@ -101,6 +101,24 @@ static inline __attribute__((always_inline, target("avx512f"))) void next_step(
     }
 }
 
+/* Gathered B rows (a pointwise convolution reads x in place) lie a plane apart, each on a page
+ * of its own, where the hardware prefetchers do not follow them, so each load waited on L2:
+ * step p fetches row p + GATHER_AHEAD into L1. On a Xeon (Sapphire Rapids family), chains of
+ * pointwise layers took 0.91 of the time on 56x56 with 128 channels, 0.85 on 112x112 with 64,
+ * 0.97 on 28x28 with 256 at 1 thread, 0.83 to 0.95 at 2 (4 to 16 steps ahead were alike);
+ * inside MobileNet, where a depthwise layer has just written x, 0.92 to 1.0 a layer. */
+#define GATHER_AHEAD 16
+
+static inline __attribute__((always_inline, target("avx512f"))) void fetch_gathered_row(
+    const float *b, const int64_t *b_offsets, int64_t p, int64_t k, int halves) {
+    if (p + GATHER_AHEAD >= k)
+        return;
+    const float *row = b + b_offsets[p + GATHER_AHEAD];
+    _mm_prefetch((const char *)row, _MM_HINT_T0);
+    if (halves == 2)
+        _mm_prefetch((const char *)(row + 16), _MM_HINT_T0);
+}
+
 /* A pair of A's values (rows 2i and 2i + 1 of a packed step) in every pair of lanes. */
 static inline __attribute__((always_inline, target("avx512f"))) __m512 row_pair(
     const float *a) {
@@ -146,6 +164,8 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
 #pragma GCC unroll 2
         for (int64_t p = 0; p < k; p++) {
             const float *row = b_offsets != NULL ? b + b_offsets[p] : b;
+            if (b_offsets != NULL)
+                fetch_gathered_row(b, b_offsets, p, k, halves);
             const __m512 b0 = _mm512_loadu_ps(row);
             const __m512 b1 = halves == 1 ? _mm512_setzero_ps() : _mm512_loadu_ps(row + 16);
 #pragma GCC unroll 8
@@ -170,6 +190,8 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
 #pragma GCC unroll 2
     for (int64_t p = 0; p < k; p++) {
         const float *row = b_offsets != NULL ? b + b_offsets[p] : b;
+        if (b_offsets != NULL)
+            fetch_gathered_row(b, b_offsets, p, k, halves);
         const __m512 e0 = even_columns(row), o0 = odd_columns(row);
         const __m512 e1 = halves == 1 ? _mm512_setzero_ps() : even_columns(row + 16);
         const __m512 o1 = halves == 1 ? _mm512_setzero_ps() : odd_columns(row + 16);
