@@ -258,6 +258,7 @@ typedef enum conv_state_kind {
     CONV_STATE_PACKED = 1,
     CONV_STATE_WINOGRAD = 2,
     CONV_STATE_PIXELS = 3, /* w^T packed as B, for conv_pixels.c */
+    CONV_STATE_DIRECT = 4, /* tall panels, for conv_direct.c */
 } conv_state_kind;
 #define CONV_STATE_HEADER 64
 
@@ -282,6 +283,10 @@ const float *rt_conv__packed_weights(const rt_op_ctx *ctx) {
     return conv_state_weights(ctx, CONV_STATE_PACKED);
 }
 
+const float *rt_conv__direct_weights(const rt_op_ctx *ctx) {
+    return conv_state_weights(ctx, CONV_STATE_DIRECT);
+}
+
 const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx) {
     return conv_state_weights(ctx, CONV_STATE_WINOGRAD);
 }
@@ -300,11 +305,21 @@ static bool conv_prepare_pixels(rt_op_ctx *ctx, const rt_conv_args *args) {
     return true;
 }
 
-/* Constant weights: each group's [O/g, C/g*kH*kW] matrix packed once, for every call. */
+/* Constant weights packed once, for every call: in tall panels where the planned sizes take
+ * the direct path (one group), else each group's [O/g, C/g*kH*kW] matrix as the GEMM's A. */
 static void conv_pack_weights(rt_op_ctx *ctx, const rt_conv_args *args) {
     const conv_dims *d = &args->dims;
     int64_t group_out = d->out_channels / d->groups;
     int64_t depth = d->channels / d->groups * d->kernel_h * d->kernel_w;
+    if (rt_conv__direct_fits(d, NULL)) {
+        rt_gemm_f32_args w = {.m = d->out_channels, .k = depth, .a = args->w->data,
+                              .a_row_stride = depth, .a_col_stride = 1};
+        float *tall = conv_alloc_state(ctx, CONV_STATE_DIRECT,
+                                       rt_gemm_f32_tall_a_floats(w.m, depth));
+        if (tall != NULL)
+            rt_gemm_f32_pack_a_tall(&w, tall);
+        return;
+    }
     size_t per_group = rt_gemm_f32_packed_a_floats(group_out, depth);
     float *packed = conv_alloc_state(ctx, CONV_STATE_PACKED, per_group * (size_t)d->groups);
     if (packed == NULL)
@@ -402,7 +417,7 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
     }
     if (conv_uses_gemm(args)) {
         const float *winograd = rt_conv__winograd_weights_of(ctx);
-        const float *packed = rt_conv__packed_weights(ctx);
+        const float *direct = rt_conv__direct_weights(ctx);
         const float *pixels = conv_state_weights(ctx, CONV_STATE_PIXELS);
         if (winograd != NULL)
             rt_conv__winograd_f32(d, args->x->data, winograd, args->w->data, bias, &args->act,
@@ -411,8 +426,8 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
             rt_conv__pixels_f32(d, args->x->data, pixels, bias, &args->act, out, scratch,
                                 rt_op__threads(ctx));
         /* Weights packed at load (constant, and memory allowed it) take the direct path. */
-        else if (packed != NULL && rt_conv__direct_fits(d, NULL))
-            rt_conv__direct_f32(d, args->x->data, packed, bias, &args->act, NULL, out,
+        else if (direct != NULL && rt_conv__direct_fits(d, NULL))
+            rt_conv__direct_f32(d, args->x->data, direct, bias, &args->act, NULL, out,
                                 scratch, rt_op__slot_threads(ctx));
         else
             conv_f32_gemm(ctx, args, out, scratch, scratch_bytes);

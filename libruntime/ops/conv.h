@@ -46,9 +46,11 @@ rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused);
 void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args);
 
 /* The weights rt_conv__prepare derived from constant w, in ctx->state: packed as the GEMM's
- * A ([out_channels, channels * kh * kw], rt_gemm_f32_pack_a) for the direct and im2col
- * paths, or transformed for the Winograd one; NULL when prepare made none of that kind. */
+ * A ([out_channels, channels * kh * kw]) for the im2col path (rt_gemm_f32_pack_a, per
+ * group) or the direct one (rt_gemm_f32_pack_a_tall), or transformed for the Winograd one;
+ * NULL when prepare made none of that kind. */
 const float *rt_conv__packed_weights(const rt_op_ctx *ctx);
+const float *rt_conv__direct_weights(const rt_op_ctx *ctx);
 const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx);
 
 /* The convolution into out ([N, O, Ho, Wo] densely, not args->out), with scratch of the size
@@ -128,8 +130,8 @@ bool rt_conv__direct_fits(const conv_dims *d, const rt_pool_dims *pool);
 size_t rt_conv__direct_scratch_bytes(const conv_dims *d, const rt_pool_dims *pool,
                                      int32_t threads);
 
-/* out = act(conv(x, w) + bias), bias may be NULL, with w packed by rt_gemm_f32_pack_a as an
- * [out_channels, channels * kernel_h * kernel_w] matrix; up to `threads` threads. With
+/* out = act(conv(x, w) + bias), bias may be NULL, with w packed by rt_gemm_f32_pack_a_tall
+ * as an [out_channels, channels * kernel_h * kernel_w] matrix; up to `threads` threads. With
  * `pool`, out is the max pool of that ([N, O, pool->out_h, pool->out_w]). */
 void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed_w,
                          const float *bias, const rt_activation *act, const rt_pool_dims *pool,

@@ -6,7 +6,8 @@
  * (conv_padded.c) in its own buffer. For a block of NR outputs along one output row, the
  * reduction index p = (channel, kh, kw) then reads NR contiguous floats at a fixed offset from
  * the block's first window, so the micro-kernel takes B's rows straight from the buffer
- * (rt_gemm_f32_gathered_block) while A is the weights packed once at load. Nothing the size
+ * (rt_gemm_f32_gathered_block) while A is the weights packed once at load, in tall panels
+ * where the kernel has them (12 rows: each B row loaded serves more outputs). Nothing the size
  * of the column matrix is written; the band stays in the cache of the core that wrote it and
  * reads it (a shared padded image, each call written by one core and read by all, cost more
  * than the arithmetic with two threads). Where a thread's output passes L2, blocks are
@@ -189,16 +190,17 @@ static void compute_blocks(const direct_job *job, const float *window0, const in
     const direct_layout *l = job->l;
     for (int64_t sweep = col0; sweep < col1; sweep += job->sweep_cols) {
         int64_t sweep_end = col1 - sweep < job->sweep_cols ? col1 : sweep + job->sweep_cols;
-        for (int64_t o = 0; o < d->out_channels; o += job->mr) {
-            int64_t rows = d->out_channels - o < job->mr ? d->out_channels - o : job->mr;
+        for (int64_t o = 0, panel; o < d->out_channels; o += panel) {
+            panel = rt_gemm_f32_tall_panel(d->out_channels, o);
+            int64_t rows = d->out_channels - o < panel ? d->out_channels - o : panel;
             for (int64_t col = sweep; col < sweep_end; col += job->nr) {
                 int64_t cols = sweep_end - col < job->nr ? sweep_end - col : job->nr;
                 const float *window = window0 + (col - col0);
                 float *c = out + o * ldc + col;
                 for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
-                    rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o, p0,
-                                               window, offsets + p0, c, ldc, rows, cols,
-                                               p0 > 0, job->bias,
+                    rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o,
+                                               panel, p0, window, offsets + p0, c, ldc, rows,
+                                               cols, p0 > 0, job->bias,
                                                p0 + job->kc >= l->depth ? job->clamp : NULL);
                 /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
                 for (int64_t r = 0; r < rows && job->act_pass; r++)

@@ -37,7 +37,7 @@ size_t rt_conv_pool__unpooled_bytes(const rt_conv_pool_args *args) {
 /* Pooled in the direct convolution's bands: the weights were packed at load for it and the
  * shapes suit it. */
 static bool pools_in_bands(const rt_op_ctx *ctx, const rt_conv_pool_args *args) {
-    return rt_conv__packed_weights(ctx) != NULL &&
+    return rt_conv__direct_weights(ctx) != NULL &&
            rt_conv__direct_fits(&args->conv.dims, &args->pool);
 }
 
@@ -69,7 +69,7 @@ rt_status rt_ops__conv2d_act_max_pool2d_run(rt_op_ctx *ctx) {
     if (rt_tensor__numel(conv->out) == 0)
         return RT_OK;
     if (pools_in_bands(ctx, &args)) {
-        rt_conv__direct_f32(&conv->dims, conv->x->data, rt_conv__packed_weights(ctx),
+        rt_conv__direct_f32(&conv->dims, conv->x->data, rt_conv__direct_weights(ctx),
                             conv->bias ? conv->bias->data : NULL, &conv->act, &args.pool,
                             conv->out->data, ctx->scratch, rt_op__slot_threads(ctx));
         return RT_OK;

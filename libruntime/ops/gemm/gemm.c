@@ -23,6 +23,7 @@
 #define SLOT_FLOATS ((size_t)MC * KC + (size_t)KC * NC_MAX)
 #define SHARED_MAX_FLOATS ((size_t)4 << 20) /* 16 MB: A, or a strip of B, packed for all tiles */
 #define MIN_FLOPS_PER_THREAD 200000.0
+#define TALL 12 /* rows of a tall panel (gemm.h), where the kernel has that form */
 
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;
@@ -38,6 +39,11 @@ static void (*row_kernel)(int64_t k, const float *a, int64_t a_stride, const flo
 static void (*rows_kernel)(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
                            int accumulate, int64_t rows,
                            const float *prefetch); /* blocks of up to MR rows */
+/* The tall form of gather_kernel (12-row panels), or NULL. */
+static void (*gather12_kernel)(int64_t k, const float *a, const float *b,
+                               const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
+                               const float *row_bias, const float *clamp, int64_t rows,
+                               int64_t cols);
 static const char *micro_variant;
 static int64_t MR, NR;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
@@ -77,6 +83,7 @@ static void select_micro_kernel(void) {
                        "avx512_pairs", 8, 32);
             cols_kernel = rt_gemm_f32_cols__avx512_pairs;
             rows_kernel = rt_gemm_f32_rows__avx512_pairs;
+            gather12_kernel = rt_gemm_f32_gather12__avx512_pairs;
         } else {
             use_kernel(rt_gemm_f32_micro__avx512, rt_gemm_f32_gather__avx512, "avx512", 8, 32);
             cols_kernel = rt_gemm_f32_cols__avx512;
@@ -424,13 +431,10 @@ void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc) {
     *kc = KC;
 }
 
-void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                                int64_t p0, const float *b, const int64_t *b_offsets, float *c,
-                                int64_t ldc, int64_t rows, int64_t cols, int accumulate,
-                                const float *row_bias, const float *clamp) {
-    int64_t kc = min64(KC, k - p0);
-    const float *a = packed_a + p0 * round_up(m, MR) + i * kc;
-    const float *bias = row_bias != NULL ? row_bias + i : NULL;
+/* A block of gathered B against the MR-row panel at a (rows <= MR, cols <= NR). */
+static void gathered_panel(int64_t kc, const float *a, const float *b, const int64_t *b_offsets,
+                           float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate,
+                           const float *bias, const float *clamp) {
     if (rows == MR && cols == NR) {
         gather_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, NULL, clamp);
         return;
@@ -446,6 +450,66 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
             float start = accumulate ? c[r * ldc + s] : bias != NULL ? bias[r] : 0.0f;
             c[r * ldc + s] = clamped(start + edge[r * NR + s], clamp);
         }
+}
+
+/* ---- tall panels -------------------------------------------------------------------------- */
+
+int64_t rt_gemm_f32_tall_rows(void) {
+    pthread_once(&select_once, select_micro_kernel);
+    return gather12_kernel != NULL ? TALL : 0;
+}
+
+/* Rows m takes in tall panels: a multiple of 4 (at least 8), which is 12a + 8b with b <= 2. */
+static int64_t tall_rows_padded(int64_t m) { return m <= 8 ? 8 : round_up(m, 4); }
+
+int64_t rt_gemm_f32_tall_panel(int64_t m, int64_t i) {
+    if (rt_gemm_f32_tall_rows() == 0)
+        return MR;
+    /* fours = 3a + 2b: b = 0, 2 or 1 for fours = 0, 1, 2 mod 3, the 8-row panels last. */
+    int64_t fours = tall_rows_padded(m) / 4, short_panels = (3 - fours % 3) % 3;
+    return i < tall_rows_padded(m) - 8 * short_panels ? TALL : 8;
+}
+
+size_t rt_gemm_f32_tall_a_floats(int64_t m, int64_t k) {
+    if (rt_gemm_f32_tall_rows() == 0)
+        return rt_gemm_f32_packed_a_floats(m, k);
+    return (size_t)tall_rows_padded(m) * (size_t)k;
+}
+
+void rt_gemm_f32_pack_a_tall(const rt_gemm_f32_args *g, float *dst) {
+    if (rt_gemm_f32_tall_rows() == 0) {
+        rt_gemm_f32_pack_a(g, dst);
+        return;
+    }
+    int64_t m_pad = tall_rows_padded(g->m);
+    for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
+        int64_t kc = min64(KC, g->k - p0);
+        for (int64_t i = 0, h; i < m_pad; i += h) {
+            h = rt_gemm_f32_tall_panel(g->m, i);
+            float *panel = dst + p0 * m_pad + i * kc;
+            for (int64_t p = 0; p < kc; p++)
+                for (int64_t r = 0; r < h; r++)
+                    panel[p * h + r] = i + r < g->m ? g->a[(i + r) * g->a_row_stride +
+                                                           (p0 + p) * g->a_col_stride]
+                                                     : 0.0f;
+        }
+    }
+}
+
+void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                                int64_t panel, int64_t p0, const float *b,
+                                const int64_t *b_offsets, float *c, int64_t ldc, int64_t rows,
+                                int64_t cols, int accumulate, const float *row_bias,
+                                const float *clamp) {
+    /* The caller had the panel's height from rt_gemm_f32_tall_panel: the kernels are chosen. */
+    int64_t kc = min64(KC, k - p0);
+    int64_t m_pad = gather12_kernel != NULL ? tall_rows_padded(m) : round_up(m, MR);
+    const float *a = packed_a + p0 * m_pad + i * kc;
+    const float *bias = row_bias != NULL ? row_bias + i : NULL;
+    if (panel == TALL)
+        gather12_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, clamp, rows, cols);
+    else
+        gathered_panel(kc, a, b, b_offsets, c, ldc, rows, cols, accumulate, bias, clamp);
 }
 
 void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64_t i,

@@ -74,16 +74,31 @@ void rt_gemm_f32_pack_b(const rt_gemm_f32_args *args, float *dst);
  * depth of the slices packed A is cut into (KC). */
 void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc);
 
-/* One block of C, rows [i, i + rows) and columns [0, cols) from c (rows <= MR, cols <= NR):
- * c (+)= A x B over the packed-A slice starting at depth p0 (A packed whole by
- * rt_gemm_f32_pack_a with m rows and depth k), where B's row p0 + q is the NR floats at
+/* Tall panels, for an A packed once and read by many blocks of gathered B (the direct
+ * convolution's weights): where the kernel has a tall form (the paired AVX-512 one), panels of
+ * 12 rows and then at most two of 8 (rows padded to a multiple of 4 make 12a + 8b exactly, so
+ * no panel computes more than 3 padding rows; 8 for m <= 4), each 12 or 8 floats to a depth
+ * step; elsewhere the GEMM's MR-row panels. Laid out as rt_gemm_f32_pack_a lays them out
+ * (KC-deep slices of every panel, the panel at row i starting i * kc into its slice).
+ * rt_gemm_f32_tall_rows is 12 where the tall form is, 0 where not. */
+int64_t rt_gemm_f32_tall_rows(void);
+/* Rows of the panel that starts at row i of an m-row A. */
+int64_t rt_gemm_f32_tall_panel(int64_t m, int64_t i);
+size_t rt_gemm_f32_tall_a_floats(int64_t m, int64_t k);
+void rt_gemm_f32_pack_a_tall(const rt_gemm_f32_args *args, float *dst);
+
+/* One block of C, rows [i, i + rows) and columns [0, cols) from c (cols <= NR): c (+)= A x B
+ * over the packed-A slice starting at depth p0 (A packed whole by rt_gemm_f32_pack_a_tall
+ * with m rows and depth k; rows i to i + rows are the first of the panel at row i, `panel` =
+ * rt_gemm_f32_tall_panel(m, i) rows high), where B's row p0 + q is the NR floats at
  * b + b_offsets[q]. All NR floats of every B row are read, whatever `cols`. The first slice
  * (accumulate 0) writes row_bias[i + r] (NULL: zero) plus the product, later ones add to C;
  * clamp (the last slice's, or NULL) as the micro-kernels take it. */
 void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                                int64_t p0, const float *b, const int64_t *b_offsets, float *c,
-                                int64_t ldc, int64_t rows, int64_t cols, int accumulate,
-                                const float *row_bias, const float *clamp);
+                                int64_t panel, int64_t p0, const float *b,
+                                const int64_t *b_offsets, float *c, int64_t ldc, int64_t rows,
+                                int64_t cols, int accumulate, const float *row_bias,
+                                const float *clamp);
 
 /* One whole MR x NR block of C from packed panels: c (+)= A x B over the packed-A slice
  * starting at depth p0 (A packed whole by rt_gemm_f32_pack_a with m rows and depth k, row i
@@ -192,6 +207,10 @@ void rt_gemm_f32_gather__avx512(int64_t k, const float *a, const float *b,
                                 const int64_t *b_offsets, float *c, int64_t ldc, int accumulate,
                                 const float *row_bias, const float *col_bias,
                                 const float *clamp);
+void rt_gemm_f32_gather12__avx512_pairs(int64_t k, const float *a, const float *b,
+                                        const int64_t *b_offsets, float *c, int64_t ldc,
+                                        int accumulate, const float *row_bias,
+                                        const float *clamp, int64_t rows, int64_t cols);
 void rt_gemm_f32_gather__avx512_pairs(int64_t k, const float *a, const float *b,
                                       const int64_t *b_offsets, float *c, int64_t ldc,
                                       int accumulate, const float *row_bias,

@@ -15,6 +15,7 @@
 
 #define MR 8
 #define NR 32
+#define TALL 12 /* rows of a tall panel (rt_gemm_f32_gather12__avx512_pairs) */
 
 /* Kernels start on a cache line, so their inner loops sit where they do in every build: with
  * the functions moved by 32 bytes (an unrelated function added before them), the model
@@ -88,11 +89,11 @@ static inline __attribute__((always_inline, target("avx512f"))) void finish_row(
     store_row(row, m0, m1, r0, r1, clamp);
 }
 
-/* Past one depth step: A's next MR values, B's next packed row (gathered rows are found by
- * offset), and the next line to prefetch. */
+/* Past one depth step: A's next `a_step` values (its panel's height), B's next packed row
+ * (gathered rows are found by offset), and the next line to prefetch. */
 static inline __attribute__((always_inline, target("avx512f"))) void next_step(
-    const float **a, const float **b, bool gathered, const float **prefetch) {
-    *a += MR;
+    const float **a, int a_step, const float **b, bool gathered, const float **prefetch) {
+    *a += a_step;
     if (!gathered)
         *b += NR;
     if (*prefetch != NULL) {
@@ -130,8 +131,9 @@ static inline __attribute__((always_inline, target("avx512f"))) __m512 row_pair(
 /* B's row p is b + p * NR (a packed panel) or, with offsets, b + b_offsets[p]. Only C's
  * first `cols` columns are read and written (masked), and only that many column biases; with
  * `halves` 1 (a constant, cols <= 16) only the first 16 columns are computed at all, and only
- * the first `rows` (a constant, <= MR) rows of C. With `prefetch` (NULL: a constant in the
- * callers that have none), step p also fetches the p-th line from prefetch into L2.
+ * the first `rows` (a constant: MR, fewer, or TALL in a panel of that height) rows of C, of
+ * which the first `stored` are stored. With `prefetch` (NULL: a constant in the callers that
+ * have none), step p also fetches the p-th line from prefetch into L2.
  *
  * Rows go one at a time (each A value broadcast against the two B vectors) or, with `paired`,
  * in pairs: one 8-byte broadcast puts rows 2i and 2i + 1 in alternate lanes, against each B
@@ -140,13 +142,15 @@ static inline __attribute__((always_inline, target("avx512f"))) __m512 row_pair(
  * in the same order: the results are identical). The paired sums are unshuffled into rows
  * once, at the end. On a Xeon (Sapphire Rapids family) the paired kernel ran 4 to 8% faster in
  * L1 by the medians, and rt_gemm_f32 3 to 6% faster at n = 128 to 1024 against OpenBLAS in
- * the same process (a 12-row paired tile measured 10% in L1; not taken, its panels would
- * change every caller's blocks of 8). The duplicating loads are shuffles, which AMD's CPUs
- * run beside their FMAs, unmeasured there: gemm.c takes the paired form on Intel CPUs. */
+ * the same process. The direct convolution's tall panels take a 12-row tile (below); the
+ * pixel rows (conv_pixels.c), whose B is in L1, took 0.95 to 1.02 of the time with it (not
+ * taken). The duplicating loads are shuffles, which AMD's CPUs run beside their FMAs,
+ * unmeasured there: gemm.c takes the paired form on Intel CPUs. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
-    int64_t cols, int halves, int rows, const float *prefetch, int paired) {
+    int64_t cols, int halves, int rows, const float *prefetch, int paired, int64_t stored) {
+    const int a_step = rows > MR ? rows : MR;
     __mmask16 m0, m1;
     column_masks(cols, &m0, &m1);
     /* Only the additions there is something to add: with a small k (a 27-deep convolution)
@@ -158,7 +162,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
         col1 = _mm512_maskz_loadu_ps(m1, col_bias + 16);
     }
     if (!paired) {
-        __m512 acc[MR][2];
+        __m512 acc[TALL][2];
         for (int i = 0; i < rows; i++)
             acc[i][0] = acc[i][1] = _mm512_setzero_ps();
 #pragma GCC unroll 2
@@ -168,23 +172,24 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
                 fetch_gathered_row(b, b_offsets, p, k, halves);
             const __m512 b0 = _mm512_loadu_ps(row);
             const __m512 b1 = halves == 1 ? _mm512_setzero_ps() : _mm512_loadu_ps(row + 16);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
             for (int i = 0; i < rows; i++) {
                 const __m512 ai = _mm512_set1_ps(a[i]);
                 acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
                 if (halves == 2)
                     acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
             }
-            next_step(&a, &b, b_offsets != NULL, &prefetch);
+            next_step(&a, a_step, &b, b_offsets != NULL, &prefetch);
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int i = 0; i < rows; i++)
-            finish_row(c + i * ldc, m0, m1, acc[i][0], acc[i][1], accumulate, row_bias, i, col,
-                       col0, col1, clamp);
+            if (i < stored)
+                finish_row(c + i * ldc, m0, m1, acc[i][0], acc[i][1], accumulate, row_bias, i,
+                           col, col0, col1, clamp);
         return;
     }
     const int pairs = (rows + 1) / 2; /* an odd last row pairs with padding, not stored */
-    __m512 even[MR / 2][2], odd[MR / 2][2];
+    __m512 even[TALL / 2][2], odd[TALL / 2][2];
     for (int i = 0; i < pairs; i++)
         even[i][0] = even[i][1] = odd[i][0] = odd[i][1] = _mm512_setzero_ps();
 #pragma GCC unroll 2
@@ -195,7 +200,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
         const __m512 e0 = even_columns(row), o0 = odd_columns(row);
         const __m512 e1 = halves == 1 ? _mm512_setzero_ps() : even_columns(row + 16);
         const __m512 o1 = halves == 1 ? _mm512_setzero_ps() : odd_columns(row + 16);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int i = 0; i < pairs; i++) {
             const __m512 ai = row_pair(a + 2 * i);
             even[i][0] = _mm512_fmadd_ps(ai, e0, even[i][0]);
@@ -205,12 +210,14 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
                 odd[i][1] = _mm512_fmadd_ps(ai, o1, odd[i][1]);
             }
         }
-        next_step(&a, &b, b_offsets != NULL, &prefetch);
+        next_step(&a, a_step, &b, b_offsets != NULL, &prefetch);
     }
     /* Row 2i: the even sums' even lanes and the odd sums' even lanes moved up one; row 2i + 1:
      * the even sums' odd lanes moved down one and the odd sums' odd lanes. */
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int i = 0; i < pairs; i++) {
+        if (2 * i >= stored)
+            break;
         __m512 upper[2], lower[2];
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -219,7 +226,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
         }
         finish_row(c + 2 * i * ldc, m0, m1, upper[0], upper[1], accumulate, row_bias, 2 * i,
                    col, col0, col1, clamp);
-        if (2 * i + 1 < rows)
+        if (2 * i + 1 < rows && 2 * i + 1 < stored)
             finish_row(c + (2 * i + 1) * ldc, m0, m1, lower[0], lower[1], accumulate, row_bias,
                        2 * i + 1, col, col0, col1, clamp);
     }
@@ -230,7 +237,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void micro(
     int accumulate, const float *row_bias, const float *col_bias, const float *clamp,
     int64_t cols, int halves, int paired) {
     micro_rows(k, a, b, b_offsets, c, ldc, accumulate, row_bias, col_bias, clamp, cols, halves,
-               MR, NULL, paired);
+               MR, NULL, paired, MR);
 }
 
 /* Rows a[0..8) (row stride lda, unit column stride), columns [0, k), into an 8-row panel:
@@ -355,7 +362,7 @@ KERNEL void rt_gemm_f32_row__avx512(
             ROWS_CASE(7, paired)                                                               \
         case 2 * MR:                                                                           \
             micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, MR,         \
-                       prefetch, paired);                                                      \
+                       prefetch, paired, MR);                                                  \
             break;                                                                             \
         default:                                                                               \
             micro(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, paired);         \
@@ -365,14 +372,38 @@ KERNEL void rt_gemm_f32_row__avx512(
 #define ROWS_CASE(r, paired)                                                                   \
     case r:                                                                                    \
         micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, r, NULL,         \
-                   paired);                                                                    \
+                   paired, r);                                                                 \
         break;                                                                                 \
     case r + MR:                                                                               \
         micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, r, prefetch,     \
-                   paired);                                                                    \
+                   paired, r);                                                                 \
         break;
 
 DEFINE_ENTRIES(avx512, 0)
 DEFINE_ENTRIES(avx512_pairs, 1)
+
+/* A tall panel (TALL rows, packed TALL to a depth step) against gathered B rows, paired: 24
+ * sums, so each B vector loaded serves 12 rows instead of 8, a third less of B to read per
+ * multiply-add, where B comes from L2 or further (the direct convolution reads x in place). On
+ * a Xeon (Sapphire Rapids family), inside MobileNet v1, per layer call by call against the
+ * 8-row panels: the direct path's pointwise layers took 0.87 to 0.96 of the time at 2 threads
+ * and, through this VM's noise, about as much at 1; its first 3x3 convolution (27 deep) was
+ * unchanged. A whole block takes the copy with constant masks: with masks computed for every
+ * block, the 32- and 64-deep layers took up to 1.17 times as long. Only the first `rows` rows
+ * of C are stored, and its first `cols` columns. */
+KERNEL void rt_gemm_f32_gather12__avx512_pairs(int64_t k, const float *a, const float *b,
+                                               const int64_t *b_offsets, float *c, int64_t ldc,
+                                               int accumulate, const float *row_bias,
+                                               const float *clamp, int64_t rows, int64_t cols) {
+    if (rows == TALL && cols == NR) /* a whole block: its masks and row count constants */
+        micro_rows(k, a, b, b_offsets, c, ldc, accumulate, row_bias, NULL, clamp, NR, 2, TALL,
+                   NULL, 1, TALL);
+    else if (cols <= 16)
+        micro_rows(k, a, b, b_offsets, c, ldc, accumulate, row_bias, NULL, clamp, cols, 1, TALL,
+                   NULL, 1, rows);
+    else
+        micro_rows(k, a, b, b_offsets, c, ldc, accumulate, row_bias, NULL, clamp, cols, 2, TALL,
+                   NULL, 1, rows);
+}
 
 #endif
