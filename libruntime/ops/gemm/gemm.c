@@ -23,7 +23,7 @@
 #define SLOT_FLOATS ((size_t)MC * KC + (size_t)KC * NC_MAX)
 #define SHARED_MAX_FLOATS ((size_t)4 << 20) /* 16 MB: A, or a strip of B, packed for all tiles */
 #define MIN_FLOPS_PER_THREAD 200000.0
-#define TALL 12 /* rows of a tall panel (gemm.h), where the kernel has that form */
+#define TALL RT_GEMM_TALL
 
 /* The kernel chosen for this CPU and its tile; packing follows the tile. */
 static rt_gemm_f32_micro_fn micro_kernel;

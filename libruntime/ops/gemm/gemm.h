@@ -168,6 +168,9 @@ bool rt_gemm_f32_clamp_of(const rt_activation *act, float clamp[2]);
 #define RT_GEMM_MR_MAX 8
 #define RT_GEMM_NR_MAX 32
 
+/* Rows of a tall panel (rt_gemm_f32_pack_a_tall), where the kernel has that form. */
+#define RT_GEMM_TALL 12
+
 /* The portable kernel's tile, also the AVX2 one's. */
 #define RT_GEMM_MR 4
 #define RT_GEMM_NR 24

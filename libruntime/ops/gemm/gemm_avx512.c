@@ -15,7 +15,7 @@
 
 #define MR 8
 #define NR 32
-#define TALL 12 /* rows of a tall panel (rt_gemm_f32_gather12__avx512_pairs) */
+#define TALL RT_GEMM_TALL /* rt_gemm_f32_gather12__avx512_pairs's panels */
 
 /* Kernels start on a cache line, so their inner loops sit where they do in every build: with
  * the functions moved by 32 bytes (an unrelated function added before them), the model
