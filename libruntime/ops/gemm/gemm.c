@@ -196,6 +196,17 @@ static int64_t pack_a_transposed(const rt_gemm_f32_args *g, int64_t i0, int64_t 
     return whole * MR;
 }
 
+/* A panel `height` floats to a depth step from the first `rows` rows at a (g's strides), depths
+ * [0, kc), zeros in the rows past them. */
+static void pack_rows(const rt_gemm_f32_args *g, const float *a, int64_t rows, int64_t height,
+                      int64_t kc, float *dst) {
+    for (int64_t r = 0; r < height; r++) {
+        const float *src = a + r * g->a_row_stride;
+        for (int64_t p = 0; p < kc; p++)
+            dst[p * height + r] = r < rows ? src[p * g->a_col_stride] : 0.0f;
+    }
+}
+
 static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    float *dst) {
     int64_t first = 0;
@@ -211,11 +222,7 @@ static void pack_a(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0
             dst += kc * MR;
             continue;
         }
-        for (int64_t r = 0; r < MR; r++) {
-            const float *src = a + r * g->a_row_stride;
-            for (int64_t p = 0; p < kc; p++)
-                dst[p * MR + r] = r < rows ? src[p * g->a_col_stride] : 0.0f;
-        }
+        pack_rows(g, a, rows, MR, kc, dst);
         dst += kc * MR;
     }
 }
@@ -462,6 +469,12 @@ int64_t rt_gemm_f32_tall_rows(void) {
 /* Rows m takes in tall panels: a multiple of 4 (at least 8), which is 12a + 8b with b <= 2. */
 static int64_t tall_rows_padded(int64_t m) { return m <= 8 ? 8 : round_up(m, 4); }
 
+/* Rows m takes in rt_gemm_f32_pack_a_tall's layout: tall panels, or the GEMM's (the kernels
+ * already chosen). */
+static int64_t tall_layout_rows(int64_t m) {
+    return gather12_kernel != NULL ? tall_rows_padded(m) : round_up(m, MR);
+}
+
 int64_t rt_gemm_f32_tall_panel(int64_t m, int64_t i) {
     if (rt_gemm_f32_tall_rows() == 0)
         return MR;
@@ -471,9 +484,8 @@ int64_t rt_gemm_f32_tall_panel(int64_t m, int64_t i) {
 }
 
 size_t rt_gemm_f32_tall_a_floats(int64_t m, int64_t k) {
-    if (rt_gemm_f32_tall_rows() == 0)
-        return rt_gemm_f32_packed_a_floats(m, k);
-    return (size_t)tall_rows_padded(m) * (size_t)k;
+    pthread_once(&select_once, select_micro_kernel);
+    return (size_t)tall_layout_rows(m) * (size_t)k;
 }
 
 void rt_gemm_f32_pack_a_tall(const rt_gemm_f32_args *g, float *dst) {
@@ -484,14 +496,10 @@ void rt_gemm_f32_pack_a_tall(const rt_gemm_f32_args *g, float *dst) {
     int64_t m_pad = tall_rows_padded(g->m);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
-        for (int64_t i = 0, h; i < m_pad; i += h) {
+        for (int64_t i = 0, h; i < m_pad; i += h) { /* every panel starts inside A */
             h = rt_gemm_f32_tall_panel(g->m, i);
-            float *panel = dst + p0 * m_pad + i * kc;
-            for (int64_t p = 0; p < kc; p++)
-                for (int64_t r = 0; r < h; r++)
-                    panel[p * h + r] = i + r < g->m ? g->a[(i + r) * g->a_row_stride +
-                                                           (p0 + p) * g->a_col_stride]
-                                                     : 0.0f;
+            pack_rows(g, g->a + i * g->a_row_stride + p0 * g->a_col_stride,
+                      min64(h, g->m - i), h, kc, dst + p0 * m_pad + i * kc);
         }
     }
 }
@@ -501,10 +509,8 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
                                 const int64_t *b_offsets, float *c, int64_t ldc, int64_t rows,
                                 int64_t cols, int accumulate, const float *row_bias,
                                 const float *clamp) {
-    /* The caller had the panel's height from rt_gemm_f32_tall_panel: the kernels are chosen. */
     int64_t kc = min64(KC, k - p0);
-    int64_t m_pad = gather12_kernel != NULL ? tall_rows_padded(m) : round_up(m, MR);
-    const float *a = packed_a + p0 * m_pad + i * kc;
+    const float *a = packed_a + p0 * tall_layout_rows(m) + i * kc;
     const float *bias = row_bias != NULL ? row_bias + i : NULL;
     if (panel == TALL)
         gather12_kernel(kc, a, b, b_offsets, c, ldc, accumulate, bias, clamp, rows, cols);
