@@ -37,7 +37,8 @@ static void (*row_kernel)(int64_t k, const float *a, int64_t a_stride, const flo
                           int accumulate, float row_bias, const float *col_bias,
                           const float *clamp, int64_t cols); /* products of fewer than MR rows */
 static void (*rows_kernel)(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
-                           int accumulate, int64_t rows,
+                           int accumulate, const float *row_bias, const float *col_bias,
+                           const float *clamp, int64_t rows,
                            const float *prefetch); /* blocks of up to MR rows */
 /* The tall form of gather_kernel (12-row panels), or NULL. */
 static void (*gather12_kernel)(int64_t k, const float *a, const float *b,
@@ -319,21 +320,40 @@ static void edge_block(const rt_gemm_f32_args *g, int64_t kc, const float *pa, c
 }
 
 /* One KC-deep slice of a tile, rows [i0, i0 + mc) by columns [j0, j0 + nc), from packed A
- * (pa) and B (pb) panels. */
+ * (pa) and B (pb) panels.
+ *
+ * Each B panel is read from memory once per slice (a tile's B block is packed ahead, and far
+ * larger than L2 for n = 2048) and then from L1 by every A panel; the first call waits for its
+ * 24 KB while the hardware prefetchers, which see no L2 misses once the panel is in L1, have
+ * stopped. So where the kernel can fetch along the way (AVX-512), the first calls on each
+ * panel fetch the next one into L2, a line a depth step (two calls for a 32-column panel). On
+ * a Xeon (Sapphire Rapids family) at 1 thread, against OpenBLAS call by call in one process,
+ * n = 1024 went from 0.95-0.99 of its speed to 1.04-1.06 and n = 2048 from 0.82-0.86 to
+ * 0.97-1.10; against the same build without, n = 256 to 2048 took 0.98 of the time at 2
+ * threads. */
 static void slice_by_panels(const rt_gemm_f32_args *g, int64_t kc, const float *pa,
                             const float *pb, int64_t i0, int64_t mc, int64_t j0, int64_t nc,
                             int accumulate, const float *clamp) {
+    const int64_t fetching_calls = NR / RT_FLOATS_PER_LINE; /* a line a step, NR floats a step */
     for (int64_t jr = 0; jr < nc; jr += NR) {
         int64_t cols = min64(NR, nc - jr), j = j0 + jr;
         const float *col_bias = g->column_bias != NULL ? g->column_bias + j : NULL;
-        for (int64_t ir = 0; ir < mc; ir += MR) {
+        const float *next_panel = jr + NR < nc ? pb + (jr + NR) * kc : NULL;
+        for (int64_t ir = 0, call = 0; ir < mc; ir += MR, call++) {
             int64_t rows = min64(MR, mc - ir), i = i0 + ir;
             float *c = g->c + i * g->c_row_stride + j;
+            const float *row_bias = g->row_bias != NULL ? g->row_bias + i : NULL;
             if (jr + NR < nc)
                 rt_gemm_f32_prefetch_c(c + NR, g->c_row_stride, rows, min64(NR, nc - jr - NR));
-            if (rows == MR && cols == NR)
+            if (cols == NR && rows_kernel != NULL) {
+                const float *fetch = next_panel != NULL && call < fetching_calls
+                                         ? next_panel + call * kc * RT_FLOATS_PER_LINE
+                                         : NULL;
+                rows_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride, accumulate,
+                            row_bias, col_bias, clamp, rows, fetch);
+            } else if (rows == MR && cols == NR)
                 micro_kernel(kc, pa + ir * kc, pb + jr * kc, c, g->c_row_stride, accumulate,
-                             g->row_bias != NULL ? g->row_bias + i : NULL, col_bias, clamp);
+                             row_bias, col_bias, clamp);
             else
                 edge_block(g, kc, pa + ir * kc, pb + jr * kc, i, j, rows, cols, accumulate,
                            clamp);
@@ -535,7 +555,7 @@ void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float
     const float *a = packed_a + p0 * round_up(m, MR) + i * kc;
     const float *b = packed_b + p0 * round_up(n, NR) + j * kc;
     if (rows_kernel != NULL)
-        rows_kernel(kc, a, b, c, ldc, accumulate, rows, prefetch);
+        rows_kernel(kc, a, b, c, ldc, accumulate, NULL, NULL, NULL, rows, prefetch);
     else
         micro_kernel(kc, a, b, c, ldc, accumulate, NULL, NULL, NULL);
 }

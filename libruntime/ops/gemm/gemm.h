@@ -228,12 +228,15 @@ void rt_gemm_f32_row__avx512(int64_t k, const float *a, int64_t a_stride, const 
 /* Eight whole rows of a row-major A (row stride lda), columns [0, k), packed as one 8-row
  * panel (dst[p * 8 + r]), with AVX. */
 void rt_gemm_f32_pack_a8__avx512(const float *a, int64_t lda, int64_t k, float *dst);
-/* The AVX-512 kernel's first `rows` (1 to 8) rows (packed A and B, whole width, no biases),
- * fetching k lines from `prefetch` (NULL: none) into L2 along the way, one a depth step. */
+/* The AVX-512 kernel's first `rows` (1 to 8) rows (packed A and B, whole width; biases and
+ * clamp as the micro-kernel takes them), fetching k lines from `prefetch` (NULL: none) into
+ * L2 along the way, one a depth step. */
 void rt_gemm_f32_rows__avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
-                              int accumulate, int64_t rows, const float *prefetch);
+                              int accumulate, const float *row_bias, const float *col_bias,
+                              const float *clamp, int64_t rows, const float *prefetch);
 void rt_gemm_f32_rows__avx512_pairs(int64_t k, const float *a, const float *b, float *c,
-                                    int64_t ldc, int accumulate, int64_t rows,
+                                    int64_t ldc, int accumulate, const float *row_bias,
+                                    const float *col_bias, const float *clamp, int64_t rows,
                                     const float *prefetch);
 /* The AVX-512 kernel (packed B, or gathered with b_offsets) for a block of C only `cols`
  * (< 32) wide: masked loads and stores of C and of the column bias, so a partial block needs

@@ -345,13 +345,15 @@ KERNEL void rt_gemm_f32_row__avx512(
                   paired);                                                                     \
     }                                                                                          \
                                                                                                \
-    /* The first `rows` (1 to 8) rows of a whole-width block, packed A and B: a short last     \
-     * block of rows multiplies only its own (one row of eight: 1/8 of the arithmetic). With   \
+    /* The first `rows` (1 to 8) rows of a whole-width block, packed A and B, biases and clamp \
+     * as the micro-kernel's: a short last block of rows multiplies only its own (one row of   \
+     * eight: 1/8 of the arithmetic), and writes C in place instead of through a copy. With    \
      * `prefetch`, k lines from there are fetched into L2 along the way, one a step. Each case \
      * twice, so the loops without a prefetch have none. */                                    \
     KERNEL void rt_gemm_f32_rows__##sfx(int64_t k, const float *a, const float *b, float *c,   \
-                                        int64_t ldc, int accumulate, int64_t rows,             \
-                                        const float *prefetch) {                               \
+                                        int64_t ldc, int accumulate, const float *row_bias,    \
+                                        const float *col_bias, const float *clamp,             \
+                                        int64_t rows, const float *prefetch) {                 \
         switch (rows + (prefetch != NULL ? MR : 0)) {                                          \
             ROWS_CASE(1, paired)                                                               \
             ROWS_CASE(2, paired)                                                               \
@@ -361,22 +363,22 @@ KERNEL void rt_gemm_f32_row__avx512(
             ROWS_CASE(6, paired)                                                               \
             ROWS_CASE(7, paired)                                                               \
         case 2 * MR:                                                                           \
-            micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, MR,         \
+            micro_rows(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, NR, 2, MR, \
                        prefetch, paired, MR);                                                  \
             break;                                                                             \
         default:                                                                               \
-            micro(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, paired);         \
+            micro(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, NR, 2, paired); \
         }                                                                                      \
     }
 
 #define ROWS_CASE(r, paired)                                                                   \
     case r:                                                                                    \
-        micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, r, NULL,         \
-                   paired, r);                                                                 \
+        micro_rows(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, NR, 2, r,      \
+                   NULL, paired, r);                                                           \
         break;                                                                                 \
     case r + MR:                                                                               \
-        micro_rows(k, a, b, NULL, c, ldc, accumulate, NULL, NULL, NULL, NR, 2, r, prefetch,     \
-                   paired, r);                                                                 \
+        micro_rows(k, a, b, NULL, c, ldc, accumulate, row_bias, col_bias, clamp, NR, 2, r,      \
+                   prefetch, paired, r);                                                       \
         break;
 
 DEFINE_ENTRIES(avx512, 0)
