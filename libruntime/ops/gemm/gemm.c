@@ -499,8 +499,8 @@ int64_t rt_gemm_f32_tall_panel(int64_t m, int64_t i) {
     if (rt_gemm_f32_tall_rows() == 0)
         return MR;
     /* fours = 3a + 2b: b = 0, 2 or 1 for fours = 0, 1, 2 mod 3, the 8-row panels last. */
-    int64_t fours = tall_rows_padded(m) / 4, short_panels = (3 - fours % 3) % 3;
-    return i < tall_rows_padded(m) - 8 * short_panels ? TALL : 8;
+    int64_t padded = tall_rows_padded(m), short_panels = (3 - padded / 4 % 3) % 3;
+    return i < padded - 8 * short_panels ? TALL : 8;
 }
 
 size_t rt_gemm_f32_tall_a_floats(int64_t m, int64_t k) {
