@@ -150,13 +150,30 @@ def bench_model(name, model, torch, min_time, rows):
         ours = timeit(method.execute, lambda: None, min_time)
         (y,) = method.get_outputs()
         y = np.asarray(y.to_host())
-    row = {"case": name, "ours_ms": ours}
+    row = {"case": name, "ours_ms": ours, "profile": op_profile(program, x)}
     if torch is not None:
         run = torch_runner(model, "cuda")
         xt = torch.tensor(x, device="cuda")
         row["torch_ms"] = timeit(lambda: run(xt), torch.cuda.synchronize, min_time)
         row["max_abs_diff"] = float(np.abs(run(xt).float().cpu().numpy() - y).max())
     rows.append(row)
+
+
+def op_profile(program, x, runs: int = 5):
+    """Where our time goes: per op, the median over `runs` executes of its summed kernel time
+    (profiling synchronizes after each instruction, so each time is that op's own), in ms."""
+    per_run = []
+    with program.load_method("forward", device="cuda", profile=True) as method:
+        method.set_inputs(rt.Tensor.from_host(x))
+        for _ in range(runs + 1):
+            method.execute()
+            totals = {}
+            for e in method.profile_events():
+                totals[e.op_name] = totals.get(e.op_name, 0.0) + (e.end_ns - e.start_ns) / 1e6
+            per_run.append((totals, len(method.profile_events())))
+    per_run = per_run[1:]  # the first run warms up
+    ops = {op: statistics.median(t.get(op, 0.0) for t, _ in per_run) for op in per_run[0][0]}
+    return {"instructions": per_run[0][1], "ops": ops}
 
 
 def _device_bfloat16(a):
@@ -202,6 +219,7 @@ def bench_matmul(dtype, torch, min_time, rows, n=4096):
         tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
         at = torch.tensor(a, device="cuda").to(tdt)
         row["torch_ms"] = timeit(lambda: at @ at, torch.cuda.synchronize, min_time)
+        row["torch_tflops"] = 2 * n ** 3 / (row["torch_ms"] * 1e-3) / 1e12
     if "ours_ms" in row:
         row["tflops"] = 2 * n ** 3 / (row["ours_ms"] * 1e-3) / 1e12
     rows.append(row)
@@ -219,10 +237,21 @@ def table(rows, header_lines):
         if "max_abs_diff" in r:
             notes.append(f"max |ours - torch| = {r['max_abs_diff']:.2e}")
         if "tflops" in r:
-            notes.append(f"{r['tflops']:.1f} TFLOP/s")
+            notes.append(f"ours {r['tflops']:.1f} TFLOP/s")
+        if "torch_tflops" in r:
+            notes.append(f"torch (cuBLAS) {r['torch_tflops']:.1f} TFLOP/s")
         if "ours_note" in r:
             notes.append(f"ours: {r['ours_note']}")
         lines.append(f"| {r['case']} | {ours} | {theirs} | {ratio} | {'; '.join(notes)} |")
+    for r in rows:
+        if "profile" not in r:
+            continue
+        prof = r["profile"]
+        busy = sum(prof["ops"].values())
+        lines += ["", f"{r['case']}: {prof['instructions']} instructions; kernel time by op "
+                  f"(profiled, so each op synchronized): {busy:.3f} ms in all", ""]
+        for op, ms in sorted(prof["ops"].items(), key=lambda kv: -kv[1])[:8]:
+            lines.append(f"- {op}: {ms:.3f} ms ({100 * ms / busy:.0f}%)")
     return "\n".join(lines) + "\n"
 
 

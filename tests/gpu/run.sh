@@ -6,8 +6,12 @@
 # Builds libruntime with its CUDA kernels (nvcc from PATH or /usr/local/cuda/bin), checks that it
 # still links nothing of CUDA's, runs the GPU tests (cuBLAS and the built-in GEMM kernel), the
 # CPU engine tests and the GPU benchmark against torch eager. Python packages missing from the
-# machine are installed with pip when it can reach an index; steps whose packages are missing
-# skip. Everything goes to RESULTS_DIR/gpu_check.md; the exit status is that of the tests.
+# machine are installed from wheels carried in RT_GPU_WHEELS (default ./.whl), else with pip when
+# it can reach an index; steps whose packages are missing skip. Last, compute-sanitizer's
+# racecheck over the kernels that share memory between threads (RT_GPU_SANITIZE=0 skips it).
+# RT_GPU_PREBUILT=1 uses runtime_py/libruntime.so as it is (built elsewhere with the same nvcc),
+# saving the build's minute of GPU time. Everything goes to RESULTS_DIR/gpu_check.md; the exit
+# status is that of the tests.
 set -u
 cd "$(dirname "$0")/../.."
 RESULTS=${1:-${OUT:-$PWD/gpu-results}}
@@ -34,11 +38,32 @@ printf '# GPU check of libruntime (%s)\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" >"$
 run 30 "machine" bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
   nvcc --version | tail -2; '"$PY"' --version; cmake --version | head -1; git log --oneline -1'
 
+# ---- python packages --------------------------------------------------------------------------
+# Wheels carried to a machine without an index (RT_GPU_WHEELS, default ./.whl) go in first.
+WHEELS=${RT_GPU_WHEELS:-$PWD/.whl}
+if compgen -G "$WHEELS/*.whl" >/dev/null; then
+    run 60 "install the carried wheels ($WHEELS)" $PY -m pip install -q --no-index --no-deps \
+      --no-compile --no-cache-dir --upgrade --target /tmp/rt-gpu-site "$WHEELS"/*.whl
+    export PYTHONPATH="/tmp/rt-gpu-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+missing=$($PY - <<'PYEOF'
+import importlib.util
+print(" ".join(m for m in ("cffi", "numpy", "pytest", "hypothesis", "onnx")
+               if importlib.util.find_spec(m) is None))
+PYEOF
+)
+if [ -n "$missing" ]; then
+    run 60 "pip install $missing" $PY -m pip install -q --retries 0 --timeout 10 $missing
+fi
+
 # ---- build ----------------------------------------------------------------------------------
 BUILD=build/gpu-check
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
-if command -v cmake >/dev/null; then
+if [ "${RT_GPU_PREBUILT:-0}" = 1 ]; then  # built elsewhere with the same nvcc: saves GPU time
+  run 30 "build: prebuilt runtime_py/libruntime.so (RT_GPU_PREBUILT=1)" bash -c \
+    'ls -l runtime_py/libruntime.so' || STATUS=1
+elif command -v cmake >/dev/null; then
   run 300 "build (cmake + nvcc; full log in build.log)" bash -c "{ cmake -S . -B $BUILD ${GEN[*]} \
     -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j 16; } >'$RESULTS/build.log' 2>&1; \
     rc=\$?; grep -E 'CUDA|nvcc|error|warning' '$RESULTS/build.log' | head -40; [ \$rc = 0 ] \
@@ -61,10 +86,17 @@ else  # no CMake on the machine: the same build by hand (what CMakeLists.txt doe
     && ls -l $BUILD/rt_cuda_kernels.fatbin runtime_py/libruntime.so" || STATUS=1
 fi
 
-# cuBLAS: the library's own search (ld.so paths) first; else the toolkit's or a pip wheel's.
+# cuBLAS: the library's own search (ld.so paths) first; else the toolkit's or a pip wheel's
+# (nvidia/cublas/lib for CUDA 12 wheels, nvidia/cu13/lib for CUDA 13 ones).
 if [ -z "${RT_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so'; then
-    for f in /usr/local/cuda/lib64/libcublas.so.1[0-9] \
-             $($PY -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null)/libcublas.so.1[0-9]; do
+    for f in /usr/local/cuda/lib64/libcublas.so.1[0-9] $($PY - <<'PYEOF' 2>/dev/null
+import glob, os, sys
+for d in sys.path:
+    for f in sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcublas.so.1[0-9]")),
+                    reverse=True):
+        print(f)
+PYEOF
+); do
         [ -e "$f" ] && export RT_CUBLAS="$f" && break
     done
 fi
@@ -73,19 +105,15 @@ run 30 "dynamic dependencies (must be libc/libm/pthread/dl only)" bash -c \
   'readelf -d runtime_py/libruntime.so | grep NEEDED; ! readelf -d runtime_py/libruntime.so | grep -i -E "cuda|cublas"' \
   || STATUS=1
 
-# ---- python packages --------------------------------------------------------------------------
-missing=$($PY - <<'PYEOF'
-import importlib
-print(" ".join(m for m in ("cffi", "numpy", "pytest", "hypothesis", "onnx")
-               if importlib.util.find_spec(m) is None))
-PYEOF
-)
-if [ -n "$missing" ]; then
-    run 60 "pip install $missing" $PY -m pip install -q --retries 0 --timeout 10 $missing
-fi
-run 60 "backend status" $PY -c 'import runtime_py.cuda as c; print("available:", c.is_available(),
-  "devices:", c.device_count(), c.unavailable_reason())
-from runtime_py._ffi import get_lib
+run 60 "backend status" $PY -c 'import runtime_py as rt, runtime_py.cuda as c
+print("available:", c.is_available(), "devices:", c.device_count(), c.unavailable_reason())
+from runtime_py.builder import ProgramBuilder
+b = ProgramBuilder(); m = b.method("forward")
+m.output(m.matmul(m.input("a", "float32", (64, 64)), m.input("b", "float32", (64, 64))))
+with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+    f(bytearray(64 * 64 * 4), bytearray(64 * 64 * 4))
+maps = [l.split()[-1] for l in open("/proc/self/maps") if "libcublas" in l]
+print("GEMM in this process (no torch loaded):", sorted(set(maps)) or "the built-in kernel")
 print("torch:", end=" ")
 try:
     import torch; print(torch.__version__, torch.cuda.is_available())
@@ -94,10 +122,10 @@ except ImportError:
 
 # ---- tests ----------------------------------------------------------------------------------
 export RT_GPU_FULL_MODELS=1
-run 180 "GPU tests (cuBLAS when installed)" $PY -m pytest tests/gpu -q -rs -p no:cacheprovider \
-  || STATUS=1
+run 240 "GPU tests (cuBLAS when installed)" $PY -m pytest tests/gpu -q -rs --tb=short \
+  --durations=10 -p no:cacheprovider || STATUS=1
 run 90 "GPU tests of the products on the built-in GEMM kernel (RT_CUBLAS=off)" \
-  env RT_CUBLAS=off $PY -m pytest tests/gpu/test_cuda_ops.py -q -p no:cacheprovider \
+  env RT_CUBLAS=off $PY -m pytest tests/gpu/test_cuda_ops.py -q --tb=short -p no:cacheprovider \
   -k "matmul or linear or conv2d or model" || STATUS=1
 run 90 "CPU engine still works, no-GPU checks skip" $PY -m pytest -q -p no:cacheprovider \
   tests/test_engine.py tests/test_cuda_absent.py tests/test_ffi_cdef.py || STATUS=1
@@ -105,6 +133,17 @@ run 90 "CPU engine still works, no-GPU checks skip" $PY -m pytest -q -p no:cache
 # ---- benchmark ------------------------------------------------------------------------------
 run 180 "benchmark vs torch eager (benchmarks/gpu.py)" $PY benchmarks/gpu.py --quick \
   --out "$RESULTS/gpu_bench.md"
+
+# ---- races and out-of-bounds accesses the emulator cannot see (informational) -----------------
+if command -v compute-sanitizer >/dev/null && [ "${RT_GPU_SANITIZE:-1}" = 1 ]; then
+  K="test_matmul or test_softmax or test_layer_norm or test_instance_and_group_norm or"
+  K="$K (test_non_zero and float32) or (test_reductions and float32 and sum) or"
+  K="$K (test_cumsum and float32) or (test_topk and float32) or (test_argmax_argmin and float32)"
+  run 150 "compute-sanitizer racecheck: shared-memory kernels (built-in GEMM)" env RT_CUBLAS=off \
+    compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 20 \
+    $PY -m pytest tests/gpu/test_cuda_ops.py -q -x -p no:cacheprovider -k \
+    "test_matmul or test_softmax or test_layer_norm or test_instance_and_group_norm or (test_non_zero and float32) or (test_reductions and float32 and sum) or (test_cumsum and float32) or (test_topk and float32) or (test_argmax_argmin and float32)"
+fi
 
 printf '\nOverall test status: %s\n' "$([ $STATUS = 0 ] && echo PASS || echo FAIL)" >>"$REPORT"
 cat "$REPORT"
