@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -67,3 +68,20 @@ def test_products_pass_on_the_builtin_gemm_kernel(fakes):
                          "matmul or linear or conv2d or attributes or dynamic or matches or "
                          "larger")
     assert " passed" in out and "failed" not in out
+
+
+def test_the_host_cannot_read_device_memory_between_driver_calls(fakes):
+    """Device memory under the fake driver is out of the host's reach except inside its calls,
+    as on a GPU. Before, it was plain host memory, so host code reading a device pointer passed
+    here and crashed on the H200 (qlinear_matmul's prepare reading a y_zero_point input)."""
+    code = ("import array, ctypes, runtime_py as rt\n"
+            "t = rt.Tensor.from_host(array.array('f', [1.5] * 16))\n"
+            "print('round trip', t.to_host().tolist()[:2], flush=True)\n"
+            "ctypes.string_at(t.__cuda_array_interface__['data'][0], 4)\n"
+            "print('read device memory from the host', flush=True)\n")
+    env = dict(os.environ, RT_CUDA_DRIVER=fakes[0], RT_CUBLAS=fakes[1])
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert "round trip [1.5, 1.5]" in proc.stdout, proc.stdout + proc.stderr
+    assert "from the host" not in proc.stdout
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr

@@ -40,9 +40,14 @@ static inline int64_t rt_quant__load_int(const void *data, rt_type type, int64_t
     }
 }
 
-/* Element i of an optional zero point (absent: 0). */
-static inline int64_t rt_quant__zero_point(const rt_tensor_value *zp, int64_t i) {
-    return zp ? rt_quant__load_int(zp->data, zp->type, i) : 0;
+/* The value of an optional per-tensor zero point (absent: 0). While preparing, a value the
+ * method writes (an input, an intermediate) holds nothing yet, and on a CUDA method its memory
+ * is on the device, out of the host's reach: it reads as 0 then, and run reads it again. */
+static inline int64_t rt_quant__scalar_zero_point(const rt_op_ctx *ctx,
+                                                  const rt_tensor_value *zp) {
+    if (zp == NULL || (ctx->preparing && zp->writable))
+        return 0;
+    return rt_quant__load_int(zp->data, zp->type, 0);
 }
 
 /* The int32 whose bits are u (wrap-around), without implementation-defined conversions. */

@@ -246,13 +246,13 @@ static void plan_tiles(qconv_job *job) {
     job->col_tiles = (d->out_w + job->tile_cols - 1) / job->tile_cols;
 }
 
-static void fill_job(qconv_args *q, bool requant) {
+static void fill_job(const rt_op_ctx *ctx, qconv_args *q, bool requant) {
     qconv_job *job = &q->job;
     memset(job, 0, sizeof *job);
     job->d = &q->dims;
     job->x = q->x->data, job->w = q->w->data;
     job->x_type = q->x->type, job->w_type = q->w->type;
-    job->x_zero = (int32_t)rt_quant__zero_point(q->xz, 0);
+    job->x_zero = (int32_t)rt_quant__scalar_zero_point(ctx, q->xz);
     job->w_zero = q->wz;
     job->out = q->out->data, job->out_type = q->out->type;
     if (requant) {
@@ -260,7 +260,7 @@ static void fill_job(qconv_args *q, bool requant) {
         job->w_scale = q->ws;
         job->scale_type = q->xs->type;
         job->bias = q->bias ? q->bias->data : NULL;
-        job->y_zero = rt_quant__zero_point(q->yz, 0);
+        job->y_zero = rt_quant__scalar_zero_point(ctx, q->yz);
         rt_quant__range(q->out->type, &job->lo, &job->hi);
     }
     plan_tiles(job);
@@ -292,7 +292,7 @@ static rt_status qconv_setup(rt_op_ctx *ctx, qconv_args *q, size_t first_param, 
                                             &d->out_w));
     int64_t sizes[4] = {d->batch, d->out_channels, d->out_h, d->out_w};
     RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, q->out, "out", 4, sizes));
-    fill_job(q, requant);
+    fill_job(ctx, q, requant);
     return RT_OK;
 }
 

@@ -264,7 +264,7 @@ static rt_status qmm_setup(rt_op_ctx *ctx, qmm_args *q, bool requant) {
     if (requant) {
         job->y_scale = q->ys->data;
         job->scale_type = q->sa->type;
-        job->y_zero = rt_quant__zero_point(q->yz, 0);
+        job->y_zero = rt_quant__scalar_zero_point(ctx, q->yz);
         rt_quant__range(q->out->type, &job->lo, &job->hi);
     }
     job->row_tiles = (d->m + TILE_M - 1) / TILE_M;

@@ -1,7 +1,25 @@
 /* fake_cublas.c: a stand-in for libcublas with the few entry points libruntime uses, computing
- * column-major GEMMs on the CPU (device memory is host memory under fake_cuda.cpp). It checks
- * the layout arithmetic of the backend's cuBLAS path on machines without a GPU. */
+ * column-major GEMMs on the CPU (device memory is host memory under fake_cuda.cpp, readable
+ * while the fake driver grants access). It checks the layout arithmetic of the backend's cuBLAS
+ * path on machines without a GPU. */
+#include <dlfcn.h>
 #include <stdlib.h>
+
+/* fake_cuda.cpp keeps device memory out of the host's reach between its calls; the products
+ * here run on the host, so they ask it for access (the driver is the one RT_CUDA_DRIVER names,
+ * already loaded by libruntime). */
+static void device_access(int enter) {
+    static void (*fn)(int);
+    if (fn == NULL) {
+        const char *path = getenv("RT_CUDA_DRIVER");
+        void *driver = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        if (driver != NULL)
+            *(void **)&fn = dlsym(driver, "fake_cuda_device_access");
+        if (fn == NULL)
+            return;
+    }
+    fn(enter);
+}
 
 typedef struct fake_handle { void *stream; } fake_handle;
 
@@ -19,6 +37,7 @@ int cublasGetVersion_v2(fake_handle *h, int *v) { (void)h; *v = 130000; return 0
             lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) ||                                    \
             ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1))                                      \
             return 7; /* CUBLAS_STATUS_INVALID_VALUE */                                       \
+        device_access(1);                                                                     \
         for (int e = 0; e < batch; e++) {                                                     \
             const T *ae = a + e * sa, *be = b + e * sb;                                       \
             T *ce = c + e * sc;                                                               \
@@ -34,6 +53,7 @@ int cublasGetVersion_v2(fake_handle *h, int *v) { (void)h; *v = 130000; return 0
                     ce[i + (long long)j * ldc] = (T)(*alpha * acc) + prev;                    \
                 }                                                                             \
         }                                                                                     \
+        device_access(0);                                                                     \
         return 0;                                                                             \
     }
 DEFINE_GEMM(cublasSgemmStridedBatched, float)

@@ -1,11 +1,14 @@
 // fake_cuda.cpp: a stand-in for libcuda.so.1 that runs the backend's real kernels on the CPU,
 // so the CUDA backend's host code and kernels are tested on machines without a GPU.
 //
-// Device memory is host memory; streams run work at once; a launch runs every block in turn,
+// Device memory is host memory that the host can touch only while a driver call runs (a launch,
+// a copy, a memset): between calls it is mapped PROT_NONE, so host code that reads a device
+// pointer faults here as it would on a GPU. Streams run work at once; a launch runs every block in turn,
 // each block as blockDim.x threads: in turn for kernels without __syncthreads, as coroutines
 // (ucontext) that switch at every __syncthreads for the others. The kernel sources are compiled here for the host by turning the CUDA keywords
 // into C++. Load it with RT_CUDA_DRIVER=/path/libfakecuda.so. One device, compute capability 9.0.
 #include <pthread.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -109,6 +112,61 @@ int context_depth = 0;           // a handle to hand out as the context
 thread_local int pushed = 0;     // contexts this thread pushed and has not popped
 const CUresult INVALID_VALUE = 1, NOT_FOUND = 500, OUT_OF_MEMORY = 2;
 
+// Device memory: one reserved region, handed out from the bottom and never reused (a freed
+// range is unmapped and replaced), readable and writable only while some thread is inside a
+// driver call that touches device memory (DeviceAccess). One thread's host code may still
+// read device memory while another thread is inside such a call: that is missed, never a
+// false fault.
+const size_t pool_bytes = (size_t)1 << 40;
+char *pool_base;
+size_t pool_top;
+std::mutex access_lock;
+int access_depth;
+
+bool pool_ready() {
+    static bool ready = [] {
+        void *p = mmap(NULL, pool_bytes, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        pool_base = p == MAP_FAILED ? NULL : static_cast<char *>(p);
+        return pool_base != NULL;
+    }();
+    return ready;
+}
+
+int access_prot() { return access_depth > 0 ? PROT_READ | PROT_WRITE : PROT_NONE; }
+
+struct DeviceAccess {
+    DeviceAccess() {
+        std::lock_guard<std::mutex> guard(access_lock);
+        if (access_depth++ == 0 && pool_top > 0)
+            mprotect(pool_base, pool_top, PROT_READ | PROT_WRITE);
+    }
+    ~DeviceAccess() {
+        std::lock_guard<std::mutex> guard(access_lock);
+        if (--access_depth == 0 && pool_top > 0)
+            mprotect(pool_base, pool_top, PROT_NONE);
+    }
+};
+
+void *pool_alloc(size_t bytes) {
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    std::lock_guard<std::mutex> guard(access_lock);
+    if (!pool_ready() || rounded > pool_bytes - pool_top)
+        return NULL;
+    char *p = pool_base + pool_top;
+    pool_top += rounded;
+    if (access_depth > 0)
+        mprotect(p, rounded, PROT_READ | PROT_WRITE);
+    return p;
+}
+
+void pool_free(void *p, size_t bytes) {
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    std::lock_guard<std::mutex> guard(access_lock);
+    mmap(p, rounded, access_prot(), MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+         -1, 0);
+}
+
 bool is_device(uintptr_t p) {
     std::lock_guard<std::mutex> guard(lock);
     auto it = allocations.upper_bound(p);
@@ -195,6 +253,16 @@ CUresult cuCtxPopCurrent_v2(void **ctx) {
 // For the tests: contexts left pushed on the calling thread (0 after every balanced call),
 // and device allocations alive.
 int fake_cuda_pushed_contexts(void) { return pushed; }
+// fake_cublas.c computes its products on the host: it opens device access around each.
+void fake_cuda_device_access(int enter) {
+    static thread_local std::vector<DeviceAccess *> held;
+    if (enter) {
+        held.push_back(new DeviceAccess);
+    } else if (!held.empty()) {
+        delete held.back();
+        held.pop_back();
+    }
+}
 int fake_cuda_live_allocations(void) {
     std::lock_guard<std::mutex> guard(lock);
     return (int)allocations.size();
@@ -206,10 +274,13 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
         return INVALID_VALUE;
     if (bytes > ((size_t)1 << 40))
         return OUT_OF_MEMORY;
-    void *m = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    void *m = pool_alloc(bytes);
     if (m == NULL)
         return OUT_OF_MEMORY;
-    memset(m, 0xA5, bytes); // like real device memory, not zero
+    {
+        DeviceAccess access;
+        memset(m, 0xA5, bytes); // like real device memory, not zero
+    }
     std::lock_guard<std::mutex> guard(lock);
     allocations[(uintptr_t)m] = bytes;
     *p = (CUdeviceptr)(uintptr_t)m;
@@ -221,32 +292,36 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
     auto it = allocations.find((uintptr_t)p);
     if (it == allocations.end())
         return INVALID_VALUE;
+    pool_free((void *)(uintptr_t)p, it->second);
     allocations.erase(it);
-    free((void *)(uintptr_t)p);
     return 0;
 }
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *) {
     if (!is_device((uintptr_t)d))
         return INVALID_VALUE;
+    DeviceAccess access;
     memcpy((void *)(uintptr_t)d, s, n);
     return 0;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *) {
     if (!is_device((uintptr_t)s))
         return INVALID_VALUE;
+    DeviceAccess access;
     memcpy(d, (const void *)(uintptr_t)s, n);
     return 0;
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *) {
     if (!is_device((uintptr_t)d) || !is_device((uintptr_t)s))
         return INVALID_VALUE;
+    DeviceAccess access;
     memmove((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
     return 0;
 }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *) {
     if (!is_device((uintptr_t)d))
         return INVALID_VALUE;
+    DeviceAccess access;
     memset((void *)(uintptr_t)d, v, n);
     return 0;
 }
@@ -273,6 +348,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     if (by != 1 || bz != 1 || bx == 0 || bx > 1024 || params == NULL)
         return INVALID_VALUE;
     std::lock_guard<std::mutex> guard(lock); // one launch at a time: the dims are global
+    DeviceAccess access;
     blockDim = {bx, by, bz};
     gridDim = {gx, gy, gz};
     for (unsigned z = 0; z < gz; z++)
