@@ -167,13 +167,14 @@ def op_profile(program, x, runs: int = 5):
         method.set_inputs(rt.Tensor.from_host(x))
         for _ in range(runs + 1):
             method.execute()
-            totals = {}
-            for e in method.profile_events():
-                totals[e.op_name] = totals.get(e.op_name, 0.0) + (e.end_ns - e.start_ns) / 1e6
-            per_run.append((totals, len(method.profile_events())))
+            per_run.append({(e.instruction, e.op_name): (e.end_ns - e.start_ns) / 1e6
+                            for e in method.profile_events()})
     per_run = per_run[1:]  # the first run warms up
-    ops = {op: statistics.median(t.get(op, 0.0) for t, _ in per_run) for op in per_run[0][0]}
-    return {"instructions": per_run[0][1], "ops": ops}
+    each = {key: statistics.median(t[key] for t in per_run) for key in per_run[0]}
+    ops = {}
+    for (_, op), ms in each.items():
+        ops[op] = ops.get(op, 0.0) + ms
+    return {"instructions": len(each), "ops": ops, "each": each}
 
 
 def _device_bfloat16(a):
@@ -252,6 +253,9 @@ def table(rows, header_lines):
                   f"(profiled, so each op synchronized): {busy:.3f} ms in all", ""]
         for op, ms in sorted(prof["ops"].items(), key=lambda kv: -kv[1])[:8]:
             lines.append(f"- {op}: {ms:.3f} ms ({100 * ms / busy:.0f}%)")
+        slowest = sorted(prof["each"].items(), key=lambda kv: -kv[1])[:6]
+        lines.append("- slowest instructions: " + ", ".join(
+            f"#{i} {op} {ms:.3f} ms" for (i, op), ms in slowest))
     return "\n".join(lines) + "\n"
 
 

@@ -98,6 +98,7 @@ std::map<std::string, kernel_entry> &kernels() {
                                               std::string(#name).find("reduce") == 0 ||      \
                                               std::string(#name).find("arg_") == 0 ||        \
                                               std::string(#name).find("non_zero") == 0 ||    \
+                                              std::string(#name).find("avg_pool2d_wide") == 0 ||\
                                               std::string(#name).find("quant_range") == 0);
 #include "../../libruntime/backends/cuda/kernels/kernels.inc"
 #undef RT_CUDA_KERNEL

@@ -569,6 +569,8 @@ CONVS = [  # (x shape, w shape, stride, padding, dilation, groups)
     ((1, 4, 10, 10), (6, 2, 3, 2), 2, (1, 0, 2, 1), 1, 2),
     ((2, 8, 7, 7), (8, 1, 3, 3), 1, 1, 2, 8),   # depthwise, dilated
     ((2, 16, 5, 6), (12, 16, 1, 1), 1, 0, 1, 1),  # pointwise: the GEMM path
+    ((2, 5, 8, 9), (16, 5, 3, 3), 1, (0, 2, 1, 0), (1, 2), 1),  # 8 channels a thread
+    ((1, 6, 7, 8), (8, 3, 3, 3), 2, 1, 1, 2),    # 4 channels a thread, per group
 ]
 
 
@@ -586,6 +588,18 @@ def test_conv2d(conv, act):
         assert m.fuse_activation(y, *act)
     m.output(y)
     _assert_same(b.to_bytes(), x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("conv", CONVS[:3], ids=str)
+def test_conv2d_float64(conv):
+    xs, ws, stride, padding, dilation, groups = conv
+    x = RNG.standard_normal(xs)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    w = m.constant(RNG.standard_normal(ws))
+    y = m.conv2d(m.input("x", "float64", xs), w, None, stride, padding, dilation, groups)
+    m.output(y)
+    _assert_same(b.to_bytes(), x, rtol=1e-12, atol=1e-12)
 
 
 CONV_TRANSPOSES = [  # (x shape, w shape, stride, padding, output_padding, dilation, groups)
@@ -626,6 +640,20 @@ def test_pooling(padding, ceil_mode, dtype):
     m.output(m.max_pool2d(xv, 2, 1, padding, dilation=2, ceil_mode=ceil_mode))
     m.output(m.avg_pool2d(xv, 3, 2, padding, ceil_mode=ceil_mode, count_include_pad=True))
     m.output(m.avg_pool2d(xv, 3, 2, padding, ceil_mode=ceil_mode, count_include_pad=False))
+    _assert_same(b.to_bytes(), x, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kernel,stride,padding", [(9, 3, 1), (8, 2, 0), ((12, 13), 1, 0)],
+                         ids=str)
+def test_average_pooling_over_large_windows(kernel, stride, padding, dtype):
+    # 64 elements or more a window: one block per output element; (12, 13) is global pooling.
+    x = RNG.standard_normal((2, 3, 12, 13)).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    m.output(m.avg_pool2d(xv, kernel, stride, padding, ceil_mode=True, count_include_pad=True))
+    m.output(m.avg_pool2d(xv, kernel, stride, padding, ceil_mode=True, count_include_pad=False))
     _assert_same(b.to_bytes(), x, rtol=1e-6, atol=1e-6)
 
 

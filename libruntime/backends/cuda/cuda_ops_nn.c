@@ -284,6 +284,27 @@ static void conv_params(rt_cuda_conv_params *p, const rt_conv_args *a, void *out
     p->out = out;
 }
 
+/* Launch the direct convolution kernel for p: float32 with every tensor under 2^30 elements
+ * takes the 32-bit kernel, with 8 or 4 output channels per thread when the group's output
+ * channels divide so; anything else the general one (64-bit indices, one output a thread). */
+static rt_status launch_conv(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_conv_params *p,
+                             rt_type type) {
+    const int64_t narrow = (int64_t)1 << 30;
+    int64_t outputs = p->batch * p->out_channels * p->out_h * p->out_w;
+    int64_t inputs = p->batch * p->channels * p->height * p->width;
+    int64_t weights = p->out_channels * (p->channels / p->groups) * p->kernel_h * p->kernel_w;
+    if (type != RT_F32 || outputs >= narrow || inputs >= narrow || weights >= narrow)
+        return rt_cuda__op_launch(ctx, cm, type == RT_F64 ? RT_CUDA_K_conv2d_f64
+                                                          : RT_CUDA_K_conv2d_f32,
+                                  rt_cuda__blocks(outputs, 256), 1, 1, p);
+    int64_t group_out = p->out_channels / p->groups;
+    int per_thread = group_out % 8 == 0 ? 8 : group_out % 4 == 0 ? 4 : 1;
+    rt_cuda_kernel k = per_thread == 8   ? RT_CUDA_K_conv2d_f32_narrow8
+                       : per_thread == 4 ? RT_CUDA_K_conv2d_f32_narrow4
+                                         : RT_CUDA_K_conv2d_f32_narrow1;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(outputs / per_thread, 256), 1, 1, p);
+}
+
 static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     rt_conv_args a;
     RT_RETURN_IF_ERROR(rt_conv__setup(ctx, &a, fused));
@@ -314,9 +335,7 @@ static rt_status conv2d(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
         g.batch_count = p.batch;
         return rt_cuda__gemm(ctx, cm, &g);
     }
-    rt_cuda_kernel k = x->type == RT_F64 ? RT_CUDA_K_conv2d_f64 : RT_CUDA_K_conv2d_f32;
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(rt_tensor__numel(out), 256), 1, 1,
-                              &p);
+    return launch_conv(ctx, cm, &p, x->type);
 }
 
 rt_status rt_cuda__run_conv2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -356,9 +375,11 @@ rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- pooling ------------------------------------------------------------------------ */
 
-/* The pooling kernel k over d's planes, x into out (device memory). */
-static rt_status launch_pool(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_pool_dims *d,
-                             const void *x, void *out, rt_cuda_kernel k) {
+/* The pooling kernel k over d's planes, x into out (device memory), on `blocks` blocks of
+ * 256 threads. */
+static rt_status launch_pool_blocks(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_pool_dims *d,
+                                    const void *x, void *out, rt_cuda_kernel k,
+                                    unsigned blocks) {
     int64_t outputs = rt_op__mul_sat(d->planes, rt_op__mul_sat(d->out_h, d->out_w));
     if (outputs == 0)
         return RT_OK;
@@ -376,7 +397,14 @@ static rt_status launch_pool(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_pool_d
     p.count_include_pad = d->count_include_pad;
     p.x = x;
     p.out = out;
-    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(outputs, 256), 1, 1, &p);
+    return rt_cuda__op_launch(ctx, cm, k, blocks, 1, 1, &p);
+}
+
+/* The same, one thread per output element. */
+static rt_status launch_pool(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_pool_dims *d,
+                             const void *x, void *out, rt_cuda_kernel k) {
+    int64_t outputs = rt_op__mul_sat(d->planes, rt_op__mul_sat(d->out_h, d->out_w));
+    return launch_pool_blocks(ctx, cm, d, x, out, k, rt_cuda__blocks(outputs, 256));
 }
 
 rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -428,8 +456,7 @@ rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm)
     if (unpooled > 0) {
         rt_cuda_conv_params c;
         conv_params(&c, conv, cm->scratch);
-        RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_conv2d_f32,
-                                              rt_cuda__blocks(unpooled, 256), 1, 1, &c));
+        RT_RETURN_IF_ERROR(launch_conv(ctx, cm, &c, RT_F32));
     }
     return launch_pool(ctx, cm, pool, cm->scratch, conv->out->data, RT_CUDA_K_max_pool2d_f32);
 }
@@ -449,6 +476,13 @@ rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     d.width = x->sizes[3];
     d.out_h = out->sizes[2]; /* as prepare computed them */
     d.out_w = out->sizes[3];
-    return launch_pool(ctx, cm, &d, x->data, out->data,
-                x->type == RT_F64 ? RT_CUDA_K_avg_pool2d_f64 : RT_CUDA_K_avg_pool2d_f32);
+    bool f64 = x->type == RT_F64;
+    if (d.kernel[0] * d.kernel[1] < 64)
+        return launch_pool(ctx, cm, &d, x->data, out->data,
+                           f64 ? RT_CUDA_K_avg_pool2d_f64 : RT_CUDA_K_avg_pool2d_f32);
+    /* A large window: one block per output element. */
+    int64_t outputs = d.planes * d.out_h * d.out_w;
+    return launch_pool_blocks(ctx, cm, &d, x->data, out->data,
+                              f64 ? RT_CUDA_K_avg_pool2d_wide_f64 : RT_CUDA_K_avg_pool2d_wide_f32,
+                              rt_cuda__blocks(outputs, 1));
 }

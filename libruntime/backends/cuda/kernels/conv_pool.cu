@@ -38,6 +38,71 @@ __device__ inline void conv2d(const rt_cuda_conv_params &p) {
 extern "C" __global__ void rt_k_conv2d_f32(rt_cuda_conv_params p) { conv2d<float>(p); }
 extern "C" __global__ void rt_k_conv2d_f64(rt_cuda_conv_params p) { conv2d<double>(p); }
 
+// float32 with every tensor under 2^30 elements (the host checks): 32-bit index arithmetic
+// (a 64-bit division is a long instruction sequence on the GPU, and conv2d does three per
+// output), and OCB output channels of one group per thread, so each input element it loads
+// serves OCB sums. Each sum runs in conv2d's order, so the results are conv2d's, bit for bit.
+template <int OCB>
+__device__ inline void conv2d_f32_narrow(const rt_cuda_conv_params &p) {
+    const float *x = (const float *)p.x, *w = (const float *)p.w, *bias = (const float *)p.bias;
+    const int channels = (int)p.channels, height = (int)p.height, width = (int)p.width;
+    const int out_channels = (int)p.out_channels, out_w = (int)p.out_w;
+    const int kernel_h = (int)p.kernel_h, kernel_w = (int)p.kernel_w;
+    const int group_in = channels / (int)p.groups, group_out = out_channels / (int)p.groups;
+    const int plane = (int)p.out_h * out_w, taps = kernel_h * kernel_w;
+    const int oc_blocks = out_channels / OCB, total = (int)p.batch * oc_blocks * plane;
+    const int stride_h = (int)p.stride[0], stride_w = (int)p.stride[1];
+    const int dilation_h = (int)p.dilation[0], dilation_w = (int)p.dilation[1];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int pixel = i % plane, rest = i / plane;
+        int ow = pixel % out_w, oh = pixel / out_w;
+        int oc0 = rest % oc_blocks * OCB, n = rest / oc_blocks;
+        int g = oc0 / group_out;
+        int ih0 = oh * stride_h - (int)p.pad[0], iw0 = ow * stride_w - (int)p.pad[1];
+        float acc[OCB];
+#pragma unroll
+        for (int o = 0; o < OCB; o++)
+            acc[o] = 0.0f;
+        const float *xg = x + (n * channels + g * group_in) * height * width;
+        const float *wg = w + oc0 * group_in * taps;
+        for (int c = 0; c < group_in; c++) {
+            const float *xp = xg + c * height * width, *wp = wg + c * taps;
+            for (int kh = 0; kh < kernel_h; kh++) {
+                int ih = ih0 + kh * dilation_h;
+                if (ih < 0 || ih >= height)
+                    continue;
+                for (int kw = 0; kw < kernel_w; kw++) {
+                    int iw = iw0 + kw * dilation_w;
+                    if (iw < 0 || iw >= width)
+                        continue;
+                    float v = xp[ih * width + iw];
+#pragma unroll
+                    for (int o = 0; o < OCB; o++)
+                        acc[o] += v * wp[o * group_in * taps + kh * kernel_w + kw];
+                }
+            }
+        }
+        float *out = (float *)p.out + (n * out_channels + oc0) * plane + pixel;
+#pragma unroll
+        for (int o = 0; o < OCB; o++) {
+            float sum = acc[o];
+            if (bias)
+                sum += bias[oc0 + o];
+            out[o * plane] = rt_activate_t<float>(p.act, p.lo, p.hi, sum);
+        }
+    }
+}
+
+extern "C" __global__ void rt_k_conv2d_f32_narrow1(rt_cuda_conv_params p) {
+    conv2d_f32_narrow<1>(p);
+}
+extern "C" __global__ void rt_k_conv2d_f32_narrow4(rt_cuda_conv_params p) {
+    conv2d_f32_narrow<4>(p);
+}
+extern "C" __global__ void rt_k_conv2d_f32_narrow8(rt_cuda_conv_params p) {
+    conv2d_f32_narrow<8>(p);
+}
+
 // Transposed convolution gathered per output element: w is [C, O / groups, kH, kW]; output
 // (oh, ow) takes tap (kh, kw) of input channel c from x[c, ih, iw] when
 // oh = ih * stride - top + kh * dilation lands exactly (likewise for ow). Sums in T, starting
@@ -159,3 +224,39 @@ extern "C" __global__ void rt_k_max_pool2d_u64(rt_cuda_pool_params p) {
 }
 extern "C" __global__ void rt_k_avg_pool2d_f32(rt_cuda_pool_params p) { avg_pool2d<float>(p); }
 extern "C" __global__ void rt_k_avg_pool2d_f64(rt_cuda_pool_params p) { avg_pool2d<double>(p); }
+
+// Large windows (global average pooling above all): one block of RT_BLOCK threads per output
+// element, each summing a share of the window, then a block sum; the window and divisor rules
+// are avg_pool2d's. One thread per output would leave most of the GPU idle on few outputs.
+template <typename T>
+__device__ inline void avg_pool2d_wide(const rt_cuda_pool_params &p) {
+    __shared__ double shared[RT_BLOCK];
+    const int64_t total = p.planes * p.out_h * p.out_w;
+    for (int64_t i = blockIdx.x; i < total; i += gridDim.x) {
+        int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h, plane = i / (p.out_w * p.out_h);
+        const T *x = (const T *)p.x + plane * p.height * p.width;
+        int64_t h0 = oh * p.stride[0] - p.pad[0], h1 = h0 + p.kernel[0];
+        if (h1 > p.height + p.pad[2])
+            h1 = p.height + p.pad[2];
+        int64_t w0 = ow * p.stride[1] - p.pad[1], w1 = w0 + p.kernel[1];
+        if (w1 > p.width + p.pad[3])
+            w1 = p.width + p.pad[3];
+        int64_t ih0 = h0 > 0 ? h0 : 0, ih1 = h1 < p.height ? h1 : p.height;
+        int64_t iw0 = w0 > 0 ? w0 : 0, iw1 = w1 < p.width ? w1 : p.width;
+        int64_t real_h = ih1 > ih0 ? ih1 - ih0 : 0, real_w = iw1 > iw0 ? iw1 - iw0 : 0;
+        double part = 0.0;
+        for (int64_t e = threadIdx.x; e < real_h * real_w; e += RT_BLOCK)
+            part += (double)x[(ih0 + e / real_w) * p.width + iw0 + e % real_w];
+        double sum = rt_block_sum(part, shared);
+        int64_t count = p.count_include_pad ? (h1 - h0) * (w1 - w0) : real_h * real_w;
+        if (threadIdx.x == 0)
+            ((T *)p.out)[i] = count > 0 ? (T)(sum / (double)count) : (T)0;
+    }
+}
+
+extern "C" __global__ void rt_k_avg_pool2d_wide_f32(rt_cuda_pool_params p) {
+    avg_pool2d_wide<float>(p);
+}
+extern "C" __global__ void rt_k_avg_pool2d_wide_f64(rt_cuda_pool_params p) {
+    avg_pool2d_wide<double>(p);
+}
