@@ -10,7 +10,8 @@
 # it can reach an index; steps whose packages are missing skip. Last, compute-sanitizer's
 # racecheck over the kernels that share memory between threads (RT_GPU_SANITIZE=0 skips it).
 # RT_GPU_PREBUILT=1 uses runtime_py/libruntime.so as it is (built elsewhere with the same nvcc),
-# saving the build's minute of GPU time. Everything goes to RESULTS_DIR/gpu_check.md; the exit
+# saving the build's minute of GPU time; RT_GPU_SOURCE names the source in the report where
+# the machine's git history is not the tree's. Everything goes to RESULTS_DIR/gpu_check.md; the exit
 # status is that of the tests.
 set -u
 cd "$(dirname "$0")/../.."
@@ -36,7 +37,8 @@ run() {  # run SECONDS TITLE COMMAND...: output into the report, failures counte
 
 printf '# GPU check of libruntime (%s)\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" >"$REPORT"
 run 30 "machine" bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
-  nvcc --version | tail -2; '"$PY"' --version; cmake --version | head -1; git log --oneline -1'
+  nvcc --version | tail -2; '"$PY"' --version; cmake --version | head -1;
+  echo "source: ${RT_GPU_SOURCE:-$(git log --oneline -1)}"'
 
 # ---- python packages --------------------------------------------------------------------------
 # Wheels carried to a machine without an index (RT_GPU_WHEELS, default ./.whl) go in first.
@@ -139,6 +141,7 @@ if command -v compute-sanitizer >/dev/null && [ "${RT_GPU_SANITIZE:-1}" = 1 ]; t
   K="test_matmul or test_softmax or test_layer_norm or test_instance_and_group_norm or"
   K="$K (test_non_zero and float32) or (test_reductions and float32 and sum) or"
   K="$K (test_cumsum and float32) or (test_topk and float32) or (test_argmax_argmin and float32)"
+  K="$K or test_average_pooling_over_large_windows"
   run 150 "compute-sanitizer racecheck: shared-memory kernels (built-in GEMM)" env RT_CUBLAS=off \
     compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 20 \
     $PY -m pytest tests/gpu/test_cuda_ops.py -q -x -p no:cacheprovider -k \
