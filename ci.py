@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent
 STEPS = ("cpython", "pypy", "others", "wheel", "asan")
@@ -65,12 +65,24 @@ def run(cmd: Sequence[object], *, env: Optional[Dict[str, str]] = None,
         cwd: Optional[Path] = None, capture: bool = False, check: bool = True) -> str:
     """Run a command, echoing its output (and returning it when capture is set)."""
     argv = [str(c) for c in cmd]
-    print("+ " + " ".join(argv), flush=True)
     if not capture:
+        print("+ " + " ".join(argv), flush=True)
         code = subprocess.call(argv, env=env, cwd=cwd or ROOT)
         if check and code:
             raise subprocess.CalledProcessError(code, argv)
         return ""
+    code, out = run_captured(argv, env=env, cwd=cwd)
+    if check and code:
+        raise subprocess.CalledProcessError(code, argv, out)
+    return out
+
+
+def run_captured(cmd: Sequence[object], *, env: Optional[Dict[str, str]] = None,
+                 cwd: Optional[Path] = None) -> Tuple[int, str]:
+    """Run a command, echoing its output; its exit status (negative: killed by that signal)
+    and its output."""
+    argv = [str(c) for c in cmd]
+    print("+ " + " ".join(argv), flush=True)
     proc = subprocess.Popen(argv, env=env, cwd=cwd or ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace")
     lines = []
@@ -79,11 +91,7 @@ def run(cmd: Sequence[object], *, env: Optional[Dict[str, str]] = None,
         sys.stdout.write(line)
         lines.append(line)
     sys.stdout.flush()
-    code = proc.wait()
-    out = "".join(lines)
-    if check and code:
-        raise subprocess.CalledProcessError(code, argv, out)
-    return out
+    return proc.wait(), "".join(lines)
 
 
 def pip_install(python: Path, *args: str) -> None:
@@ -149,7 +157,7 @@ def pytest(label: str, python: Path, args: Sequence[str], *, source_tree: bool,
     if source_tree:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     started = time.monotonic()
-    out = run([python, "-m", "pytest", "-q", *args], env=env, capture=True, check=False)
+    code, out = run_captured([python, "-m", "pytest", "-q", *args], env=env)
     seconds = time.monotonic() - started
     counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "xfailed": 0}
     match = None
@@ -159,12 +167,15 @@ def pytest(label: str, python: Path, args: Sequence[str], *, source_tree: bool,
         for number, word in re.findall(r"(\d+) (\w+)", match.group("body")):
             word = {"error": "errors", "xpassed": "passed"}.get(word, word)
             counts[word] = counts.get(word, 0) + int(number)
-    ok = match is not None and counts["failed"] == 0 and counts["errors"] == 0 and \
-        counts["passed"] > 0 and "Interrupted" not in out
+    # Both the exit status and the summary: a process can print "N passed" and then die (a
+    # sanitizer's report at exit, a crash in a finalizer), or exit 0 having run nothing.
+    ok = code == 0 and match is not None and counts["failed"] == 0 and \
+        counts["errors"] == 0 and counts["passed"] > 0 and "Interrupted" not in out
     results.append({"label": label, "version": version_of(python), "selection": selection,
-                    "seconds": seconds, "ok": ok, **counts})
+                    "seconds": seconds, "ok": ok, "exit": code, **counts})
     if not ok:
-        failures.append(f"{label}: pytest failed")
+        failures.append(f"{label}: pytest failed (exit status {code}"
+                        f"{f', killed by signal {-code}' if code < 0 else ''})")
 
 
 # ---- steps --------------------------------------------------------------------------------
