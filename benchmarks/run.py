@@ -4,7 +4,10 @@
     python benchmarks/run.py --quick          # fewer repetitions
     python benchmarks/run.py --only mlp cnn   # some models
 
-Each model is timed after a warm-up over many repetitions, in interleaved rounds whose order
+Before anything is timed, every output of every side is checked against a reference
+(onnxruntime's outputs for the models, a float64 product for the GEMM); a side whose results
+differ is not timed and gets no ratio, and the table says what differed. Each model is then
+timed after a warm-up over many repetitions, in interleaved rounds whose order
 rotates between our runtime and its peers: median, min and p90 latency. Ratios
 are ours / peer (below 1.0: we are faster). Thread counts are set per process (numpy's BLAS
 reads its thread count at import), so each count runs in a child process of this script.
@@ -105,8 +108,52 @@ def model_and_input(name: str):
     raise ValueError(name)
 
 
+# Model outputs must match the reference this closely before they are timed (float32 sums in
+# different orders differ by a few units in the last place, times the depth of the model).
+RTOL, ATOL = 1e-4, 1e-4
+
+
+def mismatch(got, want, rtol: float = RTOL, atol: float = ATOL):
+    """None when the outputs `got` (a sequence of arrays) match `want`, else what differs:
+    the number of outputs, an output's shape or dtype, or its values (the largest difference
+    and where it lies)."""
+    import numpy as np
+
+    if len(got) != len(want):
+        return f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {i} is {g.dtype}{list(g.shape)}, expected {w.dtype}{list(w.shape)}"
+        if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
+            diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            where = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
+            return (f"output {i} differs by up to {float(np.nanmax(diff)):.3g} at "
+                    f"{list(map(int, where))}")
+    return None
+
+
+def checked(fns, want, outputs_of, rtol: float = RTOL, atol: float = ATOL):
+    """The sides of fns (name -> callable) whose results match `want`, and for each other
+    side what differed. outputs_of(name, result) turns a side's return value into a list of
+    arrays."""
+    ok, wrong = {}, {}
+    for name, fn in fns.items():
+        try:
+            problem = mismatch(outputs_of(name, fn()), want, rtol, atol)
+        except Exception as exc:  # a side that cannot run gets no figure either
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is None:
+            ok[name] = fn
+        else:
+            wrong[name] = problem
+    return ok, wrong
+
+
 def numpy_peer(name: str, model, feeds):
-    """A numpy implementation where one is natural; None otherwise."""
+    """A numpy implementation where one is natural, written as a user who cares about speed
+    would (weights transposed once, one fused expression a layer, no temporaries beyond the
+    product); None otherwise."""
     import numpy as np
     from onnx import numpy_helper
 
@@ -118,15 +165,18 @@ def numpy_peer(name: str, model, feeds):
         return lambda: x @ y
     if name == "mlp":
         inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-        layers = [(inits[n.input[1]], inits[n.input[2]]) for n in model.graph.node if n.op_type == "Gemm"]
+        gemms = [n for n in model.graph.node if n.op_type == "Gemm"]
+        assert all(a.name != "transB" or a.i == 1 for n in gemms for a in n.attribute)
+        layers = [(np.ascontiguousarray(inits[n.input[1]].T), inits[n.input[2]]) for n in gemms]
         x = feeds["x"]
 
         def run():
             h = x
-            for i, (w, b) in enumerate(layers):
-                h = h @ w.T + b
+            for i, (w_t, b) in enumerate(layers):
+                h = h @ w_t
+                h += b
                 if i < len(layers) - 1:
-                    h = np.maximum(h, 0)
+                    np.maximum(h, 0, out=h)
             return h
         return run
     return None
@@ -155,15 +205,20 @@ def bench_models(threads: int, names, min_time: float):
         model, feeds = model_and_input(name)
         session, program, method = load_both(model, threads)
         args = [feeds[i.name] for i in model.graph.input if i.name in feeds]
-        ours_out = np.asarray(method(*args)[0])
-        ref_out = session.run(None, feeds)[0]
-        diff = float(np.max(np.abs(ours_out - ref_out))) if ours_out.size else 0.0
+        want = session.run(None, feeds)
+        ours = [np.asarray(t) for t in method(*args)]
+        diff = max((float(np.max(np.abs(o - r))) for o, r in zip(ours, want) if o.size),
+                   default=0.0)
         fns = {"ours": lambda: method(*args),
                "onnxruntime": lambda: session.run(None, feeds)}
         peer = numpy_peer(name, model, feeds)
         if peer is not None:
             fns["numpy"] = peer
-        row = {"model": name, "threads": threads, "max_abs_diff": diff}
+        # numpy's peers compute the first output; every other side all of them.
+        fns, wrong = checked(fns, want, lambda side, out: [out] if side == "numpy" else
+                             [np.asarray(t) for t in out])
+        row = {"model": name, "threads": threads, "max_abs_diff": diff, "wrong": wrong,
+               "has_numpy": peer is not None}
         row.update(time_side_by_side(fns, min_time))
         rows.append(row)
         method.close()
@@ -187,11 +242,15 @@ def bench_gemm(threads: int, min_time: float):
         a = np.random.default_rng(n).random((n, n), np.float32)
         c = np.random.default_rng(n + 1).random((n, n), np.float32)
         flops = 2.0 * n ** 3
-        timed = time_side_by_side({"ours": lambda: method(a, c), "numpy": lambda: a @ c},
-                                  min_time, 6)
-        ours, peer = timed["ours"], timed["numpy"]
-        rows.append({"n": n, "threads": threads, "ours_gflops": flops / ours["median"] / 1e9,
-                     "numpy_gflops": flops / peer["median"] / 1e9})
+        want = [(a.astype(np.float64) @ c.astype(np.float64)).astype(np.float32)]
+        # float32 sums of n products of [0, 1) values: relative error well under 1e-5.
+        fns, wrong = checked({"ours": lambda: method(a, c), "numpy": lambda: a @ c}, want,
+                             lambda side, out: [np.asarray(out[0] if side == "ours" else out)],
+                             rtol=1e-5, atol=0.0)
+        timed = time_side_by_side(fns, min_time, 6)
+        rows.append({"n": n, "threads": threads, "wrong": wrong,
+                     **{f"{side}_gflops": flops / t["median"] / 1e9
+                        for side, t in timed.items()}})
         method.close()
     return rows
 
@@ -232,10 +291,12 @@ def bench_periodic(threads: int):
     model, feeds = model_and_input(PERIODIC_MODEL)
     session, program, method = load_both(model, threads)
     args = [feeds[i.name] for i in model.graph.input if i.name in feeds]
+    import numpy as np
+
     fns = {"ours": lambda: method(*args), "onnxruntime": lambda: session.run(None, feeds)}
+    fns, wrong = checked(fns, session.run(None, feeds),
+                         lambda side, out: [np.asarray(t) for t in out])
     times = {name: [] for name in fns}
-    for name, fn in fns.items():
-        fn()
     for round_ in range(ROUNDS // 2):
         for name in (list(fns) if round_ % 2 == 0 else list(fns)[::-1]):
             for _ in range(PERIODIC_CALLS):
@@ -246,7 +307,7 @@ def bench_periodic(threads: int):
             time.sleep(SETTLE_S)
     method.close()
     program.close()
-    return {"model": PERIODIC_MODEL, "pause_ms": PERIODIC_PAUSE_S * 1e3,
+    return {"model": PERIODIC_MODEL, "pause_ms": PERIODIC_PAUSE_S * 1e3, "wrong": wrong,
             **{name: stats(samples) for name, samples in times.items()}}
 
 
@@ -306,36 +367,65 @@ def cpu_description() -> str:
             f"model {info.get('model', '?')}), {kernels} kernels")
 
 
+def ratio(row, ours: str, peer: str) -> str:
+    """ours / peer of the medians; '-' when either side was not timed (absent, or its results
+    differ from the reference)."""
+    if ours not in row or peer not in row:
+        return "-"
+    return f"{row[ours]['median'] / row[peer]['median']:.2f}"
+
+
 def render(results, loads, calls=()) -> str:
     lines = ["# Benchmarks", "", f"machine: {os.cpu_count()} CPUs, {cpu_description()}; times "
-             "in microseconds (median / min / p90); ratio = ours / peer", ""]
+             "in microseconds (median / min / p90); ratio = ours / peer; every output checked "
+             "against onnxruntime's (the GEMM against a float64 product) before timing", ""]
+    wrongs = []
     for threads, res in sorted(results.items()):
         lines += [f"## {threads} thread(s)", "",
                   "| model | ours | onnxruntime | numpy | ours/ort | ours/numpy | max abs diff |",
                   "|---|---|---|---|---:|---:|---:|"]
         for row in res["models"]:
-            o, r = row["ours"], row["onnxruntime"]
-            npy = row.get("numpy")
-            cell = lambda t: f"{fmt_us(t['median'])} / {fmt_us(t['min'])} / {fmt_us(t['p90'])}"
-            lines.append(f"| {row['model']} | {cell(o)} | {cell(r)} | {cell(npy) if npy else 'n/a'} | "
-                         f"{o['median'] / r['median']:.2f} | "
-                         f"{(o['median'] / npy['median']) if npy else float('nan'):.2f} | "
-                         f"{row['max_abs_diff']:.1e} |")
+            wrong = row.get("wrong", {})
+
+            def cell(side):
+                if side in wrong:
+                    return "WRONG RESULTS"
+                if side not in row:
+                    return "n/a"
+                t = row[side]
+                return f"{fmt_us(t['median'])} / {fmt_us(t['min'])} / {fmt_us(t['p90'])}"
+
+            lines.append(f"| {row['model']} | {cell('ours')} | {cell('onnxruntime')} | "
+                         f"{cell('numpy')} | {ratio(row, 'ours', 'onnxruntime')} | "
+                         f"{ratio(row, 'ours', 'numpy')} | {row['max_abs_diff']:.1e} |")
+            for side, problem in wrong.items():
+                wrongs.append(f"- {row['model']}, {threads} thread(s), {side}: {problem}")
         if "periodic" in res:
             p = res["periodic"]
-            o, r = p["ours"], p["onnxruntime"]
+            cell = {side: (f"{fmt_us(p[side]['median'])} / {fmt_us(p[side]['min'])} / "
+                           f"{fmt_us(p[side]['p90'])}" if side in p else "WRONG RESULTS")
+                    for side in ("ours", "onnxruntime")}
             lines += ["", f"{p['model']} called every {p['pause_ms']:.0f} ms (a pause before each "
                       "call, as a video stream calls it):", "",
                       "| ours | onnxruntime | ours/ort |", "|---|---|---:|",
-                      f"| {fmt_us(o['median'])} / {fmt_us(o['min'])} / {fmt_us(o['p90'])} | "
-                      f"{fmt_us(r['median'])} / {fmt_us(r['min'])} / {fmt_us(r['p90'])} | "
-                      f"{o['median'] / r['median']:.2f} |"]
+                      f"| {cell['ours']} | {cell['onnxruntime']} | "
+                      f"{ratio(p, 'ours', 'onnxruntime')} |"]
+            for side, problem in p.get("wrong", {}).items():
+                wrongs.append(f"- {p['model']} called periodically, {side}: {problem}")
         if "gemm" in res:
             lines += ["", "| GEMM n | ours GFLOP/s | numpy GFLOP/s | ratio |", "|---:|---:|---:|---:|"]
             for g in res["gemm"]:
-                lines.append(f"| {g['n']} | {g['ours_gflops']:.1f} | {g['numpy_gflops']:.1f} | "
-                             f"{g['ours_gflops'] / g['numpy_gflops']:.2f} |")
+                rate = {side: f"{g[side + '_gflops']:.1f}" if side + "_gflops" in g
+                        else "WRONG RESULTS" for side in ("ours", "numpy")}
+                speed = (f"{g['ours_gflops'] / g['numpy_gflops']:.2f}"
+                         if "ours_gflops" in g and "numpy_gflops" in g else "-")
+                lines.append(f"| {g['n']} | {rate['ours']} | {rate['numpy']} | {speed} |")
+                for side, problem in g.get("wrong", {}).items():
+                    wrongs.append(f"- GEMM n={g['n']}, {threads} thread(s), {side}: {problem}")
         lines.append("")
+    if wrongs:
+        lines += ["## Results that differ from the reference (not timed, no ratio)", "",
+                  *wrongs, ""]
     if calls:
         lines += ["## Per-call overhead (1-element Add, array.array inputs, best of 7 x 100k)", "",
                   "| interpreter | us per call |", "|---|---:|"]
