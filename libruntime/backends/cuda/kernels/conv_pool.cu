@@ -180,29 +180,44 @@ __device__ inline void max_pool2d(const rt_cuda_pool_params &p) {
     }
 }
 
-// The divisor is the window clipped to the padded input (count_include_pad) or the number of
-// input elements in it; a window with nothing to count gives 0.
+// Output element i's averaging window: its input rows [ih0, ih1) and columns [iw0, iw1), and
+// the divisor: the window clipped to the padded input (count_include_pad) or the number of
+// input elements in it (0: nothing to count).
+struct avg_window {
+    int64_t plane, ih0, ih1, iw0, iw1, count;
+};
+
+__device__ inline avg_window avg_window_of(const rt_cuda_pool_params &p, int64_t i) {
+    int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h;
+    int64_t h0 = oh * p.stride[0] - p.pad[0], h1 = h0 + p.kernel[0];
+    if (h1 > p.height + p.pad[2])
+        h1 = p.height + p.pad[2];
+    int64_t w0 = ow * p.stride[1] - p.pad[1], w1 = w0 + p.kernel[1];
+    if (w1 > p.width + p.pad[3])
+        w1 = p.width + p.pad[3];
+    avg_window a;
+    a.plane = i / (p.out_w * p.out_h);
+    a.ih0 = h0 > 0 ? h0 : 0, a.ih1 = h1 < p.height ? h1 : p.height;
+    a.iw0 = w0 > 0 ? w0 : 0, a.iw1 = w1 < p.width ? w1 : p.width;
+    if (a.ih1 < a.ih0)
+        a.ih1 = a.ih0;
+    if (a.iw1 < a.iw0)
+        a.iw1 = a.iw0;
+    a.count = p.count_include_pad ? (h1 - h0) * (w1 - w0) : (a.ih1 - a.ih0) * (a.iw1 - a.iw0);
+    return a;
+}
+
 template <typename T>
 __device__ inline void avg_pool2d(const rt_cuda_pool_params &p) {
     const int64_t total = p.planes * p.out_h * p.out_w;
     RT_GRID_LOOP(i, total) {
-        int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h, plane = i / (p.out_w * p.out_h);
-        const T *x = (const T *)p.x + plane * p.height * p.width;
-        int64_t h0 = oh * p.stride[0] - p.pad[0], h1 = h0 + p.kernel[0];
-        if (h1 > p.height + p.pad[2])
-            h1 = p.height + p.pad[2];
-        int64_t w0 = ow * p.stride[1] - p.pad[1], w1 = w0 + p.kernel[1];
-        if (w1 > p.width + p.pad[3])
-            w1 = p.width + p.pad[3];
-        int64_t ih0 = h0 > 0 ? h0 : 0, ih1 = h1 < p.height ? h1 : p.height;
-        int64_t iw0 = w0 > 0 ? w0 : 0, iw1 = w1 < p.width ? w1 : p.width;
+        avg_window a = avg_window_of(p, i);
+        const T *x = (const T *)p.x + a.plane * p.height * p.width;
         double sum = 0.0;
-        for (int64_t ih = ih0; ih < ih1; ih++)
-            for (int64_t iw = iw0; iw < iw1; iw++)
+        for (int64_t ih = a.ih0; ih < a.ih1; ih++)
+            for (int64_t iw = a.iw0; iw < a.iw1; iw++)
                 sum += (double)x[ih * p.width + iw];
-        int64_t real_h = ih1 > ih0 ? ih1 - ih0 : 0, real_w = iw1 > iw0 ? iw1 - iw0 : 0;
-        int64_t count = p.count_include_pad ? (h1 - h0) * (w1 - w0) : real_h * real_w;
-        ((T *)p.out)[i] = count > 0 ? (T)(sum / (double)count) : (T)0;
+        ((T *)p.out)[i] = a.count > 0 ? (T)(sum / (double)a.count) : (T)0;
     }
 }
 
@@ -233,24 +248,15 @@ __device__ inline void avg_pool2d_wide(const rt_cuda_pool_params &p) {
     __shared__ double shared[RT_BLOCK];
     const int64_t total = p.planes * p.out_h * p.out_w;
     for (int64_t i = blockIdx.x; i < total; i += gridDim.x) {
-        int64_t ow = i % p.out_w, oh = i / p.out_w % p.out_h, plane = i / (p.out_w * p.out_h);
-        const T *x = (const T *)p.x + plane * p.height * p.width;
-        int64_t h0 = oh * p.stride[0] - p.pad[0], h1 = h0 + p.kernel[0];
-        if (h1 > p.height + p.pad[2])
-            h1 = p.height + p.pad[2];
-        int64_t w0 = ow * p.stride[1] - p.pad[1], w1 = w0 + p.kernel[1];
-        if (w1 > p.width + p.pad[3])
-            w1 = p.width + p.pad[3];
-        int64_t ih0 = h0 > 0 ? h0 : 0, ih1 = h1 < p.height ? h1 : p.height;
-        int64_t iw0 = w0 > 0 ? w0 : 0, iw1 = w1 < p.width ? w1 : p.width;
-        int64_t real_h = ih1 > ih0 ? ih1 - ih0 : 0, real_w = iw1 > iw0 ? iw1 - iw0 : 0;
+        avg_window a = avg_window_of(p, i);
+        const T *x = (const T *)p.x + a.plane * p.height * p.width;
+        int64_t width = a.iw1 - a.iw0;
         double part = 0.0;
-        for (int64_t e = threadIdx.x; e < real_h * real_w; e += RT_BLOCK)
-            part += (double)x[(ih0 + e / real_w) * p.width + iw0 + e % real_w];
+        for (int64_t e = threadIdx.x; e < (a.ih1 - a.ih0) * width; e += RT_BLOCK)
+            part += (double)x[(a.ih0 + e / width) * p.width + a.iw0 + e % width];
         double sum = rt_block_sum(part, shared);
-        int64_t count = p.count_include_pad ? (h1 - h0) * (w1 - w0) : real_h * real_w;
         if (threadIdx.x == 0)
-            ((T *)p.out)[i] = count > 0 ? (T)(sum / (double)count) : (T)0;
+            ((T *)p.out)[i] = a.count > 0 ? (T)(sum / (double)a.count) : (T)0;
     }
 }
 
