@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cuda/cuda_method.h"
+#include "backend.h"
 #include "core/clock.h"
 #include "method.h"
 
@@ -114,27 +114,14 @@ static rt_status bind_tensor(rt_method *m, rt_method_input_slot *in, size_t inde
         rt_tensor__dense_strides(strides, src->rank, src->sizes, NULL);
     memcpy(t->sizes, src->sizes, (size_t)t->rank * sizeof *t->sizes);
     rt_tensor__update_strides(t);
-    int64_t numel = rt_tensor__numel(t);
     bool aligned = (uintptr_t)src->data % t->elem_size == 0;
     bool may_alias = !t->written || (flags & RT_INPUT_ALLOW_MUTATE);
-    if (m->cuda != NULL) {
-        bool may_bind = !(flags & RT_INPUT_COPY) && aligned && may_alias;
-        rt_status status = rt_cuda__bind_input(m, t, src, strides, may_bind, &in->zero_copy);
-        if (status != RT_OK)
-            rt_error__prefix("method '%s': input %zu: ", m->name, index);
-        return status;
-    }
-    if (numel > 0 && !(flags & RT_INPUT_COPY) && aligned && may_alias &&
-        is_dense(t, t->sizes, strides)) {
-        t->data = src->data;
-        in->zero_copy = true;
-        return RT_OK;
-    }
-    t->data = t->home;
-    if (numel > 0)
-        rt_tensor__copy_strided(t->home, t->strides, src->data, strides, t->rank, t->sizes,
-                                t->elem_size);
-    return RT_OK;
+    bool may_bind = !(flags & RT_INPUT_COPY) && aligned && may_alias;
+    rt_status status = m->backend->bind_input(m, t, src, strides, is_dense(t, t->sizes, strides),
+                                              may_bind, &in->zero_copy);
+    if (status != RT_OK)
+        rt_error__prefix("method '%s': input %zu: ", m->name, index);
+    return status;
 }
 
 static void unbind(rt_method *m, rt_method_input_slot *in) {
@@ -233,20 +220,6 @@ RT_API rt_status rt_method_set_input_scalar(rt_method *m, size_t index, const rt
 
 /* ---- execution -------------------------------------------------------------------------- */
 
-static bool condition_holds(const rt_value *cond) {
-    switch (cond->kind) {
-    case RT_VALUE_BOOL: return cond->u.b;
-    case RT_VALUE_INT: return cond->u.i != 0;
-    default: break;
-    }
-    /* Prepare allowed only non-empty bool or integer tensors: test the first element. */
-    const rt_tensor_value *t = cond->u.t;
-    const unsigned char *bytes = t->data;
-    for (uint32_t k = 0; k < t->elem_size; k++)
-        if (bytes[k] != 0)
-            return true;
-    return false;
-}
 
 static rt_status record_event(rt_method *m, const rt_instruction *ins, uint32_t pc,
                               uint64_t start, uint64_t end) {
@@ -267,12 +240,14 @@ static rt_status record_event(rt_method *m, const rt_instruction *ins, uint32_t 
     return RT_OK;
 }
 
-/* A condition tensor on a CUDA device is read back to the host. */
+/* Whether a jump's condition holds: a scalar, or the first element of a tensor (prepare
+ * allowed only non-empty bool or integer ones), which the backend reads where it lies. */
 static rt_status read_condition(rt_method *m, const rt_value *cond, bool *out) {
-    if (m->cuda != NULL && cond->kind == RT_VALUE_TENSOR)
-        return rt_cuda__read_condition(m, cond->u.t, out);
-    *out = condition_holds(cond);
-    return RT_OK;
+    switch (cond->kind) {
+    case RT_VALUE_BOOL: *out = cond->u.b; return RT_OK;
+    case RT_VALUE_INT: *out = cond->u.i != 0; return RT_OK;
+    default: return m->backend->read_condition(m, cond->u.t, out);
+    }
 }
 
 static rt_status run_instructions(rt_method *m) {
@@ -292,10 +267,7 @@ static rt_status run_instructions(rt_method *m) {
         case RT_INSTR_KERNEL: {
             ins->ctx.num_threads = threads;
             uint64_t start = profile ? rt_clock__now_ns() : 0;
-            if (m->cuda != NULL)
-                RT_RETURN_IF_ERROR(rt_cuda__run_instruction(m, pc));
-            else
-                RT_RETURN_IF_ERROR(ins->op->run(&ins->ctx));
+            RT_RETURN_IF_ERROR(m->backend->run_instruction(m, pc));
             if (profile)
                 RT_RETURN_IF_ERROR(record_event(m, ins, pc, start, rt_clock__now_ns()));
             pc++;
@@ -329,13 +301,11 @@ static rt_status execute_entered(rt_method *m) {
             status = INPUT_ERROR(m, in, i, RT_INVALID_STATE, "is not set; bind every input "
                                  "(set_input) before execute");
     }
-    if (status == RT_OK && m->cuda != NULL) {
-        /* Returns once the device is done: outputs are ready for any stream or the host. */
-        status = rt_cuda__begin(m);
+    if (status == RT_OK) {
+        /* end returns once the results are ready for the host and any device stream. */
+        status = m->backend->begin(m);
         if (status == RT_OK)
-            status = rt_cuda__end(m, run_instructions(m));
-    } else if (status == RT_OK) {
-        status = run_instructions(m);
+            status = m->backend->end(m, run_instructions(m));
     }
     m->has_outputs = status == RT_OK;
     return status;

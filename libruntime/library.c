@@ -1,7 +1,5 @@
 /* library.c: versions, the op list, and backend availability. */
-#include <string.h>
-
-#include "backends/cuda/driver.h"
+#include "backend.h"
 #include "ops/op.h"
 
 #define RT_VERSION_STRING "0.1.0"
@@ -24,9 +22,8 @@ RT_API int32_t rt_backend_available(const char *name) {
 RT_API const char *rt_backend_unavailable_reason(const char *name) {
     if (name == NULL)
         return "no backend name was given";
-    if (strcmp(name, "cpu") == 0)
-        return "";
-    if (strcmp(name, "cuda") == 0)
-        return rt_cuda__unavailable_reason();
-    return "there is no backend of that name (the backends are \"cpu\" and \"cuda\")";
+    const rt_backend *backend = rt_backend__named(name);
+    if (backend == NULL)
+        return "there is no backend of that name (the backends are \"cpu\" and \"cuda\")";
+    return backend->unavailable_reason();
 }

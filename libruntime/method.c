@@ -1,15 +1,15 @@
 /* method.c: loading a method: the value table, memory, and the prepare step.
  *
- * Everything a method needs is allocated here, once: arenas, state buffers, scratch, and the
- * per-instruction argument lists. Prepare resolves each op and lets it check its arguments, so
- * execute (execute.c) only runs kernels. */
+ * Everything a method needs is allocated here, once: arenas, state buffers and scratch through
+ * its backend (backend.h), and the per-instruction argument lists. Prepare resolves each op
+ * and lets it check its arguments, so execute (execute.c) only runs kernels. */
 #include "method.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cuda/cuda_method.h"
-#include "core/alloc.h"
+#include "backend.h"
 #include "core/log.h"
 #include "core/threadpool.h"
 
@@ -35,16 +35,13 @@ static rt_status check_options(const rt_method_options *o, const char *method) {
     if (o->num_threads < 0)
         return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': num_threads %d is negative",
                              method, o->num_threads);
-    if (o->device.type == RT_DEVICE_CUDA) {
-        if (o->device.index < 0)
-            return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': device index %d is "
-                                 "negative", method, o->device.index);
-        return RT_OK; /* availability is checked when the method opens the device */
-    }
-    if (o->device.type != RT_DEVICE_CPU || o->device.index != 0)
+    if (rt_backend__for_device((rt_device_type)o->device.type) == NULL)
         return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': unknown device (type %d, "
                              "index %d)", method, o->device.type, o->device.index);
-    return RT_OK;
+    if (o->device.index < 0)
+        return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': device index %d is "
+                             "negative", method, o->device.index);
+    return RT_OK; /* the backend checks the device itself when the method opens it */
 }
 
 static uint64_t saturating_add(uint64_t a, uint64_t b) {
@@ -83,14 +80,12 @@ static rt_status allocate_arenas(rt_method *m) {
         return rt_error__oom("arena table");
     for (uint32_t a = 0; a < m->num_arenas; a++) {
         uint64_t size = (uint64_t)f->words[m->file->arenas + a];
-        if (m->cuda != NULL && size <= SIZE_MAX) {
-            RT_RETURN_IF_ERROR(rt_cuda__method_alloc(m, (size_t)size, NULL, &m->arenas[a]));
-            continue;
-        }
-        m->arenas[a] = size <= SIZE_MAX ? rt_alloc__aligned((size_t)size) : NULL;
-        if (m->arenas[a] == NULL)
-            return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate arena %u (%llu bytes)", a,
+        char what[32];
+        snprintf(what, sizeof what, "arena %u", a);
+        if (size > SIZE_MAX)
+            return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate %s (%llu bytes)", what,
                                 (unsigned long long)size);
+        RT_RETURN_IF_ERROR(m->backend->alloc(m, (size_t)size, NULL, what, &m->arenas[a]));
     }
     return RT_OK;
 }
@@ -100,17 +95,9 @@ static rt_status allocate_arenas(rt_method *m) {
 static rt_status allocate_state(rt_method *m, const rt_file_value *fv, size_t nbytes,
                                 uint32_t index, void **out) {
     const void *init = fv->c != RT_FORMAT_NO_INDEX ? m->program->constant_data[fv->c] : NULL;
-    if (m->cuda != NULL)
-        return rt_cuda__method_alloc(m, nbytes, init, out);
-    void *buffer = rt_alloc__aligned(nbytes);
-    if (buffer == NULL)
-        return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate state value %u (%zu bytes)",
-                            index, nbytes);
-    m->state_buffers[m->num_state_buffers++] = buffer;
-    if (init != NULL)
-        memcpy(buffer, init, nbytes);
-    *out = buffer;
-    return RT_OK;
+    char what[48];
+    snprintf(what, sizeof what, "state value %u", index);
+    return m->backend->alloc(m, nbytes, init, what, out);
 }
 
 static rt_status init_tensor(rt_method *m, rt_tensor_value *t, const rt_file_value *fv,
@@ -132,8 +119,8 @@ static rt_status init_tensor(rt_method *m, rt_tensor_value *t, const rt_file_val
         t->home = (char *)m->arenas[fv->c] + fv->payload;
         break;
     case RT_STORAGE_CONSTANT:
-        /* Read-only by contract: prepare refuses any op that would write a constant. On CUDA
-         * it is uploaded once every instruction is prepared (rt_cuda__method_finish_load). */
+        /* Read-only by contract: prepare refuses any op that would write a constant. A device
+         * backend uploads it once every instruction is prepared (its finish_load). */
         t->home = (void *)m->program->constant_data[fv->c];
         break;
     case RT_STORAGE_STATE:
@@ -158,8 +145,7 @@ static rt_status build_values(rt_method *m) {
     m->values = calloc(n ? n : 1, sizeof *m->values);
     m->tensors = calloc(num_tensors ? num_tensors : 1, sizeof *m->tensors);
     m->list_items = calloc(num_items ? num_items : 1, sizeof *m->list_items);
-    m->state_buffers = calloc(num_tensors ? num_tensors : 1, sizeof *m->state_buffers);
-    if (!m->values || !m->tensors || !m->list_items || !m->state_buffers)
+    if (!m->values || !m->tensors || !m->list_items)
         return rt_error__oom("value table");
     size_t next_tensor = 0;
     for (uint32_t v = 0; v < n; v++) {
@@ -286,21 +272,6 @@ static rt_status prepare_instructions(rt_method *m) {
         memcpy(m->tensors[t].sizes, m->tensors[t].bounds, sizeof m->tensors[t].sizes);
         rt_tensor__update_strides(&m->tensors[t]);
     }
-    if (m->cuda != NULL) /* CUDA kernels use no host scratch */
-        m->scratch_bytes = 0;
-    if (m->scratch_bytes > 0) {
-        if (m->options.memory_limit != 0 && m->scratch_bytes > m->options.memory_limit)
-            return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "kernels need %zu bytes of scratch, more "
-                                "than the memory limit", m->scratch_bytes);
-        m->scratch = rt_alloc__aligned(m->scratch_bytes);
-        if (m->scratch == NULL)
-            return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate %zu bytes of kernel "
-                                "scratch", m->scratch_bytes);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        m->instructions[i].ctx.scratch = m->scratch;
-        m->instructions[i].ctx.scratch_bytes = m->scratch_bytes;
-    }
     return RT_OK;
 }
 
@@ -355,9 +326,10 @@ RT_API rt_status rt_method_load(rt_method **out, rt_program *program, const char
     m->name = rt_format__string(&program->format, m->file->name);
     m->options = *options;
     atomic_init(&m->busy, 0);
+    m->backend = rt_backend__for_device((rt_device_type)options->device.type);
     rt_status status = check_memory_limit(m);
-    if (status == RT_OK && options->device.type == RT_DEVICE_CUDA)
-        status = rt_cuda__method_open(m);
+    if (status == RT_OK)
+        status = m->backend->open(m);
     if (status == RT_OK)
         status = allocate_arenas(m);
     if (status == RT_OK)
@@ -366,8 +338,8 @@ RT_API rt_status rt_method_load(rt_method **out, rt_program *program, const char
         status = build_io(m);
     if (status == RT_OK)
         status = prepare_instructions(m);
-    if (status == RT_OK && m->cuda != NULL)
-        status = rt_cuda__method_finish_load(m);
+    if (status == RT_OK)
+        status = m->backend->finish_load(m);
     if (status != RT_OK) {
         rt_method_destroy(m);
         return status;
@@ -388,17 +360,10 @@ RT_API void rt_method_destroy(rt_method *m) {
                 ctx->free_state(ctx->state);
         }
     }
-    /* Device memory (arenas, state, constants) belongs to the CUDA state. */
-    if (m->arenas != NULL && m->cuda == NULL)
-        for (uint32_t a = 0; a < m->num_arenas; a++)
-            rt_alloc__free(m->arenas[a]);
-    rt_cuda__method_close(m);
-    if (m->state_buffers != NULL)
-        for (uint32_t s = 0; s < m->num_state_buffers; s++)
-            rt_alloc__free(m->state_buffers[s]);
-    rt_alloc__free(m->scratch);
+    /* The memory behind arenas, state and scratch (and on a device, constants) is the
+     * backend's. */
+    m->backend->close(m);
     free(m->arenas);
-    free(m->state_buffers);
     free(m->values);
     free(m->tensors);
     free(m->list_items);

@@ -44,12 +44,9 @@ struct rt_method {
     rt_tensor_value *tensors;
     rt_tensor_value **list_items; /* storage behind every tensor list */
 
-    void **arenas;
+    void **arenas;            /* the backend's memory (rt_backend.alloc) */
     uint32_t num_arenas;
-    void **state_buffers;
-    uint32_t num_state_buffers;
-    void *scratch;
-    size_t scratch_bytes;
+    size_t scratch_bytes;     /* the most host scratch an instruction's prepare asked for */
     uint64_t memory_used;     /* arenas, state values and op state, against memory_limit */
 
     rt_instruction *instructions;
@@ -64,7 +61,8 @@ struct rt_method {
     uint32_t num_attributes;
     bool has_outputs;         /* a successful execute since the last set_input */
 
-    struct rt_cuda_method *cuda; /* set for methods loaded on a CUDA device */
+    const struct rt_backend *backend; /* where it runs (backend.h), from options.device */
+    void *backend_state;      /* the backend's own, between its open and close */
 
     rt_profile_event *events;
     size_t num_events;

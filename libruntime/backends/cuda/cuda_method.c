@@ -1,6 +1,10 @@
-/* cuda_method.c: a method on a CUDA device: its stream and device memory, constants uploaded
- * once at load, inputs bound or copied in, execution and synchronization. */
+/* cuda_method.c: the CUDA backend (backend.h): a method on a CUDA device, its stream and
+ * device memory, constants uploaded once at load, inputs bound or copied in, execution and
+ * synchronization. */
 #include "backends/cuda/cuda_method.h"
+
+#include "backend.h"
+#include "backends/cuda/driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +22,11 @@ static rt_status method_error(rt_method *m, rt_status status) {
 
 static CUdeviceptr device_ptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
-rt_status rt_cuda__method_open(rt_method *m) {
+static rt_status cuda_open(rt_method *m) {
     rt_cuda_method *cm = calloc(1, sizeof *cm);
     if (cm == NULL)
         return rt_error__oom("CUDA method state");
-    m->cuda = cm;
+    m->backend_state = cm;
     cm->profile = (m->options.flags & RT_METHOD_PROFILE) != 0;
     rt_status status = rt_cuda__device(&cm->device, m->options.device.index);
     if (status != RT_OK) {
@@ -54,7 +58,7 @@ static rt_status remember_buffer(rt_cuda_method *cm, CUdeviceptr p) {
 }
 
 rt_status rt_cuda__method_alloc(rt_method *m, size_t bytes, const void *init, void **out) {
-    rt_cuda_method *cm = m->cuda;
+    rt_cuda_method *cm = m->backend_state;
     const rt_cuda_driver *cu = cm->device->cu;
     *out = NULL;
     RT_RETURN_IF_ERROR(method_error(m, rt_cuda__push(cm->device)));
@@ -115,8 +119,8 @@ static rt_status upload_constants(rt_method *m) {
     return status;
 }
 
-rt_status rt_cuda__method_finish_load(rt_method *m) {
-    rt_cuda_method *cm = m->cuda;
+static rt_status cuda_finish_load(rt_method *m) {
+    rt_cuda_method *cm = m->backend_state;
     cm->ops = calloc(m->num_instructions ? m->num_instructions : 1, sizeof *cm->ops);
     if (cm->ops == NULL)
         return rt_error__oom("CUDA instruction table");
@@ -130,6 +134,8 @@ rt_status rt_cuda__method_finish_load(rt_method *m) {
                             "kernel in this build (see docs/cuda.md); load the method on the "
                             "cpu", i, ins->op->name);
         ins->ctx.backend = cm;
+        ins->ctx.scratch = NULL; /* the kernels use no host scratch */
+        ins->ctx.scratch_bytes = 0;
         if (cm->ops[i]->check != NULL) {
             /* The check sees the planned bounds, as prepare did. */
             RT_RETURN_IF_ERROR(cm->ops[i]->check(&ins->ctx));
@@ -140,8 +146,8 @@ rt_status rt_cuda__method_finish_load(rt_method *m) {
     return upload_constants(m);
 }
 
-void rt_cuda__method_close(rt_method *m) {
-    rt_cuda_method *cm = m->cuda;
+static void cuda_close(rt_method *m) {
+    rt_cuda_method *cm = m->backend_state;
     if (cm == NULL)
         return;
     if (cm->device != NULL && rt_cuda__push(cm->device) == RT_OK) {
@@ -158,14 +164,14 @@ void rt_cuda__method_close(rt_method *m) {
     free(cm->buffers);
     free(cm->ops);
     free(cm);
-    m->cuda = NULL;
+    m->backend_state = NULL;
 }
 
 /* ---- inputs ----------------------------------------------------------------------------- */
 
 /* A device input must be memory of the method's device. */
 static rt_status check_device_pointer(rt_method *m, const void *data) {
-    const rt_cuda_driver *cu = m->cuda->device->cu;
+    const rt_cuda_driver *cu = ((rt_cuda_method *)m->backend_state)->device->cu;
     int ordinal = -1;
     CUresult r = cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                            device_ptr(data));
@@ -180,7 +186,7 @@ static rt_status check_device_pointer(rt_method *m, const void *data) {
 
 static rt_status copy_in(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
                          const int64_t *src_strides, bool dense) {
-    rt_cuda_method *cm = m->cuda;
+    rt_cuda_method *cm = m->backend_state;
     const rt_cuda_driver *cu = cm->device->cu;
     size_t nbytes = rt_tensor__nbytes(t);
     if (src->device.type == RT_DEVICE_CUDA) {
@@ -214,19 +220,14 @@ static rt_status copy_in(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
     return status;
 }
 
-rt_status rt_cuda__bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
-                              const int64_t *src_strides, bool may_bind, bool *zero_copy) {
-    rt_cuda_method *cm = m->cuda;
+static rt_status cuda_bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
+                                 const int64_t *src_strides, bool dense, bool may_bind,
+                                 bool *zero_copy) {
+    rt_cuda_method *cm = m->backend_state;
     *zero_copy = false;
     t->data = t->home;
     if (rt_tensor__numel(t) == 0)
         return RT_OK;
-    int64_t dense_strides[RT_MAX_RANK];
-    rt_tensor__dense_strides(dense_strides, t->rank, t->sizes, t->dim_order);
-    bool dense = true;
-    for (int32_t d = 0; d < t->rank; d++)
-        if (t->sizes[d] != 1 && src_strides[d] != dense_strides[d])
-            dense = false;
     RT_RETURN_IF_ERROR(rt_cuda__push(cm->device));
     rt_status status = RT_OK;
     if (src->device.type == RT_DEVICE_CUDA) {
@@ -248,8 +249,8 @@ rt_status rt_cuda__bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor 
 
 /* ---- execution -------------------------------------------------------------------------- */
 
-rt_status rt_cuda__begin(rt_method *m) {
-    rt_cuda_method *cm = m->cuda;
+static rt_status cuda_begin(rt_method *m) {
+    rt_cuda_method *cm = m->backend_state;
     RT_RETURN_IF_ERROR(method_error(m, rt_cuda__push(cm->device)));
     /* Inputs bound in place are read as they are now: first let every stream of the context
      * (other libraries' work included) finish writing them. */
@@ -265,8 +266,8 @@ rt_status rt_cuda__begin(rt_method *m) {
     return RT_OK;
 }
 
-rt_status rt_cuda__end(rt_method *m, rt_status status) {
-    rt_cuda_method *cm = m->cuda;
+static rt_status cuda_end(rt_method *m, rt_status status) {
+    rt_cuda_method *cm = m->backend_state;
     /* Always drain the stream: a failed execute must not leave kernels writing behind us. */
     rt_status sync = rt_cuda__check(cm->device->cu->stream_synchronize(cm->stream),
                                     "waiting for the method's kernels");
@@ -276,8 +277,8 @@ rt_status rt_cuda__end(rt_method *m, rt_status status) {
     return method_error(m, sync);
 }
 
-rt_status rt_cuda__run_instruction(rt_method *m, uint32_t pc) {
-    rt_cuda_method *cm = m->cuda;
+static rt_status cuda_run_instruction(rt_method *m, uint32_t pc) {
+    rt_cuda_method *cm = m->backend_state;
     rt_instruction *ins = &m->instructions[pc];
     RT_RETURN_IF_ERROR(cm->ops[pc]->run(&ins->ctx, cm));
     if (cm->profile) /* per-instruction times need the kernels finished */
@@ -286,8 +287,8 @@ rt_status rt_cuda__run_instruction(rt_method *m, uint32_t pc) {
     return RT_OK;
 }
 
-rt_status rt_cuda__read_condition(rt_method *m, const rt_tensor_value *t, bool *out) {
-    rt_cuda_method *cm = m->cuda;
+static rt_status cuda_read_condition(rt_method *m, const rt_tensor_value *t, bool *out) {
+    rt_cuda_method *cm = m->backend_state;
     const rt_cuda_driver *cu = cm->device->cu;
     unsigned char bytes[8] = {0};
     rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(bytes, device_ptr(t->data),
@@ -374,3 +375,28 @@ rt_status rt_cuda__copy_strided(const rt_cuda_device *d, CUstream stream, void *
                              elem_size);
     return rt_cuda__launch(d, stream, k, rt_cuda__blocks(p.n, 256), 1, 1, 256, &p, what);
 }
+
+/* ---- the backend -------------------------------------------------------------------------- */
+
+static rt_status cuda_alloc(rt_method *m, size_t bytes, const void *init, const char *what,
+                            void **out) {
+    rt_status status = rt_cuda__method_alloc(m, bytes, init, out);
+    if (status != RT_OK)
+        rt_error__prefix("%s (%zu bytes): ", what, bytes);
+    return status;
+}
+
+const rt_backend rt_backend__cuda = {
+    .name = "cuda",
+    .device_type = RT_DEVICE_CUDA,
+    .unavailable_reason = rt_cuda__unavailable_reason,
+    .open = cuda_open,
+    .alloc = cuda_alloc,
+    .finish_load = cuda_finish_load,
+    .close = cuda_close,
+    .bind_input = cuda_bind_input,
+    .begin = cuda_begin,
+    .end = cuda_end,
+    .run_instruction = cuda_run_instruction,
+    .read_condition = cuda_read_condition,
+};

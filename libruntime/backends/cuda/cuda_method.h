@@ -1,5 +1,5 @@
-/* cuda_method.h: what a method loaded for a CUDA device holds, and the engine's hooks into the
- * backend (called from method.c and execute.c only when m->cuda is set). */
+/* cuda_method.h: what a method loaded for a CUDA device holds (its backend state, behind
+ * rt_backend__cuda of cuda_method.c), and the helpers the op launchers share. */
 #ifndef RT_CUDA_METHOD_H
 #define RT_CUDA_METHOD_H
 
@@ -35,27 +35,8 @@ struct rt_cuda_method {
     size_t scratch_bytes;
 };
 
-/* Load: set up the device (fails naming why it is unavailable), the stream and cuBLAS. */
-rt_status rt_cuda__method_open(rt_method *m);
 /* Device memory owned by the method: `init` (host bytes) copied in, or zero-filled. */
 rt_status rt_cuda__method_alloc(rt_method *m, size_t bytes, const void *init, void **out);
-/* After every prepare: pick each instruction's CUDA op (an op without one fails the load,
- * named), and upload the constants once, pointing their tensors at the device copies. */
-rt_status rt_cuda__method_finish_load(rt_method *m);
-void rt_cuda__method_close(rt_method *m);
-
-/* set_input of tensor `t` from `src` (host, or device memory of the method's device): bound
- * without a copy when `may_bind`, else copied into t->home. */
-rt_status rt_cuda__bind_input(rt_method *m, rt_tensor_value *t, const rt_tensor *src,
-                              const int64_t *src_strides, bool may_bind, bool *zero_copy);
-
-/* execute: begin makes the context current; end synchronizes the stream (results ready) and
- * restores the thread's context, returning the first error. */
-rt_status rt_cuda__begin(rt_method *m);
-rt_status rt_cuda__end(rt_method *m, rt_status status);
-rt_status rt_cuda__run_instruction(rt_method *m, uint32_t pc);
-/* A jump condition held on the device: its first element, read back to the host. */
-rt_status rt_cuda__read_condition(rt_method *m, const rt_tensor_value *t, bool *out);
 
 /* Helpers for the op launchers (cuda_ops*.c). */
 
