@@ -1,4 +1,6 @@
-"""The 17 ops of docs/ops.md against independent numpy references.
+"""The first ops of docs/ops.md (the elementwise arithmetic and comparisons, copy, relu, softmax,
+matmul, linear, the convolutions and pools, reshape, transpose, concat) against independent
+numpy references; the other families have their own files (test_ops_*.py, test_conv_*.py).
 
 Every example builds a one-op program (`forward(x0, ..., xn) = op(x0, ..., xn, *params)`), loads
 it and runs it on inputs drawn by tests/strategies.py: shapes with zero-size dimensions,

@@ -41,6 +41,8 @@ typedef struct rt_op_def {
 const rt_op_def *rt_ops__find(const char *name);
 size_t rt_ops__count(void);
 const rt_op_def *rt_ops__at(size_t index);
+/* Its place in the op list (ops/ops.inc), which other per-op tables follow. */
+size_t rt_ops__index(const rt_op_def *op);
 
 /* Fail with "method 'm': instruction 3 (op): <message>". */
 rt_status rt_op_fail(rt_op_ctx *ctx, rt_status code, const char *fmt, ...) RT_PRINTF(3, 4);

@@ -4,7 +4,7 @@
 
 #include "ops/op.h"
 
-#define RT_OP(name, symbol)                                 \
+#define RT_OP(name, symbol, cuda_check, cuda_run)           \
     rt_status rt_ops__##symbol##_prepare(rt_op_ctx *ctx);   \
     rt_status rt_ops__##symbol##_run(rt_op_ctx *ctx);
 #include "ops/ops.inc"

@@ -4,7 +4,8 @@
 #include "ops/ops.h"
 
 static const rt_op_def op_table[] = {
-#define RT_OP(name, symbol) {name, rt_ops__##symbol##_prepare, rt_ops__##symbol##_run},
+#define RT_OP(name, symbol, cuda_check, cuda_run) \
+    {name, rt_ops__##symbol##_prepare, rt_ops__##symbol##_run},
 #include "ops/ops.inc"
 #undef RT_OP
 };
@@ -18,6 +19,10 @@ const rt_op_def *rt_ops__find(const char *name) {
         if (strcmp(op_table[i].name, name) == 0)
             return &op_table[i];
     return NULL;
+}
+
+size_t rt_ops__index(const rt_op_def *op) {
+    return (size_t)(op - op_table);
 }
 
 size_t rt_ops__count(void) {

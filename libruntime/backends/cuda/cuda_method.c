@@ -128,8 +128,8 @@ static rt_status cuda_finish_load(rt_method *m) {
         rt_instruction *ins = &m->instructions[i];
         if (ins->kind != RT_INSTR_KERNEL)
             continue;
-        cm->ops[i] = rt_cuda__find_op(ins->op->name);
-        if (cm->ops[i] == NULL)
+        cm->ops[i] = rt_cuda__op_of(ins->op);
+        if (cm->ops[i] == NULL || cm->ops[i]->run == NULL)
             return CM_ERROR(m, RT_UNSUPPORTED, "instruction %u calls op '%s', which has no CUDA "
                             "kernel in this build (see docs/cuda.md); load the method on the "
                             "cpu", i, ins->op->name);

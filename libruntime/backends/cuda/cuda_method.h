@@ -14,12 +14,12 @@ typedef struct rt_cuda_method rt_cuda_method;
  * what the CUDA kernels do not cover (a dtype, a tensor-valued parameter); `run` redoes the
  * op's host-side prepare for the current sizes, then launches on the method's stream. */
 typedef struct rt_cuda_op {
-    const char *name;
     rt_status (*check)(rt_op_ctx *ctx);
-    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm);
+    rt_status (*run)(rt_op_ctx *ctx, rt_cuda_method *cm); /* NULL: no CUDA kernels */
 } rt_cuda_op;
 
-const rt_cuda_op *rt_cuda__find_op(const char *name);
+/* The CUDA side of an op of the registry (ops/ops.inc lists both). */
+const rt_cuda_op *rt_cuda__op_of(const rt_op_def *op);
 
 struct rt_cuda_method {
     rt_cuda_device *device;

@@ -790,102 +790,14 @@ HOST_PARAMS(run_topk, rt_cuda__run_topk, 1)
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-#define UNARY_ENTRY(symbol, kind)                                                     \
-    {#symbol,                                                                         \
-     kind == RT_CUDA_ABS || kind == RT_CUDA_NEG || kind == RT_CUDA_SIGN ||            \
-             kind == RT_CUDA_RELU                                                     \
-         ? check_numeric_x                                                            \
-         : check_float_x,                                                             \
-     run_##symbol},
-#define REDUCE_ENTRY(symbol, op) {#symbol, check_reduce, run_##symbol},
-
+/* In the op list's order (ops/ops.inc names each op's check and run). */
 static const rt_cuda_op cuda_ops[] = {
-    {"add", check_binary, run_add},
-    {"sub", check_binary, run_sub},
-    {"mul", check_binary, run_mul},
-    {"div", check_div, run_div},
-    {"less", check_binary, run_less},
-    {"equal", check_equal, run_equal},
-    {"less_equal", check_binary, run_less_equal},
-    {"min", check_binary, run_minimum},
-    {"max", check_binary, run_maximum},
-    {"pow", check_binary, run_pow},
-    {"where", NULL, run_where},
-    {"prelu", check_prelu, run_prelu},
-    {"mod", check_div, run_mod},
-    {"and", NULL, run_logical_and},
-    {"or", NULL, run_logical_or},
-    {"xor", NULL, run_logical_xor},
-    {"shape", NULL, run_shape},
-    {"size", NULL, run_size},
-    UNARY_OPS(UNARY_ENTRY)
-    {"clip", check_numeric_x, run_clip},
-    {"softmax", check_float_x, run_softmax},
-    {"log_softmax", check_float_x, run_log_softmax},
-    {"layer_norm", check_float_x, run_layer_norm},
-    {"instance_norm", check_float_x, run_instance_norm},
-    {"group_norm", check_float_x, run_group_norm},
-    REDUCE_OPS(REDUCE_ENTRY)
-    {"argmax", check_arg, run_argmax},
-    {"argmin", check_arg, run_argmin},
-    {"cast", NULL, run_cast},
-    {"copy", NULL, rt_cuda__run_copy},
-    {"reshape", NULL, rt_cuda__run_reshape},
-    {"transpose", NULL, rt_cuda__run_transpose},
-    {"concat", NULL, rt_cuda__run_concat},
-    {"gather", NULL, rt_cuda__run_gather},
-    {"gather_elements", NULL, rt_cuda__run_gather_elements},
-    {"gather_nd", NULL, rt_cuda__run_gather_nd},
-    {"scatter_elements", NULL, rt_cuda__run_scatter_elements},
-    {"scatter_nd", NULL, rt_cuda__run_scatter_nd},
-    {"copy_into", NULL, rt_cuda__run_copy_into},
-    {"assign", NULL, rt_cuda__run_assign},
-    {"expand", NULL, run_expand},
-    {"slice", NULL, run_slice},
-    {"split", NULL, run_split},
-    {"tile", NULL, run_tile},
-    {"depth_to_space", NULL, rt_cuda__run_depth_to_space},
-    {"space_to_depth", NULL, rt_cuda__run_space_to_depth},
-    {"trilu", NULL, run_trilu},
-    {"pad", NULL, run_pad},
-    {"constant_of_shape", NULL, run_constant_of_shape},
-    {"eye_like", NULL, rt_cuda__run_eye_like},
-    {"one_hot", NULL, run_one_hot},
-    {"range", NULL, rt_cuda__run_range},
-    {"non_zero", rt_cuda__check_non_zero, rt_cuda__run_non_zero},
-    {"resize", rt_cuda__check_resize, rt_cuda__run_resize},
-    {"cumsum", NULL, run_cumsum},
-    {"hardmax", rt_cuda__check_hardmax, rt_cuda__run_hardmax},
-    {"lp_norm", NULL, rt_cuda__run_lp_norm},
-    {"topk", NULL, run_topk},
-    {"bit_shift_left", NULL, run_bit_shift_left},
-    {"bit_shift_right", NULL, run_bit_shift_right},
-    {"not", NULL, run_logical_not},
-    {"matmul", rt_cuda__check_matmul, rt_cuda__run_matmul},
-    {"linear", check_float_x, rt_cuda__run_linear},
-    {"linear_act", check_float_x, rt_cuda__run_linear_act},
-    {"conv2d", check_float_x, rt_cuda__run_conv2d},
-    {"conv2d_act", check_float_x, rt_cuda__run_conv2d_act},
-    {"conv2d_act_max_pool2d", rt_cuda__check_conv2d_act_max_pool2d,
-     rt_cuda__run_conv2d_act_max_pool2d},
-    {"conv_transpose2d", check_float_x, rt_cuda__run_conv_transpose2d},
-    {"lstm", rt_cuda__check_lstm, rt_cuda__run_lstm},
-    {"gru", rt_cuda__check_gru, rt_cuda__run_gru},
-    {"rnn", rt_cuda__check_rnn, rt_cuda__run_rnn},
-    {"quantize_linear", NULL, rt_cuda__run_quantize_linear},
-    {"dequantize_linear", NULL, rt_cuda__run_dequantize_linear},
-    {"dynamic_quantize_linear", NULL, rt_cuda__run_dynamic_quantize_linear},
-    {"matmul_integer", NULL, rt_cuda__run_matmul_integer},
-    {"qlinear_matmul", NULL, rt_cuda__run_qlinear_matmul},
-    {"conv_integer", NULL, rt_cuda__run_conv_integer},
-    {"qlinear_conv", NULL, rt_cuda__run_qlinear_conv},
-    {"max_pool2d", check_numeric_x, rt_cuda__run_max_pool2d},
-    {"avg_pool2d", check_float_x, rt_cuda__run_avg_pool2d},
+#define RT_OP(name, symbol, cuda_check, cuda_run) {cuda_check, cuda_run},
+#include "ops/ops.inc"
+#undef RT_OP
 };
 
-const rt_cuda_op *rt_cuda__find_op(const char *name) {
-    for (size_t i = 0; i < sizeof cuda_ops / sizeof cuda_ops[0]; i++)
-        if (strcmp(cuda_ops[i].name, name) == 0)
-            return &cuda_ops[i];
-    return NULL;
+const rt_cuda_op *rt_cuda__op_of(const rt_op_def *op) {
+    size_t index = rt_ops__index(op);
+    return index < sizeof cuda_ops / sizeof cuda_ops[0] ? &cuda_ops[index] : NULL;
 }
