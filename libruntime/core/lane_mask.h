@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-static inline uint16_t rt_lane_mask16(int64_t first, int64_t end) {
+static inline uint16_t rt_lane_mask__16(int64_t first, int64_t end) {
     first = first < 0 ? 0 : first;
     end = end > 16 ? 16 : end;
     if (end <= first) /* also every bound past the vector's ends */

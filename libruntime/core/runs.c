@@ -1,4 +1,4 @@
-/* runs.c: parallel runs (threadpool.h), on rt_parallel_for.
+/* runs.c: parallel runs (threadpool.h), on rt_parallel__for.
  *
  * Each of the loop's pieces is a slot with a record: the run it holds, as a front and a back
  * packed in one 64-bit word, so the slot's thread taking its front item and another thread
@@ -117,7 +117,7 @@ static void run_slots(void *arg, size_t begin, size_t end) {
     }
 }
 
-void rt_parallel_runs(int32_t threads, size_t n, rt_run_fn fn, void *ctx) {
+void rt_parallel__runs(int32_t threads, size_t n, rt_run_fn fn, void *ctx) {
     for (size_t base = 0; base < n;) {
         size_t items = n - base < MAX_ITEMS ? n - base : MAX_ITEMS;
         size_t count = threads < 1 ? 1 : threads > RT_MAX_RUNS ? RT_MAX_RUNS : (size_t)threads;
@@ -131,7 +131,7 @@ void rt_parallel_runs(int32_t threads, size_t n, rt_run_fn fn, void *ctx) {
             atomic_init(&run->first, 0);
             hand_over(run, items * i / count, items * (i + 1) / count, false);
         }
-        rt_parallel_for((int32_t)count, count, 1, run_slots, &job);
+        rt_parallel__for((int32_t)count, count, 1, run_slots, &job);
         base += items;
     }
 }

@@ -307,7 +307,7 @@ static rt_job *claim_slot(void) {
     return NULL;
 }
 
-void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, void *ctx) {
+void rt_parallel__for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, void *ctx) {
     if (n == 0)
         return;
     if (grain == 0)

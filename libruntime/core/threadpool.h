@@ -12,7 +12,7 @@ typedef void (*rt_range_fn)(void *ctx, size_t begin, size_t end);
 
 /* Run fn over [0, n) on up to `threads` threads (the caller included). Runs inline when one
  * chunk suffices or the pool cannot start threads. */
-void rt_parallel_for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, void *ctx);
+void rt_parallel__for(int32_t threads, size_t n, size_t grain, rt_range_fn fn, void *ctx);
 
 /* Runs: items [0, n) cut into `threads` runs of about equal length, one per thread, each
  * worked through from its front by the thread that holds it. A thread whose run is done takes
@@ -29,7 +29,7 @@ typedef struct rt_run rt_run;
  * per-thread scratch indexed by slot is that thread's alone while fn runs. */
 typedef void (*rt_run_fn)(void *ctx, int32_t slot, rt_run *run);
 
-void rt_parallel_runs(int32_t threads, size_t n, rt_run_fn fn, void *ctx);
+void rt_parallel__runs(int32_t threads, size_t n, rt_run_fn fn, void *ctx);
 
 /* Whether the items handed to this call of fn were taken from another thread's run (so their
  * run's first item, and what its holder prepares there, is another thread's). */

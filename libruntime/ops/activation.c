@@ -11,18 +11,18 @@
  * writable and given x's current sizes. */
 static rt_status unary_setup(rt_op_ctx *ctx, size_t out_index, uint32_t types,
                              const char *expected, rt_tensor_value **x, rt_tensor_value **out) {
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, out_index, "out", out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, out_index, "out", out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, *x, "x", types, expected));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, *out, "out", *x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, *out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, *out, "out", *x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *out, "out"));
     int64_t sizes[RT_MAX_RANK];
     int32_t rank = (*x)->rank;
     memcpy(sizes, (*x)->sizes, sizeof sizes);
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, *out, "out", *x, "x", rank, sizes));
-    return rt_op_set_output_sizes(ctx, *out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, *out, "out", rank, sizes);
 }
 
 /* ---- relu ------------------------------------------------------------------------------- */
@@ -73,21 +73,21 @@ static void relu_range(void *arg, size_t begin, size_t end) {
 
 rt_status rt_ops__relu_prepare(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 2));
     return unary_setup(ctx, 1, RELU_TYPES, RELU_TYPES_TEXT, &x, &out);
 }
 
 rt_status rt_ops__relu_run(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 2));
     RT_RETURN_IF_ERROR(unary_setup(ctx, 1, RELU_TYPES, RELU_TYPES_TEXT, &x, &out));
     relu_job job = {relu_kernel_for(x->type), out->data, x->data};
     if (!job.kernel)
-        return rt_op_fail(ctx, RT_INTERNAL, "no relu kernel for dtype %s",
-                          rt_tensor__type_name(x->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no relu kernel for dtype %s",
+                           rt_tensor__type_name(x->type));
     int64_t numel = rt_tensor__numel(out);
     if (numel > 0)
-        rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(1), relu_range, &job);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(1), relu_range, &job);
     return RT_OK;
 }
 
@@ -163,7 +163,7 @@ typedef struct softmax_job {
         }                                                                                  \
     }
 DEFINE_SOFTMAX_ROWS(f64, double, double, exp)
-DEFINE_SOFTMAX_COLUMNS(f32, float, double, rt_fast_expf)
+DEFINE_SOFTMAX_COLUMNS(f32, float, double, rt_fast_exp__f32)
 DEFINE_SOFTMAX_COLUMNS(f64, double, double, exp)
 
 /* float32 rows, the common case (attention scores): the maximum and the sum (in double) run
@@ -187,7 +187,7 @@ RT_MULTIVERSION static void softmax_rows_lanes__f32(void *arg, size_t begin, siz
         for (int64_t k = body; k < n; k++)
             max = x[k] > max ? x[k] : max;
         for (int64_t k = 0; k < n; k++)
-            o[k] = rt_fast_expf(x[k] - max);
+            o[k] = rt_fast_exp__f32(x[k] - max);
         double sums[8] = {0};
         for (int64_t k = 0; k < body; k += 8)
             for (int j = 0; j < 8; j++)
@@ -209,14 +209,14 @@ typedef struct softmax_args {
 } softmax_args;
 
 static rt_status softmax_setup(rt_op_ctx *ctx, softmax_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis));
     RT_RETURN_IF_ERROR(unary_setup(ctx, 2, RT_TYPES_FLOAT, "float32 and float64", &args->x,
                                    &args->out));
     /* A 0-d tensor is one element: axis 0 or -1 (PyTorch accepts both). */
     int32_t rank = args->x->rank > 0 ? args->x->rank : 1;
-    return rt_op_axis(ctx, axis, rank, "axis", &args->axis);
+    return rt_op__axis(ctx, axis, rank, "axis", &args->axis);
 }
 
 rt_status rt_ops__softmax_prepare(rt_op_ctx *ctx) {
@@ -244,13 +244,13 @@ rt_status rt_ops__softmax_run(rt_op_ctx *ctx) {
     bool is_f32 = x->type == RT_F32;
     int32_t threads = rt_op__threads(ctx);
     if (job.inner == 1) {
-        rt_parallel_for(threads, (size_t)job.outer, rt_op__grain(job.n),
-                        is_f32 ? softmax_rows_lanes__f32 : softmax_rows__f64, &job);
+        rt_parallel__for(threads, (size_t)job.outer, rt_op__grain(job.n),
+                         is_f32 ? softmax_rows_lanes__f32 : softmax_rows__f64, &job);
     } else {
         int64_t blocks = (job.inner + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;
-        rt_parallel_for(threads, (size_t)(job.outer * blocks),
-                        rt_op__grain(job.n * SOFTMAX_BLOCK),
-                        is_f32 ? softmax_columns__f32 : softmax_columns__f64, &job);
+        rt_parallel__for(threads, (size_t)(job.outer * blocks),
+                         rt_op__grain(job.n * SOFTMAX_BLOCK),
+                         is_f32 ? softmax_columns__f32 : softmax_columns__f64, &job);
     }
     return RT_OK;
 }

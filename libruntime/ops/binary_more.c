@@ -79,11 +79,11 @@ static rt_status broadcast_fail(rt_op_ctx *ctx, rt_tensor_value *const *in,
                                 const char *const *what, int32_t j, int32_t k, int32_t dim,
                                 int64_t sj, int64_t sk) {
     char tj[RT_OP_SHAPE_TEXT], tk[RT_OP_SHAPE_TEXT];
-    return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                      "%s %s and %s %s cannot be broadcast together (dimension %" PRId32
-                      ": %" PRId64 " vs %" PRId64 ")",
-                      what[j], rt_op__shape_text(in[j]->sizes, in[j]->rank, tj), what[k],
-                      rt_op__shape_text(in[k]->sizes, in[k]->rank, tk), dim, sj, sk);
+    return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                       "%s %s and %s %s cannot be broadcast together (dimension %" PRId32
+                       ": %" PRId64 " vs %" PRId64 ")",
+                       what[j], rt_op__shape_text(in[j]->sizes, in[j]->rank, tj), what[k],
+                       rt_op__shape_text(in[k]->sizes, in[k]->rank, tk), dim, sj, sk);
 }
 
 /* numpy broadcasting of every input's current sizes; fails naming the inputs involved. */
@@ -170,28 +170,28 @@ typedef struct nary_args {
 /* Reads the inputs (arguments 0 .. inputs-1) and the output (the last argument). */
 static rt_status read_args(rt_op_ctx *ctx, size_t nargs, int32_t inputs, const char *const *what,
                            nary_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, nargs));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, nargs));
     args->inputs = inputs;
     for (int32_t k = 0; k < inputs; k++)
-        RT_RETURN_IF_ERROR(rt_op_tensor(ctx, (size_t)k, what[k], &args->in[k]));
-    return rt_op_tensor(ctx, nargs - 1, "out", &args->out);
+        RT_RETURN_IF_ERROR(rt_op__tensor(ctx, (size_t)k, what[k], &args->in[k]));
+    return rt_op__tensor(ctx, nargs - 1, "out", &args->out);
 }
 
 /* Layouts, writability, the broadcast shape, in-place rules; gives out its sizes. Dtypes are
  * checked by the caller before. */
 static rt_status finish_setup(rt_op_ctx *ctx, const char *const *what, nary_args *args) {
     rt_tensor_value *out = args->out;
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
     for (int32_t k = 0; k < args->inputs; k++)
-        RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->in[k], what[k]));
+        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->in[k], what[k]));
     int32_t rank = 0;
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(broadcast_all(ctx, args->in, what, args->inputs, &rank, sizes));
     for (int32_t k = 0; k < args->inputs; k++)
         RT_RETURN_IF_ERROR(
             rt_op__check_in_place_ok(ctx, out, "out", args->in[k], what[k], rank, sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
 static rt_status run_kernel(rt_op_ctx *ctx, const nary_args *args, rt_nary_kernel kernel) {
@@ -200,8 +200,8 @@ static rt_status run_kernel(rt_op_ctx *ctx, const nary_args *args, rt_nary_kerne
     if (numel == 0)
         return RT_OK;
     if (!kernel) /* the type checks in setup make this unreachable */
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(args->in[args->inputs - 1]->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(args->in[args->inputs - 1]->type));
     nary_plan plan;
     plan_broadcast(&plan, args->in, args->inputs, out->rank, out->sizes);
     nary_job job = {.plan = &plan, .kernel = kernel, .out = out->data,
@@ -210,7 +210,7 @@ static rt_status run_kernel(rt_op_ctx *ctx, const nary_args *args, rt_nary_kerne
         job.in[k] = args->in[k]->data;
         job.in_size[k] = args->in[k]->elem_size;
     }
-    rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(1), nary_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(1), nary_range, &job);
     return RT_OK;
 }
 
@@ -228,7 +228,7 @@ static rt_status pow_setup(rt_op_ctx *ctx, nary_args *args) {
                                             "float32, float64, int32 and int64"));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->in[1], "b", RT_TYPES_NUMERIC,
                                             "float32, float64 and the integer types"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->in[0], "a"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->out, "out", args->in[0], "a"));
     return finish_setup(ctx, AB, args);
 }
 
@@ -253,12 +253,12 @@ typedef struct mod_args {
 /* mod(a, b, fmod, out) */
 static rt_status mod_setup(rt_op_ctx *ctx, mod_args *args) {
     RT_RETURN_IF_ERROR(read_args(ctx, 4, 2, AB, &args->t));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "fmod", &args->fmod));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "fmod", &args->fmod));
     const nary_args *t = &args->t;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, t->in[0], "a", RT_TYPES_NUMERIC,
                                             "float32, float64 and the integer types"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, t->in[0], "a", t->in[1], "b"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, t->out, "out", t->in[0], "a"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, t->in[0], "a", t->in[1], "b"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, t->out, "out", t->in[0], "a"));
     return finish_setup(ctx, AB, &args->t);
 }
 
@@ -274,7 +274,7 @@ rt_status rt_ops__mod_run(rt_op_ctx *ctx) {
     /* Checked before writing anything, so a failure leaves out (maybe a or b) intact. */
     if (rt_tensor__numel(args.t.out) > 0 && rt_tensor__type_is_integer(b->type) &&
         rt_ops__any_zero(b->data, b->elem_size, rt_tensor__numel(b)))
-        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "integer modulo by zero (b holds a 0)");
+        return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "integer modulo by zero (b holds a 0)");
     rt_more_op op = args.fmod ? RT_MORE_MOD_TRUNC : RT_MORE_MOD_FLOOR;
     return run_kernel(ctx, &args.t, rt_ops__more_kernel(op, args.t.in[0]->type));
 }
@@ -294,11 +294,11 @@ static rt_status simple_setup(rt_op_ctx *ctx, rt_more_op op, nary_args *args) {
     else
         RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, a, "a", RT_TYPES_NUMERIC,
                                                 "float32, float64 and the integer types"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, a, "a", args->in[1], "b"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, a, "a", args->in[1], "b"));
     if (logic || op == RT_MORE_LESS_EQUAL)
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, args->out, "out", RT_BOOL));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, args->out, "out", RT_BOOL));
     else
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", a, "a"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->out, "out", a, "a"));
     return finish_setup(ctx, AB, args);
 }
 
@@ -335,11 +335,11 @@ static const char *const WHERE_NAMES[] = {"cond", "a", "b"};
 /* where(cond, a, b, out) */
 static rt_status where_setup(rt_op_ctx *ctx, nary_args *args) {
     RT_RETURN_IF_ERROR(read_args(ctx, 4, 3, WHERE_NAMES, args));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, args->in[0], "cond", RT_BOOL));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, args->in[0], "cond", RT_BOOL));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->in[1], "a", WHERE_TYPES,
                                             "float32, float64, the integer types and bool"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->in[1], "a", args->in[2], "b"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->in[1], "a"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->in[1], "a", args->in[2], "b"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->out, "out", args->in[1], "a"));
     return finish_setup(ctx, WHERE_NAMES, args);
 }
 

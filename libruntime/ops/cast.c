@@ -242,20 +242,20 @@ static const cast_kernel cast_kernels[RT_TYPE_COUNT][RT_TYPE_COUNT] = {
 #define ALL_TYPES ((1u << (unsigned)RT_TYPE_COUNT) - 1u)
 
 static rt_status cast_setup(rt_op_ctx *ctx, rt_tensor_value **x, rt_tensor_value **out) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "out", out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 2));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "out", out));
     const char *all = "every dtype";
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, *x, "x", ALL_TYPES, all));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, *out, "out", ALL_TYPES, all));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, *out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *out, "out"));
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, (*x)->sizes, sizeof sizes);
     /* In place needs equal element sizes: element i is read before it is written. */
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, *out, "out", *x, "x", (*x)->rank, sizes));
-    return rt_op_set_output_sizes(ctx, *out, "out", (*x)->rank, sizes);
+    return rt_op__set_output_sizes(ctx, *out, "out", (*x)->rank, sizes);
 }
 
 rt_status rt_ops__cast_prepare(rt_op_ctx *ctx) {
@@ -288,6 +288,6 @@ rt_status rt_ops__cast_run(rt_op_ctx *ctx) {
     }
     cast_job job = {cast_kernels[x->type][out->type], out->data, x->data, out->elem_size,
                     x->elem_size};
-    rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(4), cast_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(4), cast_range, &job);
     return RT_OK;
 }

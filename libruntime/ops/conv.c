@@ -168,14 +168,14 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const rt_conv_args *args, float 
     const float *x = args->x->data, *w = args->w->data;
     const float *bias = args->bias ? args->bias->data : NULL;
     const float *packed_w = rt_conv__packed_weights(ctx);
-    size_t packed_group = rt_gemm_f32_packed_a_floats(group_out, depth);
+    size_t packed_group = rt_gemm__f32_packed_a_floats(group_out, depth);
     for (int64_t n = 0; n < d->batch; n++) {
         for (int64_t g = 0; g < d->groups; g++) {
             const float *xg = x + (n * d->channels + g * group_in) * d->height * d->width;
             const float *b = xg;
             if (columns_bytes > 0) {
                 im2col_job job = {d, xg, columns};
-                rt_parallel_for(threads, (size_t)depth, rt_op__grain(plane), im2col_rows, &job);
+                rt_parallel__for(threads, (size_t)depth, rt_op__grain(plane), im2col_rows, &job);
                 b = columns;
             }
             rt_gemm_f32_args gemm = {
@@ -187,7 +187,7 @@ static void conv_f32_gemm(const rt_op_ctx *ctx, const rt_conv_args *args, float 
                 .activation = args->act,
                 .packed_a = packed_w ? packed_w + (size_t)g * packed_group : NULL,
             };
-            rt_gemm_f32(&gemm, gemm_scratch, scratch_bytes - columns_bytes, threads);
+            rt_gemm__f32(&gemm, gemm_scratch, scratch_bytes - columns_bytes, threads);
         }
     }
 }
@@ -200,30 +200,31 @@ static rt_status conv_check_channels(rt_op_ctx *ctx, const rt_conv_args *args) {
     RT_RETURN_IF_ERROR(rt_op__check_conv_groups(ctx, args->x, args->w, d->groups));
     char tw[RT_OP_SHAPE_TEXT];
     if (args->bias && args->bias->sizes[0] != d->out_channels)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "bias has %" PRId64 " elements, but w %s has %" PRId64 " output channels",
-                          args->bias->sizes[0], rt_op__shape_text(args->w->sizes, 4, tw),
-                          d->out_channels);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "bias has %" PRId64 " elements, but w %s has %" PRId64
+                           " output channels",
+                           args->bias->sizes[0], rt_op__shape_text(args->w->sizes, 4, tw),
+                           d->out_channels);
     return RT_OK;
 }
 
 rt_status rt_conv__read_args(rt_op_ctx *ctx, rt_conv_args *args, bool fused, size_t out_index) {
     conv_dims *d = &args->dims;
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &args->w));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &args->bias));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "w", &args->w));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &args->bias));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 3, "stride", 1, d->stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, 4, "padding", d->pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 5, "dilation", 1, d->dilation));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 6, "groups", &d->groups));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, out_index, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 6, "groups", &d->groups));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, out_index, "out", &args->out));
     args->act = (rt_activation){RT_ACT_NONE, 0.0f, 0.0f};
     if (fused) {
         RT_RETURN_IF_ERROR(rt_op__activation(ctx, 7, &args->act));
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, args->x, "x", RT_F32));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, args->x, "x", RT_F32));
     }
     if (d->groups < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "groups must be >= 1, not %" PRId64, d->groups);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "groups must be >= 1, not %" PRId64, d->groups);
     RT_RETURN_IF_ERROR(rt_op__check_conv_tensors(ctx, args->x, args->w, args->bias, args->out));
 
     const int64_t *xs = args->x->sizes, *ws = args->w->sizes;
@@ -246,11 +247,11 @@ rt_status rt_conv__read_args(rt_op_ctx *ctx, rt_conv_args *args, bool fused, siz
  * (activation, lo, hi) before out. */
 rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused) {
     size_t out_index = fused ? 10 : 7;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, out_index + 1));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, out_index + 1));
     RT_RETURN_IF_ERROR(rt_conv__read_args(ctx, args, fused, out_index));
     const conv_dims *d = &args->dims;
     int64_t sizes[4] = {d->batch, d->out_channels, d->out_h, d->out_w};
-    return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
 /* ctx->state: this header, then the weights (64-byte aligned, as the kernels load them). */
@@ -315,12 +316,12 @@ static void conv_pack_weights(rt_op_ctx *ctx, const rt_conv_args *args) {
         rt_gemm_f32_args w = {.m = d->out_channels, .k = depth, .a = args->w->data,
                               .a_row_stride = depth, .a_col_stride = 1};
         float *tall = conv_alloc_state(ctx, CONV_STATE_DIRECT,
-                                       rt_gemm_f32_tall_a_floats(w.m, depth));
+                                       rt_gemm__f32_tall_a_floats(w.m, depth));
         if (tall != NULL)
-            rt_gemm_f32_pack_a_tall(&w, tall);
+            rt_gemm__f32_pack_a_tall(&w, tall);
         return;
     }
-    size_t per_group = rt_gemm_f32_packed_a_floats(group_out, depth);
+    size_t per_group = rt_gemm__f32_packed_a_floats(group_out, depth);
     float *packed = conv_alloc_state(ctx, CONV_STATE_PACKED, per_group * (size_t)d->groups);
     if (packed == NULL)
         return;
@@ -330,7 +331,7 @@ static void conv_pack_weights(rt_op_ctx *ctx, const rt_conv_args *args) {
             .a = (const float *)args->w->data + g * group_out * depth,
             .a_row_stride = depth, .a_col_stride = 1,
         };
-        rt_gemm_f32_pack_a(&gemm, packed + (size_t)g * per_group);
+        rt_gemm__f32_pack_a(&gemm, packed + (size_t)g * per_group);
     }
 }
 
@@ -376,9 +377,9 @@ void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args) {
         return;
     const conv_dims *d = &args->dims;
     ctx->scratch_bytes = conv_columns_bytes(d) +
-                         rt_gemm_f32_scratch_bytes(d->out_channels / d->groups,
-                                                   d->out_h * d->out_w,
-                                                   d->channels / d->groups * d->kernel_h *
+                         rt_gemm__f32_scratch_bytes(d->out_channels / d->groups,
+                                                    d->out_h * d->out_w,
+                                                    d->channels / d->groups * d->kernel_h *
                                                        d->kernel_w,
                                                    rt_threadpool__hardware_threads());
     size_t direct = rt_conv__direct_scratch_bytes(d, NULL, rt_threadpool__hardware_threads());
@@ -448,14 +449,14 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
                                   rt_op__mul_sat(d->channels / d->groups,
                                                  rt_op__mul_sat(d->kernel_h, d->kernel_w)));
     rt_range_fn kernel = args->x->type == RT_F32 ? conv_bands__f32 : conv_bands__f64;
-    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     if (args->act.kind != RT_ACT_NONE) {
         /* The direct kernel (depthwise) accumulates in place; activate in a second pass. */
         activation_job act = {&args->act, out};
         int64_t numel = rt_op__mul_sat(rt_op__mul_sat(d->batch, d->out_channels),
                                        rt_op__mul_sat(d->out_h, d->out_w));
-        rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(4), activation_range,
-                        &act);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(4), activation_range,
+                         &act);
     }
 }
 

@@ -46,8 +46,8 @@ rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused);
 void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args);
 
 /* The weights rt_conv__prepare derived from constant w, in ctx->state: packed as the GEMM's
- * A ([out_channels, channels * kh * kw]) for the im2col path (rt_gemm_f32_pack_a, per
- * group) or the direct one (rt_gemm_f32_pack_a_tall), or transformed for the Winograd one;
+ * A ([out_channels, channels * kh * kw]) for the im2col path (rt_gemm__f32_pack_a, per
+ * group) or the direct one (rt_gemm__f32_pack_a_tall), or transformed for the Winograd one;
  * NULL when prepare made none of that kind. */
 const float *rt_conv__packed_weights(const rt_op_ctx *ctx);
 const float *rt_conv__direct_weights(const rt_op_ctx *ctx);
@@ -130,7 +130,7 @@ bool rt_conv__direct_fits(const conv_dims *d, const rt_pool_dims *pool);
 size_t rt_conv__direct_scratch_bytes(const conv_dims *d, const rt_pool_dims *pool,
                                      int32_t threads);
 
-/* out = act(conv(x, w) + bias), bias may be NULL, with w packed by rt_gemm_f32_pack_a_tall
+/* out = act(conv(x, w) + bias), bias may be NULL, with w packed by rt_gemm__f32_pack_a_tall
  * as an [out_channels, channels * kernel_h * kernel_w] matrix; up to `threads` threads. With
  * `pool`, out is the max pool of that ([N, O, pool->out_h, pool->out_w]). */
 void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed_w,

@@ -215,7 +215,7 @@ static void depthwise_slots(void *arg, size_t begin, size_t end) {
 static inline __attribute__((always_inline)) AVX512 void store_block(
     __m512 acc[4][2], int64_t rows, float *dst, int64_t dst_stride, int64_t cols,
     const float *clamp) {
-    const __mmask16 m0 = rt_lane_mask16(0, cols), m1 = rt_lane_mask16(0, cols - 16);
+    const __mmask16 m0 = rt_lane_mask__16(0, cols), m1 = rt_lane_mask__16(0, cols - 16);
     const __m512 lo = _mm512_set1_ps(clamp != NULL ? clamp[0] : 0.0f);
     const __m512 hi = _mm512_set1_ps(clamp != NULL ? clamp[1] : 0.0f);
     for (int64_t r = 0; r < rows; r++)
@@ -284,7 +284,7 @@ static AVX512 void stride2_rows(const depthwise_job *job, const float *buf, cons
  * slack, which is made that long (the scratch holds a split plane, which is larger). */
 static bool stride2_fits(const conv_dims *d, rt_conv_padded *unsplit_layout) {
     rt_conv_padded split;
-    if (d->stride[1] != 2 || d->dilation[1] != 1 || !rt_gemm_f32_avx512() ||
+    if (d->stride[1] != 2 || d->dilation[1] != 1 || !rt_gemm__f32_avx512() ||
         !rt_conv__padded_layout(d, &split))
         return false;
     conv_dims unsplit = *d;
@@ -365,7 +365,7 @@ static inline __attribute__((always_inline)) AVX512 void k3_block(
     const conv_dims *d = job->d;
     int64_t col0 = stride * ow - d->pad[1];
     __mmask16 in_image[5];
-    /* Columns [0, width) of the image (the same as rt_lane_mask16 of those bounds, written
+    /* Columns [0, width) of the image (the same as rt_lane_mask__16 of those bounds, written
      * out: through the helper the stride-2 layers measured 3 to 5% slower). */
     for (int64_t v = 0; v < (stride == 1 ? 3 : 5); v++) {
         int64_t first = col0 + 16 * v, lo = first < 0 ? -first : 0;
@@ -706,9 +706,9 @@ static inline __attribute__((always_inline)) AVX2 void k3_rows__avx2(
             /* The same block of the next four rows, ahead of its stores: a layer's output is
              * often cold (gemm.h). */
             if (next_rows > 0)
-                rt_gemm_f32_prefetch_c(out + 4 * d->out_w + ow, d->out_w,
-                                       next_rows < 4 ? next_rows : 4,
-                                       d->out_w - ow < 16 ? d->out_w - ow : 16);
+                rt_gemm__f32_prefetch_c(out + 4 * d->out_w + ow, d->out_w,
+                                        next_rows < 4 ? next_rows : 4,
+                                        d->out_w - ow < 16 ? d->out_w - ow : 16);
             if (d->out_w - ow > 8)
                 k3_block_rows__avx2(job, x, w, b, r, step, ow, out, stride, 2);
             else
@@ -733,7 +733,7 @@ static depthwise_rows_fn k3_rows_for(const conv_dims *d) {
     if (d->kernel_h != 3 || d->kernel_w != 3 || d->dilation[0] != 1 || d->dilation[1] != 1 ||
         d->stride[0] != d->stride[1] || (d->stride[0] != 1 && d->stride[0] != 2))
         return NULL;
-    if (rt_gemm_f32_avx512()) {
+    if (rt_gemm__f32_avx512()) {
         if (d->out_w <= PAIR_MAX_WIDTH) {
             if (d->stride[0] == 1 && d->pad[1] == 1 && d->out_w == d->width)
                 return k3s1_pair_rows;
@@ -743,7 +743,7 @@ static depthwise_rows_fn k3_rows_for(const conv_dims *d) {
         return d->stride[0] == 1 ? k3s1_rows : k3s2_rows;
     }
     /* The AVX2 blocks compare columns as 32-bit lanes. */
-    if (strcmp(rt_gemm_f32_variant(), "avx2_fma") == 0 && d->width < (1 << 28) &&
+    if (strcmp(rt_gemm__f32_variant(), "avx2_fma") == 0 && d->width < (1 << 28) &&
         d->pad[1] < (1 << 28))
         return d->stride[0] == 1 ? k3s1_rows__avx2 : k3s2_rows__avx2;
     return NULL;
@@ -757,7 +757,7 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
                          .out = out, .scratch = scratch, .rows_fn = split_rows, .step_rows = 2,
                          .planes = d->batch * d->out_channels};
     rt_conv__padded_layout(d, &job.layout);
-    if (rt_gemm_f32_clamp_of(act, job.clamp_values))
+    if (rt_gemm__f32_clamp_of(act, job.clamp_values))
         job.clamp = job.clamp_values;
     for (int64_t kh = 0; kh < d->kernel_h; kh++)
         for (int64_t kw = 0; kw < d->kernel_w; kw++)
@@ -797,5 +797,5 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
         job.rows_fn = stride2_rows;
     }
 #endif
-    rt_parallel_for(threads, (size_t)threads, 1, depthwise_slots, &job);
+    rt_parallel__for(threads, (size_t)threads, 1, depthwise_slots, &job);
 }

@@ -1,12 +1,12 @@
 /* conv_direct.c: float32 convolution (one group) on the GEMM micro-kernels without im2col.
  *
- * Each thread works through a run of output rows (rt_parallel_runs: one run per thread, from
+ * Each thread works through a run of output rows (rt_parallel__runs: one run per thread, from
  * whose back a thread done with its own takes rows), a band of rows at a time: it copies the
  * input rows the band reads, of every channel, into zero-padded, stride-phase-split rows
  * (conv_padded.c) in its own buffer. For a block of NR outputs along one output row, the
  * reduction index p = (channel, kh, kw) then reads NR contiguous floats at a fixed offset from
  * the block's first window, so the micro-kernel takes B's rows straight from the buffer
- * (rt_gemm_f32_gathered_block) while A is the weights packed once at load, in tall panels
+ * (rt_gemm__f32_gathered_block) while A is the weights packed once at load, in tall panels
  * where the kernel has them (12 rows: each B row loaded serves more outputs). Nothing the size
  * of the column matrix is written; the band stays in the cache of the core that wrote it and
  * reads it (a shared padded image, each call written by one core and read by all, cost more
@@ -87,7 +87,7 @@ static void pooled_rows_read(const conv_dims *d, const rt_pool_dims *pool, int64
 static bool direct_layout_of(const conv_dims *d, const rt_pool_dims *pool, int32_t threads,
                              direct_layout *l) {
     int64_t mr, nr, kc, taps, depth, floats;
-    rt_gemm_f32_tile(&mr, &nr, &kc);
+    rt_gemm__f32_tile(&mr, &nr, &kc);
     l->pointwise = rt_conv__is_pointwise(d);
     /* The padded layout of a whole plane bounds every band's. */
     if (d->groups != 1 || d->stride[1] < 1 || d->stride[1] > MAX_STRIDE ||
@@ -132,7 +132,7 @@ bool rt_conv__direct_fits(const conv_dims *d, const rt_pool_dims *pool) {
         d->out_h < 1)
         return false;
     int64_t mr, nr, kc;
-    rt_gemm_f32_tile(&mr, &nr, &kc);
+    rt_gemm__f32_tile(&mr, &nr, &kc);
     /* With the AVX2 kernel's 4-row panels, pointwise layers run faster through the GEMM
      * driver, which packs x once for all row tiles and keeps a block of weights in L2 across
      * the blocks of pixels: on Zen 3 at 1 thread, against onnxruntime call by call, this path
@@ -191,17 +191,17 @@ static void compute_blocks(const direct_job *job, const float *window0, const in
     for (int64_t sweep = col0; sweep < col1; sweep += job->sweep_cols) {
         int64_t sweep_end = col1 - sweep < job->sweep_cols ? col1 : sweep + job->sweep_cols;
         for (int64_t o = 0, panel; o < d->out_channels; o += panel) {
-            panel = rt_gemm_f32_tall_panel(d->out_channels, o);
+            panel = rt_gemm__f32_tall_panel(d->out_channels, o);
             int64_t rows = d->out_channels - o < panel ? d->out_channels - o : panel;
             for (int64_t col = sweep; col < sweep_end; col += job->nr) {
                 int64_t cols = sweep_end - col < job->nr ? sweep_end - col : job->nr;
                 const float *window = window0 + (col - col0);
                 float *c = out + o * ldc + col;
                 for (int64_t p0 = 0; p0 < l->depth; p0 += job->kc)
-                    rt_gemm_f32_gathered_block(job->packed_w, d->out_channels, l->depth, o,
-                                               panel, p0, window, offsets + p0, c, ldc, rows,
-                                               cols, p0 > 0, job->bias,
-                                               p0 + job->kc >= l->depth ? job->clamp : NULL);
+                    rt_gemm__f32_gathered_block(job->packed_w, d->out_channels, l->depth, o,
+                                                panel, p0, window, offsets + p0, c, ldc, rows,
+                                                cols, p0 > 0, job->bias,
+                                                p0 + job->kc >= l->depth ? job->clamp : NULL);
                 /* Relu and Clip were applied by the last kernels (job->clamp); others here. */
                 for (int64_t r = 0; r < rows && job->act_pass; r++)
                     rt_activation__apply(job->act, c + r * ldc, cols);
@@ -315,8 +315,8 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
     direct_job job = {.d = d, .l = &l, .packed_w = packed_w, .bias = bias, .act = act,
                       .pool = pool, .buffers = (float *)((char *)scratch + l.offsets_bytes),
                       .offsets = offsets};
-    rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
-    if (rt_gemm_f32_clamp_of(act, job.clamp_values))
+    rt_gemm__f32_tile(&job.mr, &job.nr, &job.kc);
+    if (rt_gemm__f32_clamp_of(act, job.clamp_values))
         job.clamp = job.clamp_values;
     else
         job.act_pass = act->kind != RT_ACT_NONE;
@@ -340,7 +340,7 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
                         c * l.band_plane + rt_conv__tap_offset(d, &l.plane, kh, kw);
     }
     int64_t block_work = rt_op__mul_sat(rt_op__mul_sat(job.nr, d->out_channels), l.depth);
-    /* Bands of little work go to fewer threads, as rt_parallel_for's grain would have it. */
+    /* Bands of little work go to fewer threads, as rt_parallel__for's grain would have it. */
     int64_t band_work = rt_op__mul_sat(
         block_work, job.blocks_per_row * l.band_rows * (pool != NULL ? l.window_rows : 1));
     int64_t bands_per_chunk = (int64_t)rt_op__grain(band_work), busy = threads;
@@ -368,10 +368,10 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
         if (l.pointwise) {
             if (l.row_len % job.nr != 0)
                 copy_tail(&job);
-            rt_parallel_for(threads, (size_t)job.blocks_per_row, rt_op__grain(block_work),
-                            pointwise_blocks, &job);
+            rt_parallel__for(threads, (size_t)job.blocks_per_row, rt_op__grain(block_work),
+                             pointwise_blocks, &job);
             continue;
         }
-        rt_parallel_runs((int32_t)busy, (size_t)total, band_run, &job);
+        rt_parallel__runs((int32_t)busy, (size_t)total, band_run, &job);
     }
 }

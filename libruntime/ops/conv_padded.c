@@ -140,7 +140,7 @@ __attribute__((target("avx512f"))) static void fill_band_stride1__avx512(
         bool data = ih >= 0 && ih < d->height;
         const float *src = x + (data ? ih : 0) * width - left; /* src[c]: padded column c */
         for (int64_t c = 0; c < len; c += 16) {
-            __mmask16 take = data ? rt_lane_mask16(left - c, left + width - c) : 0;
+            __mmask16 take = data ? rt_lane_mask__16(left - c, left + width - c) : 0;
             _mm512_storeu_ps(row + c, _mm512_maskz_loadu_ps(take, src + c));
         }
     }
@@ -151,7 +151,7 @@ RT_MULTIVERSION void rt_conv__fill_padded_band(const conv_dims *d, const rt_conv
                                                const float *x, float *band, int64_t row0,
                                                int64_t row1) {
 #ifdef HAVE_AVX512_FILL
-    if (d->stride[1] == 1 && rt_gemm_f32_avx512()) {
+    if (d->stride[1] == 1 && rt_gemm__f32_avx512()) {
         fill_band_stride1__avx512(d, p, x, band, row0, row1);
         memset(band + (row1 - row0) * p->row_floats, 0, RT_CONV_PADDED_SLACK * sizeof(float));
         return;

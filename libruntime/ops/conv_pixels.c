@@ -39,7 +39,7 @@
  * columns, where this way splits the 25 blocks of 8. */
 bool rt_conv__pixels_pay(const conv_dims *d) {
     int64_t plane = d->out_h * d->out_w, mr, nr, kc;
-    rt_gemm_f32_tile(&mr, &nr, &kc);
+    rt_gemm__f32_tile(&mr, &nr, &kc);
     /* With the AVX2 kernel's 4 x 24 tiles, planes of more than 3 blocks go through the GEMM
      * driver (conv.c), faster there. On Zen 3 at 1 thread, this way / the direct path with
      * blocks packed per thread (tried; the GEMM driver was faster still) / onnxruntime:
@@ -49,7 +49,7 @@ bool rt_conv__pixels_pay(const conv_dims *d) {
     return rt_conv__is_pointwise(d) && d->groups == 1 && plane >= 1 && plane <= max_plane &&
            d->out_channels >= MIN_OUT_CHANNELS && d->channels >= 1 &&
            (double)d->channels * (double)d->out_channels >= MIN_WEIGHT_FLOATS &&
-           (double)rt_gemm_f32_packed_a_floats(plane, d->channels) <= MAX_XT_FLOATS;
+           (double)rt_gemm__f32_packed_a_floats(plane, d->channels) <= MAX_XT_FLOATS;
 }
 
 /* w^T in panels of NR output channels, each packed whole as its own B (a panel's every depth
@@ -61,13 +61,13 @@ bool rt_conv__pixels_pay(const conv_dims *d) {
  * 1 to 4% slower (Zen 4, a burst of prefetches per panel; see panel_pixels for the one kept). */
 static int64_t panel_channels(void) {
     int64_t mr, nr, kc;
-    rt_gemm_f32_tile(&mr, &nr, &kc);
+    rt_gemm__f32_tile(&mr, &nr, &kc);
     return nr;
 }
 
 /* One panel's w^T: NR output channels, every depth. */
 static size_t panel_floats(const conv_dims *d) {
-    return rt_gemm_f32_packed_b_floats(d->channels, panel_channels());
+    return rt_gemm__f32_packed_b_floats(d->channels, panel_channels());
 }
 
 size_t rt_conv__pixels_weights_floats(const conv_dims *d) {
@@ -84,12 +84,12 @@ void rt_conv__pixels_weights(const conv_dims *d, const float *w, float *dst) {
                                .n = d->out_channels - o < nr ? d->out_channels - o : nr,
                                .b = w + o * d->channels, .b_row_stride = 1,
                                .b_col_stride = d->channels};
-        rt_gemm_f32_pack_b(&wt, dst + (size_t)(o / nr) * floats);
+        rt_gemm__f32_pack_b(&wt, dst + (size_t)(o / nr) * floats);
     }
 }
 
 size_t rt_conv__pixels_scratch_bytes(const conv_dims *d) {
-    return rt_gemm_f32_packed_a_floats(d->out_h * d->out_w, d->channels) * sizeof(float);
+    return rt_gemm__f32_packed_a_floats(d->out_h * d->out_w, d->channels) * sizeof(float);
 }
 
 typedef struct pixels_job {
@@ -194,7 +194,7 @@ static AVX void store_transposed4(const pixels_job *job, const float *tile, int6
 #endif
 
 /* One panel of NR output channels for pixels [i0, i1), whose x^T is packed at xt (as
- * rt_gemm_f32_pack_a packs those pixels alone). A panel's depth slice of w^T (KC x NR floats)
+ * rt_gemm__f32_pack_a packs those pixels alone). A panel's depth slice of w^T (KC x NR floats)
  * serves a group of pixel blocks from L1 before the next slice (one block at a time through
  * every slice read it from L2 for each block: 1 to 3% slower on MobileNet's 14x14 and 7x7
  * layers). A group is 4 blocks, or every block where there are at most 8, so each slice is
@@ -231,11 +231,11 @@ static void panel_pixels(const pixels_job *job, const float *xt, int64_t i0, int
             for (int64_t i = g0; i < g1; i += job->mr) {
                 const float *prefetch = ahead < ahead_end ? wt + ahead : NULL;
                 ahead += (size_t)kc * RT_FLOATS_PER_LINE;
-                rt_gemm_f32_packed_rows_block(xt, pixels, wt, channels, depth, i, 0, p0,
-                                              tiles + (i - g0) / job->mr * tile_floats,
-                                              job->nr, p0 > 0,
-                                              pixels - i < job->mr ? pixels - i : job->mr,
-                                              prefetch);
+                rt_gemm__f32_packed_rows_block(xt, pixels, wt, channels, depth, i, 0, p0,
+                                               tiles + (i - g0) / job->mr * tile_floats,
+                                               job->nr, p0 > 0,
+                                               pixels - i < job->mr ? pixels - i : job->mr,
+                                               prefetch);
             }
         }
         for (int64_t i = g0; i < g1; i += job->mr) {
@@ -290,7 +290,7 @@ static void share_run(void *arg, int32_t slot, rt_run *run) {
             xt = job->xt + i0 * job->d->channels;
             if (!rt_run__stolen(run)) {
                 rt_gemm_f32_args a = xt_of(job, i0, i1);
-                rt_gemm_f32_pack_a(&a, xt);
+                rt_gemm__f32_pack_a(&a, xt);
                 atomic_store_explicit(&job->ready[s], 1, memory_order_release);
             } else {
                 while (!atomic_load_explicit(&job->ready[s], memory_order_acquire))
@@ -309,7 +309,7 @@ static void panel_slots(void *arg, size_t begin, size_t end) {
     rt_gemm_f32_args xt = xt_of(job, 0, job->plane);
     for (size_t slot = begin; slot < end; slot++) {
         for (long long s; (s = atomic_fetch_add(&job->next_slice, 1)) < job->slices;) {
-            rt_gemm_f32_pack_a_slices(&xt, s, s + 1, job->xt);
+            rt_gemm__f32_pack_a_slices(&xt, s, s + 1, job->xt);
             atomic_fetch_add_explicit(&job->packed, 1, memory_order_release);
         }
         while (atomic_load_explicit(&job->packed, memory_order_acquire) < job->slices)
@@ -323,9 +323,9 @@ void rt_conv__pixels_f32(const conv_dims *d, const float *x, const float *wt, co
                          const rt_activation *act, float *out, void *scratch, int32_t threads) {
     pixels_job job = {.d = d, .wt = wt, .bias = bias, .act = act, .xt = scratch,
                       .plane = d->out_h * d->out_w};
-    rt_gemm_f32_tile(&job.mr, &job.nr, &job.kc);
+    rt_gemm__f32_tile(&job.mr, &job.nr, &job.kc);
     job.panel_floats = panel_floats(d);
-    job.clamped = rt_gemm_f32_clamp_of(act, job.clamp);
+    job.clamped = rt_gemm__f32_clamp_of(act, job.clamp);
     job.panels = (d->out_channels + job.nr - 1) / job.nr;
     job.blocks = (job.plane + job.mr - 1) / job.mr;
     job.slices = (d->channels + job.kc - 1) / job.kc;
@@ -346,13 +346,13 @@ void rt_conv__pixels_f32(const conv_dims *d, const float *x, const float *wt, co
         if (job.shares > 1) {
             for (int64_t s = 0; s < job.shares; s++)
                 atomic_init(&job.ready[s], 0);
-            rt_parallel_runs((int32_t)job.shares, (size_t)(job.shares * job.panels), share_run,
-                             &job);
+            rt_parallel__runs((int32_t)job.shares, (size_t)(job.shares * job.panels), share_run,
+                              &job);
             continue;
         }
         atomic_init(&job.next_slice, 0);
         atomic_init(&job.packed, 0);
         atomic_init(&job.next_panel, 0);
-        rt_parallel_for(threads, (size_t)threads, 1, panel_slots, &job);
+        rt_parallel__for(threads, (size_t)threads, 1, panel_slots, &job);
     }
 }

@@ -14,15 +14,15 @@
 /* conv2d_act_max_pool2d(x, w, bias, stride, padding, dilation, groups, activation, lo, hi,
  *                       kernel, stride, padding, dilation, ceil_mode, out) */
 rt_status rt_conv_pool__setup(rt_op_ctx *ctx, rt_conv_pool_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 16));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 16));
     RT_RETURN_IF_ERROR(rt_conv__read_args(ctx, &args->conv, true, 15));
     const conv_dims *d = &args->conv.dims;
     rt_pool_dims *pool = &args->pool;
     RT_RETURN_IF_ERROR(rt_pool__max_window(ctx, 10, d->out_h, d->out_w, pool));
     if (!rt_op__mul(d->batch, d->out_channels, &pool->planes))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the batch and channel sizes overflow");
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "the batch and channel sizes overflow");
     int64_t sizes[4] = {d->batch, d->out_channels, pool->out_h, pool->out_w};
-    return rt_op_set_output_sizes(ctx, args->conv.out, "out", 4, sizes);
+    return rt_op__set_output_sizes(ctx, args->conv.out, "out", 4, sizes);
 }
 
 size_t rt_conv_pool__unpooled_bytes(const rt_conv_pool_args *args) {
@@ -53,11 +53,11 @@ rt_status rt_ops__conv2d_act_max_pool2d_prepare(rt_op_ctx *ctx) {
     }
     size_t unpooled = rt_conv_pool__unpooled_bytes(&args);
     if (unpooled == 0 || unpooled > SIZE_MAX / 2 - ctx->scratch_bytes)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "the convolution's result, %" PRId64 " x %" PRId64 " planes of %" PRId64
-                          " x %" PRId64 ", is too large to hold",
-                          args.conv.dims.batch, args.conv.dims.out_channels,
-                          args.conv.dims.out_h, args.conv.dims.out_w);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "the convolution's result, %" PRId64 " x %" PRId64 " planes of %" PRId64
+                           " x %" PRId64 ", is too large to hold",
+                           args.conv.dims.batch, args.conv.dims.out_channels,
+                           args.conv.dims.out_h, args.conv.dims.out_w);
     ctx->scratch_bytes += unpooled;
     return RT_OK;
 }

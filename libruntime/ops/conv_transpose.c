@@ -187,11 +187,11 @@ static void convt_f32_gemm(const rt_op_ctx *ctx, convt_job *job) {
                 .b_row_stride = plane_in, .b_col_stride = 1,
                 .c = columns, .c_row_stride = plane_in,
             };
-            rt_gemm_f32(&gemm, gemm_scratch, ctx->scratch_bytes - columns_bytes, threads);
+            rt_gemm__f32(&gemm, gemm_scratch, ctx->scratch_bytes - columns_bytes, threads);
             int64_t band_rows = d->out_h < CONVT_BAND ? d->out_h : CONVT_BAND;
             int64_t work = rt_op__mul_sat(rt_op__mul_sat(band_rows, d->out_w), taps);
-            rt_parallel_for(threads, (size_t)(d->group_out * job->bands), rt_op__grain(work),
-                            col2im_bands, job);
+            rt_parallel__for(threads, (size_t)(d->group_out * job->bands), rt_op__grain(work),
+                             col2im_bands, job);
         }
     }
 }
@@ -203,19 +203,19 @@ static void convt_f32_gemm(const rt_op_ctx *ctx, convt_job *job) {
 static rt_status convt_padding(rt_op_ctx *ctx, size_t index, int64_t out[4]) {
     const int64_t *items = NULL;
     size_t count = 0;
-    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, index, "padding", &items, &count));
+    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, index, "padding", &items, &count));
     if (count != 2 && count != 4)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "padding must have 2 items (height, width) or 4 (top, left, bottom, "
-                          "right), not %zu",
-                          count);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "padding must have 2 items (height, width) or 4 (top, left, bottom, "
+                           "right), not %zu",
+                           count);
     for (size_t i = 0; i < count; i++)
         if (items[i] < -RT_OP_MAX_WINDOW_PARAM || items[i] > RT_OP_MAX_WINDOW_PARAM)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                              "padding item %zu is %" PRId64 "; it must be in [%" PRId64
-                              ", %" PRId64 "]",
-                              i, items[i], -(int64_t)RT_OP_MAX_WINDOW_PARAM,
-                              (int64_t)RT_OP_MAX_WINDOW_PARAM);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                               "padding item %zu is %" PRId64 "; it must be in [%" PRId64
+                               ", %" PRId64 "]",
+                               i, items[i], -(int64_t)RT_OP_MAX_WINDOW_PARAM,
+                               (int64_t)RT_OP_MAX_WINDOW_PARAM);
     for (size_t i = 0; i < 4; i++)
         out[i] = items[count == 4 ? i : i % 2];
     return RT_OK;
@@ -229,25 +229,25 @@ static rt_status convt_check_channels(rt_op_ctx *ctx, const convt_args *a) {
 #define TX rt_op__shape_text(a->x->sizes, 4, tx)
 #define TW rt_op__shape_text(a->w->sizes, 4, tw)
     if (a->w->sizes[0] != d->channels)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "w %s must have one row per input channel of x %s", TW, TX);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "w %s must have one row per input channel of x %s", TW, TX);
     if (d->channels % d->groups != 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "groups %" PRId64 " must divide the input channels of x %s", d->groups,
-                          TX);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "groups %" PRId64 " must divide the input channels of x %s", d->groups,
+                           TX);
     if (d->kernel_h < 1 || d->kernel_w < 1)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", TW);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "w %s has an empty kernel", TW);
     /* Sizes beside a 0 can be anything; the kernels multiply these pairs. */
     int64_t product;
     if (!rt_op__mul(d->kernel_h, d->kernel_w, &product) ||
         !rt_op__mul(d->height, d->width, &product))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "the kernel of w %s or the image of x %s has too many elements", TW, TX);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "the kernel of w %s or the image of x %s has too many elements", TW, TX);
     if (a->bias && a->bias->sizes[0] != d->out_channels)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "bias has %" PRId64 " elements, but w %s and groups %" PRId64
-                          " give %" PRId64 " output channels",
-                          a->bias->sizes[0], TW, d->groups, d->out_channels);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "bias has %" PRId64 " elements, but w %s and groups %" PRId64
+                           " give %" PRId64 " output channels",
+                           a->bias->sizes[0], TW, d->groups, d->out_channels);
 #undef TX
 #undef TW
     return RT_OK;
@@ -261,34 +261,34 @@ static rt_status convt_output(rt_op_ctx *ctx, const char *what, int64_t size, in
     bool ok = rt_op__mul(size, stride, &span) && rt_op__mul(dilation, kernel - 1, &extent) &&
               rt_op__add(span, extent, &total) && total < INT64_MAX / 2;
     if (!ok)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the output %s overflows int64", what);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "the output %s overflows int64", what);
     /* All other terms are below 2^33 in magnitude. */
     int64_t length = total - stride + 1 + out_pad - pad_before - pad_after;
     if (length < 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "the output %s would be %" PRId64 " (input %" PRId64 ", padding %" PRId64
-                          " + %" PRId64 ")",
-                          what, length, size, pad_before, pad_after);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "the output %s would be %" PRId64 " (input %" PRId64 ", padding %" PRId64
+                           " + %" PRId64 ")",
+                           what, length, size, pad_before, pad_after);
     *out = length;
     return RT_OK;
 }
 
 static rt_status convt_setup(rt_op_ctx *ctx, convt_args *a) {
     convt_dims *d = &a->dims;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 9));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &a->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &a->w));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &a->bias));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 9));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "w", &a->w));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &a->bias));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 3, "stride", 1, d->stride));
     RT_RETURN_IF_ERROR(convt_padding(ctx, 4, d->pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 5, "output_padding", 0, d->out_pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 6, "dilation", 1, d->dilation));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 7, "groups", &d->groups));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 8, "out", &a->out));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 7, "groups", &d->groups));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 8, "out", &a->out));
     if (d->groups < 1 || d->groups > RT_OP_MAX_WINDOW_PARAM)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "groups must be in [1, %" PRId64 "], not %" PRId64,
-                          (int64_t)RT_OP_MAX_WINDOW_PARAM, d->groups);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "groups must be in [1, %" PRId64 "], not %" PRId64,
+                           (int64_t)RT_OP_MAX_WINDOW_PARAM, d->groups);
     RT_RETURN_IF_ERROR(rt_op__check_conv_tensors(ctx, a->x, a->w, a->bias, a->out));
 
     const int64_t *xs = a->x->sizes, *ws = a->w->sizes;
@@ -300,14 +300,14 @@ static rt_status convt_setup(rt_op_ctx *ctx, convt_args *a) {
     d->kernel_h = ws[2];
     d->kernel_w = ws[3];
     if (!rt_op__mul(d->group_out, d->groups, &d->out_channels))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the output channel count overflows");
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "the output channel count overflows");
     RT_RETURN_IF_ERROR(convt_check_channels(ctx, a));
     RT_RETURN_IF_ERROR(convt_output(ctx, "height", d->height, d->stride[0], d->pad[0], d->pad[2],
                                     d->dilation[0], d->kernel_h, d->out_pad[0], &d->out_h));
     RT_RETURN_IF_ERROR(convt_output(ctx, "width", d->width, d->stride[1], d->pad[1], d->pad[3],
                                     d->dilation[1], d->kernel_w, d->out_pad[1], &d->out_w));
     int64_t sizes[4] = {d->batch, d->out_channels, d->out_h, d->out_w};
-    return rt_op_set_output_sizes(ctx, a->out, "out", 4, sizes);
+    return rt_op__set_output_sizes(ctx, a->out, "out", 4, sizes);
 }
 
 rt_status rt_ops__conv_transpose2d_prepare(rt_op_ctx *ctx) {
@@ -316,10 +316,10 @@ rt_status rt_ops__conv_transpose2d_prepare(rt_op_ctx *ctx) {
     const convt_dims *d = &a.dims;
     if (convt_uses_gemm(&a))
         ctx->scratch_bytes = convt_columns_bytes(d) +
-                             rt_gemm_f32_scratch_bytes(d->group_out * d->kernel_h * d->kernel_w,
-                                                       d->height * d->width,
-                                                       d->channels / d->groups,
-                                                       rt_threadpool__hardware_threads());
+                             rt_gemm__f32_scratch_bytes(d->group_out * d->kernel_h * d->kernel_w,
+                                                        d->height * d->width,
+                                                        d->channels / d->groups,
+                                                        rt_threadpool__hardware_threads());
     return RT_OK;
 }
 
@@ -338,7 +338,7 @@ rt_status rt_ops__conv_transpose2d_run(rt_op_ctx *ctx) {
     if (convt_uses_gemm(&a) &&
         ctx->scratch_bytes >=
             convt_columns_bytes(d) +
-                rt_gemm_f32_scratch_bytes(0, 0, 0, rt_threadpool__hardware_threads())) {
+                rt_gemm__f32_scratch_bytes(0, 0, 0, rt_threadpool__hardware_threads())) {
         convt_f32_gemm(ctx, &job);
         return RT_OK;
     }
@@ -349,6 +349,6 @@ rt_status rt_ops__conv_transpose2d_run(rt_op_ctx *ctx) {
                                   rt_op__mul_sat(d->channels / d->groups,
                                                  rt_op__mul_sat(d->kernel_h, d->kernel_w)));
     rt_range_fn kernel = a.x->type == RT_F32 ? direct_bands__f32 : direct_bands__f64;
-    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
 }

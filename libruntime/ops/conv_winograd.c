@@ -14,7 +14,7 @@
  * them into the 36 B panels, runs the 36 GEMMs into a buffer of its own and transforms that
  * into the output tiles, so nothing larger than a strip's panels leaves its cache. With as
  * many strips as threads, each thread's strip is a run of two blocks of output channels
- * (rt_parallel_runs): a thread done with its own strip takes the other block of a strip
+ * (rt_parallel__runs): a thread done with its own strip takes the other block of a strip
  * whose thread has fallen behind, once that strip's inputs are transformed.
  *
  * The transforms cost accuracy: outputs are within about 3e-6 of the sum of |w| |x| over
@@ -65,7 +65,7 @@ typedef struct wino_layout {
 static size_t round16(size_t floats) { return (floats + 15) / 16 * 16; }
 
 static bool layout_of(const conv_dims *d, wino_layout *l) {
-    rt_gemm_f32_tile(&l->mr, &l->nr, &l->kc);
+    rt_gemm__f32_tile(&l->mr, &l->nr, &l->kc);
     int64_t tiles_h = (d->out_h + TILE - 1) / TILE;
     l->tiles_w = (d->out_w + TILE - 1) / TILE;
     l->k_pad = (d->out_channels + l->mr - 1) / l->mr * l->mr;
@@ -81,7 +81,7 @@ static bool layout_of(const conv_dims *d, wino_layout *l) {
         !rt_op__add(v, m, &strip) || (uint64_t)strip > MAX_STRIP_BYTES / sizeof(float))
         return false;
     l->strips = (l->tiles + l->nr - 1) / l->nr;
-    l->weights_floats = rt_gemm_f32_packed_a_floats(d->out_channels, d->channels);
+    l->weights_floats = rt_gemm__f32_packed_a_floats(d->out_channels, d->channels);
     l->patch_floats = round16((size_t)(POINTS * l->lane_pad));
     l->v_floats = round16((size_t)v);
     l->m_floats = round16((size_t)m);
@@ -166,7 +166,7 @@ bool rt_conv__winograd_weights(const conv_dims *d, const float *w, float *dst) {
             .a = matrices + (size_t)point * pairs, .a_row_stride = d->channels,
             .a_col_stride = 1,
         };
-        rt_gemm_f32_pack_a(&gemm, dst + (size_t)point * l.weights_floats);
+        rt_gemm__f32_pack_a(&gemm, dst + (size_t)point * l.weights_floats);
     }
     free(matrices);
     return true;
@@ -328,10 +328,10 @@ __attribute__((target("avx512f"))) static void gather_patches__avx512(
         __mmask16 m_lo = 0xffff, m_hi = 0xffff, m_lo4 = 0xffff, m_hi4 = 0xffff;
         if (!whole) {
             int64_t begin = -first, end = d->width - first; /* offsets inside the row */
-            m_lo = rt_lane_mask16(begin, end);
-            m_hi = rt_lane_mask16(begin - 16, end - 16);
-            m_lo4 = rt_lane_mask16(begin - 4, end - 4);
-            m_hi4 = rt_lane_mask16(begin - 20, end - 20);
+            m_lo = rt_lane_mask__16(begin, end);
+            m_hi = rt_lane_mask__16(begin - 16, end - 16);
+            m_lo4 = rt_lane_mask__16(begin - 4, end - 4);
+            m_hi4 = rt_lane_mask__16(begin - 20, end - 20);
         }
         float *dst = patches + t;
         for (int r = 0; r < PATCH; r++, dst += PATCH * stride) {
@@ -466,7 +466,7 @@ __attribute__((target("avx512f"))) static void scatter_tiles__avx512(
                 if (valid >= 16 * (v + 1))
                     _mm512_storeu_ps(row + ox + 16 * v, q[v]);
                 else
-                    _mm512_mask_storeu_ps(row + ox + 16 * v, rt_lane_mask16(0, valid - 16 * v),
+                    _mm512_mask_storeu_ps(row + ox + 16 * v, rt_lane_mask__16(0, valid - 16 * v),
                                           q[v]);
             }
         }
@@ -620,9 +620,9 @@ static void multiply(const wino_job *job, float *strip, int p0, int p1, int64_t 
         float *mp = m + point * l->m_point;
         for (int64_t o = o0; o < o1; o += l->mr)
             for (int64_t k0 = 0; k0 < d->channels; k0 += l->kc)
-                rt_gemm_f32_packed_block(u, d->out_channels, d->channels, o, k0,
-                                         v + point * l->v_point + k0 * l->nr, mp + o * l->nr,
-                                         l->nr, k0 > 0);
+                rt_gemm__f32_packed_block(u, d->out_channels, d->channels, o, k0,
+                                          v + point * l->v_point + k0 * l->nr, mp + o * l->nr,
+                                          l->nr, k0 > 0);
     }
 }
 
@@ -738,9 +738,9 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
     if (!layout_of(d, &l)) /* rt_conv__winograd_pays held at load: never taken */
         return;
     wino_job job = {.d = d, .l = &l, .x = x, .weights = weights, .w = w, .bias = bias, .act = act,
-                    .out = out, .workers = scratch, .avx512 = rt_gemm_f32_avx512(),
+                    .out = out, .workers = scratch, .avx512 = rt_gemm__f32_avx512(),
                     /* The AVX2 gather compares columns as 32-bit lanes. */
-                    .avx2 = strcmp(rt_gemm_f32_variant(), "avx2_fma") == 0 &&
+                    .avx2 = strcmp(rt_gemm__f32_variant(), "avx2_fma") == 0 &&
                             d->width < (1 << 28) && d->pad[1] < (1 << 28)};
     int32_t slots = threads > 0 ? threads : 1;
     job.strips = job.workers + (size_t)slots * l.worker_floats;
@@ -761,7 +761,7 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
         job.out_units = (d->out_channels + job.unit_channels - 1) / job.unit_channels;
         for (int64_t i = 0; i < job.items; i++)
             atomic_init(&job.ready[i], 0);
-        rt_parallel_runs((int32_t)busy, (size_t)(job.items * job.out_units), strip_run, &job);
+        rt_parallel__runs((int32_t)busy, (size_t)(job.items * job.out_units), strip_run, &job);
         return;
     }
     /* Whole strips, each thread claiming the next, whenever there are more strips than
@@ -773,7 +773,7 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
     if (busy == 1 || job.items > busy) {
         busy = busy < job.items ? busy : job.items;
         atomic_store(&job.next, 0);
-        rt_parallel_for((int32_t)busy, (size_t)busy, 1, strip_slots, &job);
+        rt_parallel__for((int32_t)busy, (size_t)busy, 1, strip_slots, &job);
         return;
     }
     int64_t per_phase[3] = {d->channels, POINTS, d->out_channels};
@@ -782,7 +782,7 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
         for (job.phase = 0; job.phase < 3; job.phase++) {
             job.units = job.group_size * per_phase[job.phase];
             atomic_store(&job.next, 0);
-            rt_parallel_for((int32_t)busy, (size_t)busy, 1, phase_slots, &job);
+            rt_parallel__for((int32_t)busy, (size_t)busy, 1, phase_slots, &job);
         }
     }
 }

@@ -128,31 +128,31 @@ typedef struct binary_args {
 
 /* Checks every argument and gives the output its shape for the current input sizes. */
 static rt_status binary_setup(rt_op_ctx *ctx, rt_binary_op op, binary_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "a", &args->a));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "b", &args->b));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "a", &args->a));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "b", &args->b));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     rt_tensor_value *a = args->a, *b = args->b, *out = args->out;
 
     const char *expected;
     uint32_t types = supported_types(op, &expected);
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, a, "a", types, expected));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, a, "a", b, "b"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, a, "a", b, "b"));
     if (is_comparison(op))
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, out, "out", RT_BOOL));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, out, "out", RT_BOOL));
     else
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", a, "a"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a, "a"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, b, "b"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", a, "a"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, a, "a"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, b, "b"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
 
     int32_t rank;
     int64_t sizes[RT_MAX_RANK];
-    RT_RETURN_IF_ERROR(rt_op_broadcast_shape(ctx, a, b, &rank, sizes));
+    RT_RETURN_IF_ERROR(rt_op__broadcast_shape(ctx, a, b, &rank, sizes));
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", a, "a", rank, sizes));
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", b, "b", rank, sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
 static rt_status binary_prepare(rt_op_ctx *ctx, rt_binary_op op) {
@@ -170,7 +170,7 @@ static rt_status binary_run(rt_op_ctx *ctx, rt_binary_op op) {
     /* Checked before writing anything, so a failed division leaves out (maybe a or b) intact. */
     if (op == RT_BINARY_DIV && rt_tensor__type_is_integer(b->type) &&
         rt_ops__any_zero(b->data, b->elem_size, rt_tensor__numel(b)))
-        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "integer division by zero (b holds a 0)");
+        return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "integer division by zero (b holds a 0)");
 
     broadcast_plan plan;
     plan_broadcast(&plan, a, b, out->rank, out->sizes);
@@ -185,9 +185,9 @@ static rt_status binary_run(rt_op_ctx *ctx, rt_binary_op op) {
         .b_size = b->elem_size,
     };
     if (!job.kernel) /* the type checks above make this unreachable */
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(a->type));
-    rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(1), binary_range, &job);
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(a->type));
+    rt_parallel__for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(1), binary_range, &job);
     return RT_OK;
 }
 
@@ -205,17 +205,17 @@ DEFINE_BINARY_OP(equal, RT_BINARY_EQUAL)
 /* ---- copy ------------------------------------------------------------------------------- */
 
 static rt_status copy_setup(rt_op_ctx *ctx, rt_tensor_value **x, rt_tensor_value **out) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "out", out));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, *out, "out", *x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 2));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "out", out));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, *out, "out", *x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, *out, "out"));
     /* Row-major on both sides keeps the copy a memcpy. */
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *out, "out"));
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, (*x)->sizes, sizeof sizes);
-    return rt_op_set_output_sizes(ctx, *out, "out", (*x)->rank, sizes);
+    return rt_op__set_output_sizes(ctx, *out, "out", (*x)->rank, sizes);
 }
 
 rt_status rt_ops__copy_prepare(rt_op_ctx *ctx) {

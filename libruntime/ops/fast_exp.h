@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float rt_fast_expf(float x) {
+static inline float rt_fast_exp__f32(float x) {
     const float lowest = -87.33654f, highest = 88.72283f;
     /* Comparisons, not fminf/floorf: those are libm calls on baseline x86-64 and would stop the
      * loop from vectorising. A NaN x clamps to `lowest` here and is restored below. */

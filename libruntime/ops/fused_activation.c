@@ -20,7 +20,7 @@ static inline float one_plus_erf(float z) {
     p = p * t + 0.09678418f;
     p = p * t + 0.37409196f;
     p = p * t + 1.00002368f;
-    float erfc = t * rt_fast_expf(-a * a - 1.26551223f + t * p);
+    float erfc = t * rt_fast_exp__f32(-a * a - 1.26551223f + t * p);
     return z >= 0.0f ? 2.0f - erfc : erfc;
 }
 
@@ -42,7 +42,7 @@ RT_MULTIVERSION void rt_activation__apply(const rt_activation *a, float *x, int6
     }
     case RT_ACT_SIGMOID:
         for (int64_t i = 0; i < count; i++)
-            x[i] = 1.0f / (1.0f + rt_fast_expf(-x[i]));
+            x[i] = 1.0f / (1.0f + rt_fast_exp__f32(-x[i]));
         return;
     case RT_ACT_GELU:
         for (int64_t i = 0; i < count; i++)

@@ -16,11 +16,11 @@ static rt_status index_in_range(rt_op_ctx *ctx, const rt_tensor_value *indices, 
     if (value >= -limit && value < limit)
         return RT_OK;
     char pos[RT_OP_SHAPE_TEXT];
-    return rt_op_fail(ctx, RT_INVALID_ARGUMENT,
-                      "indices%s is %" PRId64 ", out of range for %s %" PRId32
-                      " of data of size %" PRId64 " (valid: %" PRId64 " to %" PRId64 ")",
-                      rt_mv__position_text(flat, indices->rank, indices->sizes, pos), value,
-                      kind, number, limit, -limit, limit - 1);
+    return rt_op__fail(ctx, RT_INVALID_ARGUMENT,
+                       "indices%s is %" PRId64 ", out of range for %s %" PRId32
+                       " of data of size %" PRId64 " (valid: %" PRId64 " to %" PRId64 ")",
+                       rt_mv__position_text(flat, indices->rank, indices->sizes, pos), value,
+                       kind, number, limit, -limit, limit - 1);
 }
 
 /* Every index against one limit (the size of the gathered dimension). */
@@ -44,9 +44,9 @@ typedef struct gather_args {
 
 /* The common checks of the three ops: data and out alike, indices an index tensor. */
 static rt_status gather_common(rt_op_ctx *ctx, gather_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "data", &args->data));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "indices", &args->indices));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "data", &args->data));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "indices", &args->indices));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &args->out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->data, "data", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, args->data, "data", args->out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->data, "data"));
@@ -58,15 +58,15 @@ static rt_status gather_common(rt_op_ctx *ctx, gather_args *args) {
 /* gather(data, indices, axis: int, out) */
 static rt_status gather_setup(rt_op_ctx *ctx, gather_args *args) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis));
     RT_RETURN_IF_ERROR(gather_common(ctx, args));
     const rt_tensor_value *data = args->data, *indices = args->indices;
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, data->rank, "axis", &args->axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, data->rank, "axis", &args->axis));
     int32_t rank = data->rank - 1 + indices->rank;
     if (rank > RT_MAX_RANK)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "the result would have rank %" PRId32
-                          "; the most is %d", rank, RT_MAX_RANK);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "the result would have rank %" PRId32
+                           "; the most is %d", rank, RT_MAX_RANK);
     int64_t sizes[RT_MAX_RANK];
     int32_t n = 0;
     for (int32_t d = 0; d < args->axis; d++)
@@ -75,7 +75,7 @@ static rt_status gather_setup(rt_op_ctx *ctx, gather_args *args) {
         sizes[n++] = indices->sizes[d];
     for (int32_t d = args->axis + 1; d < data->rank; d++)
         sizes[n++] = data->sizes[d];
-    return rt_op_set_output_sizes(ctx, args->out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", rank, sizes);
 }
 
 rt_status rt_ops__gather_prepare(rt_op_ctx *ctx) {
@@ -117,8 +117,8 @@ rt_status rt_ops__gather_run(rt_op_ctx *ctx) {
     }
     gather_job job = {out->data, data->data, args.indices, rt_tensor__numel(args.indices),
                       data->sizes[args.axis], (size_t)inner * out->elem_size};
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(outer * job.count), rt_op__grain(inner),
-                    gather_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(outer * job.count), rt_op__grain(inner),
+                     gather_range, &job);
     return RT_OK;
 }
 
@@ -128,25 +128,25 @@ rt_status rt_ops__gather_run(rt_op_ctx *ctx) {
  * indices has data's rank and sizes at most data's off the axis. */
 static rt_status gather_elements_setup(rt_op_ctx *ctx, gather_args *args) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis));
     RT_RETURN_IF_ERROR(gather_common(ctx, args));
     const rt_tensor_value *data = args->data, *indices = args->indices;
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, data->rank, "axis", &args->axis));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, indices, "indices", data->rank));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, data->rank, "axis", &args->axis));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, indices, "indices", data->rank));
     for (int32_t d = 0; d < data->rank; d++) {
         if (d == args->axis || indices->sizes[d] <= data->sizes[d])
             continue;
         char ti[RT_OP_SHAPE_TEXT], td[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "indices %s is larger than data %s in dimension %" PRId32
-                          " (only the axis may be larger)",
-                          rt_op__shape_text(indices->sizes, indices->rank, ti),
-                          rt_op__shape_text(data->sizes, data->rank, td), d);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "indices %s is larger than data %s in dimension %" PRId32
+                           " (only the axis may be larger)",
+                           rt_op__shape_text(indices->sizes, indices->rank, ti),
+                           rt_op__shape_text(data->sizes, data->rank, td), d);
     }
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, indices->sizes, sizeof sizes);
-    return rt_op_set_output_sizes(ctx, args->out, "out", indices->rank, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", indices->rank, sizes);
 }
 
 rt_status rt_ops__gather_elements_prepare(rt_op_ctx *ctx) {
@@ -195,8 +195,8 @@ rt_status rt_ops__gather_elements_run(rt_op_ctx *ctx) {
     elements_job job = {&args, {0}};
     rt_tensor__dense_strides(job.strides, args.data->rank, args.data->sizes, NULL);
     int64_t n = out->sizes[out->rank - 1];
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(numel / n), rt_op__grain(n), elements_range,
-                    &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(numel / n), rt_op__grain(n), elements_range,
+                     &job);
     return RT_OK;
 }
 
@@ -211,30 +211,30 @@ typedef struct nd_args {
  * indexes data after its first batch_dims dimensions, which indices shares. */
 static rt_status gather_nd_setup(rt_op_ctx *ctx, nd_args *args) {
     int64_t batch_dims;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "batch_dims", &batch_dims));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "batch_dims", &batch_dims));
     RT_RETURN_IF_ERROR(gather_common(ctx, &args->g));
     const rt_tensor_value *data = args->g.data, *indices = args->g.indices;
     int32_t r = data->rank, q = indices->rank;
     if (r < 1 || q < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "data and indices need rank >= 1, not %"
-                          PRId32 " and %" PRId32, r, q);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "data and indices need rank >= 1, not %"
+                           PRId32 " and %" PRId32, r, q);
     if (batch_dims < 0 || batch_dims >= (q < r ? q : r))
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "batch_dims %" PRId64 " must be in [0, %"
-                          PRId32 ")", batch_dims, q < r ? q : r);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "batch_dims %" PRId64 " must be in [0, %"
+                           PRId32 ")", batch_dims, q < r ? q : r);
     int32_t b = (int32_t)batch_dims;
     int64_t k = indices->sizes[q - 1];
     if (k > r - b)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "indices has %" PRId64 " items per index,"
-                          " but data has only %" PRId32 " dimensions after the batch", k, r - b);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "indices has %" PRId64 " items per index,"
+                           " but data has only %" PRId32 " dimensions after the batch", k, r - b);
     for (int32_t d = 0; d < b; d++) {
         if (data->sizes[d] == indices->sizes[d])
             continue;
         char ti[RT_OP_SHAPE_TEXT], td[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "the batch dimensions of data %s and indices %s differ",
-                          rt_op__shape_text(data->sizes, r, td),
-                          rt_op__shape_text(indices->sizes, q, ti));
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "the batch dimensions of data %s and indices %s differ",
+                           rt_op__shape_text(data->sizes, r, td),
+                           rt_op__shape_text(indices->sizes, q, ti));
     }
     args->batch_dims = b;
     args->k = (int32_t)k;
@@ -244,7 +244,7 @@ static rt_status gather_nd_setup(rt_op_ctx *ctx, nd_args *args) {
         sizes[n++] = indices->sizes[d];
     for (int32_t d = b + (int32_t)k; d < r; d++)
         sizes[n++] = data->sizes[d];
-    return rt_op_set_output_sizes(ctx, args->g.out, "out", n, sizes);
+    return rt_op__set_output_sizes(ctx, args->g.out, "out", n, sizes);
 }
 
 rt_status rt_ops__gather_nd_prepare(rt_op_ctx *ctx) {
@@ -298,7 +298,7 @@ rt_status rt_ops__gather_nd_run(rt_op_ctx *ctx) {
     for (int32_t d = b + k; d < data->rank; d++)
         job.slice *= data->sizes[d];
     int64_t tuples = rt_tensor__numel(args.g.out) / job.slice;
-    rt_parallel_for(rt_op__threads(ctx), (size_t)tuples, rt_op__grain(job.slice), nd_range,
-                    &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)tuples, rt_op__grain(job.slice), nd_range,
+                     &job);
     return RT_OK;
 }

@@ -45,40 +45,40 @@ typedef struct one_hot_args {
  * along axis equals the index (negative indices count from depth; others match nothing). */
 static rt_status one_hot_setup(rt_op_ctx *ctx, one_hot_args *args) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 5));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "indices", &args->indices));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 5));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "indices", &args->indices));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "depth", false, &args->depth));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "values", &args->values));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 4, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "values", &args->values));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "out", &args->out));
     const rt_tensor_value *indices = args->indices, *values = args->values;
     rt_tensor_value *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, indices, "indices", RT_TYPES_NUMERIC,
                                             "float32, float64 and the integer types"));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, values, "values", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, values, "values", out));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, indices, "indices"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, indices, "indices"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", indices, "indices"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", values, "values"));
     if (args->depth.tensor)
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->depth.tensor, "depth"));
     if (values->rank > 1 || rt_tensor__numel(values) != 2)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "values must hold 2 elements (off, on)");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "values must hold 2 elements (off, on)");
     if (indices->rank + 1 > RT_MAX_RANK)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "indices has rank %" PRId32 "; the most is %d",
-                          indices->rank, RT_MAX_RANK - 1);
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, indices->rank + 1, "axis", &args->axis));
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "indices has rank %" PRId32 "; the most is %d",
+                           indices->rank, RT_MAX_RANK - 1);
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, indices->rank + 1, "axis", &args->axis));
     if (!rt_mv__ints_known(ctx, &args->depth)) {
-        RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, out, "out", indices->rank + 1));
+        RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, out, "out", indices->rank + 1));
         return rt_mv__plan_at_bounds(ctx, out, "out");
     }
     int64_t depth = args->depth.count == 1 ? rt_mv__ints_at(&args->depth, 0) : -1;
     if (depth < 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "depth must be one int >= 0");
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "depth must be one int >= 0");
     int64_t sizes[RT_MAX_RANK];
     for (int32_t d = 0, i = 0; d <= indices->rank; d++)
         sizes[d] = d == args->axis ? depth : indices->sizes[i++];
-    return rt_op_set_output_sizes(ctx, out, "out", indices->rank + 1, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", indices->rank + 1, sizes);
 }
 
 rt_status rt_ops__one_hot_prepare(rt_op_ctx *ctx) {
@@ -146,16 +146,16 @@ rt_status rt_ops__one_hot_run(rt_op_ctx *ctx) {
 /* eye_like(x, k: int, out): out (x's 2-D shape, any dtype) is 1 where column = row + k. */
 static rt_status eye_like_setup(rt_op_ctx *ctx, rt_tensor_value **out, int64_t *k) {
     rt_tensor_value *x;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &x));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "k", k));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", out));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, x, "x", 2));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, *out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &x));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "k", k));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", out));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, x, "x", 2));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *out, "out"));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, *out, "out", RT_TYPES_ALL, "any dtype"));
     int64_t sizes[2] = {x->sizes[0], x->sizes[1]};
-    return rt_op_set_output_sizes(ctx, *out, "out", 2, sizes);
+    return rt_op__set_output_sizes(ctx, *out, "out", 2, sizes);
 }
 
 rt_status rt_ops__eye_like_prepare(rt_op_ctx *ctx) {
@@ -173,7 +173,7 @@ rt_status rt_ops__eye_like_run(rt_op_ctx *ctx) {
         return RT_OK;
     uint64_t one;
     if (!one_bytes(out->type, &one))
-        return rt_op_fail(ctx, RT_INTERNAL, "no 1 for dtype %s", rt_tensor__type_name(out->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no 1 for dtype %s", rt_tensor__type_name(out->type));
     memset(out->data, 0, nbytes);
     int64_t rows = out->sizes[0], cols = out->sizes[1];
     if (k >= cols || k <= -rows)
@@ -196,10 +196,10 @@ typedef struct const_args {
 
 /* constant_of_shape(shape, value, out): out of `shape` filled with value's one element. */
 static rt_status constant_of_shape_setup(rt_op_ctx *ctx, const_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 0, "shape", false, &args->shape));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "value", &args->value));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "value", &args->value));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->value, "value", RT_TYPES_ALL,
                                             "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, args->value, "value", args->out));
@@ -208,21 +208,21 @@ static rt_status constant_of_shape_setup(rt_op_ctx *ctx, const_args *args) {
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->shape.tensor,
                                                  "shape"));
     if (rt_tensor__numel(args->value) != 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "value must hold exactly one element");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "value must hold exactly one element");
     if (!rt_mv__ints_known(ctx, &args->shape))
         return rt_mv__plan_at_bounds(ctx, args->out, "out");
     rt_status code = rt_op__shape_code(ctx);
     if (args->shape.count > RT_MAX_RANK)
-        return rt_op_fail(ctx, code, "shape has %zu items; the most is %d", args->shape.count,
-                          RT_MAX_RANK);
+        return rt_op__fail(ctx, code, "shape has %zu items; the most is %d", args->shape.count,
+                           RT_MAX_RANK);
     int64_t sizes[RT_MAX_RANK];
     for (size_t d = 0; d < args->shape.count; d++) {
         sizes[d] = rt_mv__ints_at(&args->shape, d);
         if (sizes[d] < 0)
-            return rt_op_fail(ctx, code, "shape item %zu is %" PRId64 "; sizes must be >= 0", d,
-                              sizes[d]);
+            return rt_op__fail(ctx, code, "shape item %zu is %" PRId64 "; sizes must be >= 0", d,
+                               sizes[d]);
     }
-    return rt_op_set_output_sizes(ctx, args->out, "out", (int32_t)args->shape.count, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", (int32_t)args->shape.count, sizes);
 }
 
 rt_status rt_ops__constant_of_shape_prepare(rt_op_ctx *ctx) {
@@ -249,23 +249,23 @@ typedef struct range_args {
 /* range(start, limit, delta, out): one-element tensors of out's dtype; out is 1-D, usually
  * dynamic: its length max(ceil((limit - start) / delta), 0) is known only at run. */
 static rt_status range_setup(rt_op_ctx *ctx, range_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "start", &args->start));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "limit", &args->limit));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "delta", &args->delta));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "start", &args->start));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "limit", &args->limit));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "delta", &args->delta));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &args->out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->out, "out", RANGE_TYPES,
                                             "float32, float64 and the integer types"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, args->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->out, "out", 1));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, args->out, "out", 1));
     rt_tensor_value *params[3] = {args->start, args->limit, args->delta};
     static const char *const names[3] = {"start", "limit", "delta"};
     for (int i = 0; i < 3; i++) {
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, params[i], names[i], args->out, "out"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, params[i], names[i], args->out, "out"));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", params[i], names[i]));
         if (rt_tensor__numel(params[i]) != 1)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s must hold exactly one element",
-                              names[i]);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "%s must hold exactly one element",
+                               names[i]);
     }
     return RT_OK;
 }
@@ -294,12 +294,12 @@ static int64_t range_count_int(uint64_t start, uint64_t limit, uint64_t delta, b
         T s = *(const T *)args.start->data, l = *(const T *)args.limit->data;            \
         T dl = *(const T *)args.delta->data;                                             \
         if (dl == 0)                                                                     \
-            return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "delta is 0");                   \
+            return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "delta is 0");                   \
         count = range_count_int((uint64_t)(SIGNED ? (uint64_t)(int64_t)s : (uint64_t)s), \
                                 (uint64_t)(SIGNED ? (uint64_t)(int64_t)l : (uint64_t)l), \
                                 (uint64_t)(SIGNED ? (uint64_t)(int64_t)dl : (uint64_t)dl), \
                                 SIGNED);                                                 \
-        RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, args.out, "out", 1, &count));      \
+        RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, args.out, "out", 1, &count));      \
         T *o = args.out->data;                                                           \
         uint64_t v = (uint64_t)s;                                                        \
         for (int64_t i = 0; i < count; i++, v += (uint64_t)dl)                           \
@@ -311,12 +311,12 @@ static int64_t range_count_int(uint64_t start, uint64_t limit, uint64_t delta, b
         double s = *(const T *)args.start->data, l = *(const T *)args.limit->data;       \
         double dl = *(const T *)args.delta->data;                                        \
         if (dl == 0)                                                                     \
-            return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "delta is 0");                   \
+            return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "delta is 0");                   \
         double n = ceil((l - s) / dl);                                                   \
         if (!(n <= (double)args.out->bounds[0]))                                         \
             n = n > 0 ? (double)args.out->bounds[0] + 1 : 0; /* NaN: 0 */               \
         count = n > 0 ? (int64_t)n : 0;                                                  \
-        RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, args.out, "out", 1, &count));      \
+        RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, args.out, "out", 1, &count));      \
         T *o = args.out->data;                                                           \
         for (int64_t i = 0; i < count; i++)                                              \
             o[i] = (T)(s + (double)i * dl);                                              \
@@ -338,8 +338,8 @@ rt_status rt_ops__range_run(rt_op_ctx *ctx) {
     case RT_U32: RANGE_INT(uint32_t, false); break;
     case RT_U64: RANGE_INT(uint64_t, false); break;
     default:
-        return rt_op_fail(ctx, RT_INTERNAL, "no range kernel for dtype %s",
-                          rt_tensor__type_name(args.out->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no range kernel for dtype %s",
+                           rt_tensor__type_name(args.out->type));
     }
     return RT_OK;
 }

@@ -27,13 +27,13 @@ static rt_status parse_index(rt_op_ctx *ctx, copy_into_args *a) {
     const rt_value *v = ctx->args ? ctx->args[1] : NULL;
     a->index = NULL;
     if (v && v->kind == RT_VALUE_INT)
-        return rt_op_int(ctx, 1, "index", &a->literal);
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "index", &a->index));
+        return rt_op__int(ctx, 1, "index", &a->literal);
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "index", &a->index));
     if (!ctx->preparing)
         return RT_OK;
     RT_RETURN_IF_ERROR(
         rt_op__check_type_in(ctx, a->index, "index", RT_TYPES_INDEX, "int32 or int64"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a->index, "index"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, a->index, "index"));
     return rt_op__check_disjoint(ctx, a->out, "out", a->index, "index");
 }
 
@@ -51,29 +51,29 @@ static rt_status check_x_shape(rt_op_ctx *ctx, const copy_into_args *a) {
     if (ok)
         return RT_OK;
     char tx[RT_OP_SHAPE_TEXT], to[RT_OP_SHAPE_TEXT];
-    return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                      "x has %s %s; it must be out's shape %s without axis %" PRId32,
-                      bounds ? "bounds" : "shape", rt_op__shape_text(x->sizes, x->rank, tx),
-                      rt_op__shape_text(out->sizes, out->rank, to), a->axis);
+    return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                       "x has %s %s; it must be out's shape %s without axis %" PRId32,
+                       bounds ? "bounds" : "shape", rt_op__shape_text(x->sizes, x->rank, tx),
+                       rt_op__shape_text(out->sizes, out->rank, to), a->axis);
 }
 
 static rt_status copy_into_setup(rt_op_ctx *ctx, copy_into_args *a) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &a->x));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &a->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &a->out));
     if (ctx->preparing) {
         RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, a->x, "x", a->out));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->x, "x"));
         if (a->out->rank < 1)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "out must have rank >= 1");
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "out must have rank >= 1");
     }
     RT_RETURN_IF_ERROR(parse_index(ctx, a));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, a->out->rank, "axis", &a->axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, a->out->rank, "axis", &a->axis));
     if (a->index && rt_tensor__numel(a->index) != 1)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "index must hold one element, not %"
-                          PRId64, rt_tensor__numel(a->index));
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "index must hold one element, not %"
+                           PRId64, rt_tensor__numel(a->index));
     return check_x_shape(ctx, a);
 }
 
@@ -84,8 +84,8 @@ rt_status rt_ops__copy_into_prepare(rt_op_ctx *ctx) {
         return RT_OK; /* read at run */
     int64_t size = a.out->sizes[a.axis];
     if (a.literal < -size || a.literal >= size)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "index %" PRId64 " is out of range for axis %"
-                          PRId32 " of out, of size %" PRId64, a.literal, a.axis, size);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "index %" PRId64 " is out of range for axis %"
+                           PRId32 " of out, of size %" PRId64, a.literal, a.axis, size);
     return RT_OK;
 }
 
@@ -96,9 +96,9 @@ rt_status rt_ops__copy_into_run(rt_op_ctx *ctx) {
     int64_t size = out->sizes[a.axis];
     int64_t index = a.index ? rt_mv__index_at(a.index, 0) : a.literal;
     if (index < -size || index >= size)
-        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "index %" PRId64 " is out of range for axis %"
-                          PRId32 " of out, of size %" PRId64 " (valid: %" PRId64 " to %" PRId64
-                          ")", index, a.axis, size, -size, size - 1);
+        return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "index %" PRId64 " is out of range for axis %"
+                           PRId32 " of out, of size %" PRId64 " (valid: %" PRId64 " to %" PRId64
+                           ")", index, a.axis, size, -size, size - 1);
     if (index < 0)
         index += size;
     /* Row o of x (the dimensions after axis) lands at out[o, index]. */
@@ -119,9 +119,9 @@ rt_status rt_ops__copy_into_run(rt_op_ctx *ctx) {
 
 rt_status rt_ops__assign_prepare(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "out", &out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 2));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "out", &out));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, x, "x", out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", x, "x"));
     bool ok = x->rank == out->rank;
@@ -130,16 +130,16 @@ rt_status rt_ops__assign_prepare(rt_op_ctx *ctx) {
     if (ok)
         return RT_OK;
     char tx[RT_OP_SHAPE_TEXT], to[RT_OP_SHAPE_TEXT];
-    return rt_op_fail(ctx, RT_INVALID_PROGRAM, "x has %s %s, which can never be out's shape %s",
-                      x->dynamic ? "bounds" : "shape", rt_op__shape_text(x->sizes, x->rank, tx),
-                      rt_op__shape_text(out->sizes, out->rank, to));
+    return rt_op__fail(ctx, RT_INVALID_PROGRAM, "x has %s %s, which can never be out's shape %s",
+                       x->dynamic ? "bounds" : "shape", rt_op__shape_text(x->sizes, x->rank, tx),
+                       rt_op__shape_text(out->sizes, out->rank, to));
 }
 
 rt_status rt_ops__assign_run(rt_op_ctx *ctx) {
     rt_tensor_value *x, *out;
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "out", &out));
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, out, "out", x->rank, x->sizes));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "out", &out));
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, out, "out", x->rank, x->sizes));
     size_t bytes = rt_tensor__nbytes(x);
     if (bytes > 0)
         memcpy(out->data, x->data, bytes);

@@ -14,27 +14,27 @@ rt_status rt_op__int_param(rt_op_ctx *ctx, size_t i, const char *what, bool list
         return RT_OK;
     }
     if (v && v->kind == RT_VALUE_INT_LIST && list)
-        return rt_op_int_list(ctx, i, what, &out->items, &out->count);
+        return rt_op__int_list(ctx, i, what, &out->items, &out->count);
     if (!v || v->kind != RT_VALUE_TENSOR) {
         /* Let the plain accessor word the failure. */
         if (list)
-            return rt_op_int_list(ctx, i, what, &out->items, &out->count);
-        return rt_op_int(ctx, i, what, &out->single);
+            return rt_op__int_list(ctx, i, what, &out->items, &out->count);
+        return rt_op__int(ctx, i, what, &out->single);
     }
     rt_tensor_value *t;
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, i, what, &t));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, i, what, &t));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, t, what,
                                             RT_TYPE_BIT(RT_I32) | RT_TYPE_BIT(RT_I64),
                                             "int32 and int64"));
     if (ctx->preparing && t->dynamic)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "%s is a dynamic tensor; a tensor parameter needs a fixed shape", what);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "%s is a dynamic tensor; a tensor parameter needs a fixed shape", what);
     int64_t numel = rt_tensor__numel(t);
     bool shape_ok = list ? t->rank == 1 : (t->rank <= 1 && numel == 1);
     if (!shape_ok)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s must be %s, not a tensor of rank %d "
-                          "with %lld elements", what,
-                          list ? "an int list or a 1-D integer tensor"
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "%s must be %s, not a tensor of rank %d "
+                           "with %lld elements", what,
+                           list ? "an int list or a 1-D integer tensor"
                                : "an int or an integer tensor of one element",
                           (int)t->rank, (long long)numel);
     out->tensor = t;

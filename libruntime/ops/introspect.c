@@ -3,7 +3,7 @@
  *
  * non_zero is the pattern for a data-dependent output shape: the output is dynamic and planned
  * for the largest possible result ([rank, numel] at x's bounds); each run counts first, gives
- * the output its actual sizes with rt_op_set_output_sizes, then writes. */
+ * the output its actual sizes with rt_op__set_output_sizes, then writes. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,13 +22,13 @@ typedef struct shape_args {
  * start and end clamped as ONNX Shape does (negative counts from the end). */
 static rt_status shape_setup(rt_op_ctx *ctx, shape_args *args) {
     int64_t start, end;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "start", &start));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "end", &end));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &args->out));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, args->out, "out", RT_I64));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "start", &start));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "end", &end));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, args->out, "out", RT_I64));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, args->out, "out"));
     int64_t rank = args->x->rank;
     start = start < 0 ? start + rank : start;
     end = end < 0 ? end + rank : end;
@@ -37,7 +37,7 @@ static rt_status shape_setup(rt_op_ctx *ctx, shape_args *args) {
     args->first = (int32_t)start;
     args->count = (int32_t)(end > start ? end - start : 0);
     int64_t size = args->count;
-    return rt_op_set_output_sizes(ctx, args->out, "out", 1, &size);
+    return rt_op__set_output_sizes(ctx, args->out, "out", 1, &size);
 }
 
 rt_status rt_ops__shape_prepare(rt_op_ctx *ctx) {
@@ -60,13 +60,13 @@ rt_status rt_ops__shape_run(rt_op_ctx *ctx) {
 
 /* size(x, out): out (int64, 0-d) = x's current element count. */
 static rt_status size_setup(rt_op_ctx *ctx, rt_tensor_value **x, rt_tensor_value **out) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "out", out));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, *out, "out", RT_I64));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 2));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "out", out));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, *out, "out", RT_I64));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, *out, "out"));
     int64_t no_sizes[1] = {0};
-    return rt_op_set_output_sizes(ctx, *out, "out", 0, no_sizes);
+    return rt_op__set_output_sizes(ctx, *out, "out", 0, no_sizes);
 }
 
 rt_status rt_ops__size_prepare(rt_op_ctx *ctx) {
@@ -87,26 +87,26 @@ rt_status rt_ops__size_run(rt_op_ctx *ctx) {
 /* non_zero(x, out): out (int64) is [rank, n], column j the index of the j-th nonzero element
  * of x in row-major order (numpy.nonzero stacked). Planned as [rank, numel of x's bounds]. */
 static rt_status non_zero_setup(rt_op_ctx *ctx, rt_tensor_value **x, rt_tensor_value **out) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 2));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "out", out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 2));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "out", out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, *x, "x", RT_TYPES_ALL, "any dtype"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, *x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, *out, "out", RT_I64));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, *out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, *out, "out", 2));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, *x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, *out, "out", RT_I64));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, *out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, *out, "out", 2));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, *out, "out", *x, "x"));
     if ((*x)->rank < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "x has rank 0; non_zero needs rank >= 1");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "x has rank 0; non_zero needs rank >= 1");
     if (ctx->preparing) {
         int64_t numel;
         if (!rt_tensor__checked_numel((*x)->bounds, (*x)->rank, &numel))
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "x has an invalid shape");
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "x has an invalid shape");
         if ((*out)->bounds[0] != (*x)->rank || (*out)->bounds[1] < numel) {
             char t[RT_OP_SHAPE_TEXT];
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "out is planned as %s; it needs [%" PRId32
-                              ", %" PRId64 "] (x's rank and element count) to hold every case",
-                              rt_op__shape_text((*out)->bounds, 2, t), (*x)->rank, numel);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "out is planned as %s; it needs [%" PRId32
+                               ", %" PRId64 "] (x's rank and element count) to hold every case",
+                               rt_op__shape_text((*out)->bounds, 2, t), (*x)->rank, numel);
         }
     }
     return RT_OK;
@@ -142,7 +142,7 @@ rt_status rt_ops__non_zero_run(rt_op_ctx *ctx) {
     for (int64_t i = 0; i < numel; i++)
         count += is_nonzero(x, i);
     int64_t sizes[2] = {x->rank, count};
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, out, "out", 2, sizes));
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, out, "out", 2, sizes));
     int64_t *o = out->data, j = 0;
     for (int64_t i = 0; i < numel && j < count; i++) {
         if (!is_nonzero(x, i))

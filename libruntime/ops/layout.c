@@ -18,21 +18,21 @@ typedef struct block_args {
 
 /* The shared checks; the shapes are each op's. */
 static rt_status block_setup(rt_op_ctx *ctx, block_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "blocksize", &args->block));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "mode", &args->mode));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "blocksize", &args->block));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "mode", &args->mode));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &args->out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->x, "x", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, args->x, "x", args->out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->x, "x", 4));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, args->x, "x", 4));
     if (args->block < 1 || args->block > INT32_MAX)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "blocksize %" PRId64 " must be in [1, %d]",
-                          args->block, INT32_MAX);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "blocksize %" PRId64 " must be in [1, %d]",
+                           args->block, INT32_MAX);
     if (args->mode != ORDER_DCR && args->mode != ORDER_CRD)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "mode %" PRId64 " must be 0 (DCR) or 1 (CRD)",
-                          args->mode);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "mode %" PRId64 " must be 0 (DCR) or 1 (CRD)",
+                           args->mode);
     return RT_OK;
 }
 
@@ -42,13 +42,13 @@ static rt_status depth_to_space_setup(rt_op_ctx *ctx, block_args *args) {
     const int64_t *s = args->x->sizes;
     int64_t b = args->block, area = b * b, sizes[4];
     if (s[1] % area != 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "x has %" PRId64 " channels, not a "
-                          "multiple of blocksize^2 = %" PRId64, s[1], area);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "x has %" PRId64 " channels, not a "
+                           "multiple of blocksize^2 = %" PRId64, s[1], area);
     sizes[0] = s[0];
     sizes[1] = s[1] / area;
     if (!rt_op__mul(s[2], b, &sizes[2]) || !rt_op__mul(s[3], b, &sizes[3]))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the output size overflows int64");
-    return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "the output size overflows int64");
+    return rt_op__set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
 /* x [N, C, H, W] -> out [N, C * b^2, H / b, W / b] */
@@ -57,14 +57,14 @@ static rt_status space_to_depth_setup(rt_op_ctx *ctx, block_args *args) {
     const int64_t *s = args->x->sizes;
     int64_t b = args->block, sizes[4];
     if (s[2] % b != 0 || s[3] % b != 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "x's height %" PRId64 " and width %"
-                          PRId64 " must be multiples of blocksize %" PRId64, s[2], s[3], b);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "x's height %" PRId64 " and width %"
+                           PRId64 " must be multiples of blocksize %" PRId64, s[2], s[3], b);
     sizes[0] = s[0];
     if (!rt_op__mul(s[1], b * b, &sizes[1]))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the output size overflows int64");
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "the output size overflows int64");
     sizes[2] = s[2] / b;
     sizes[3] = s[3] / b;
-    return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
 rt_status rt_ops__depth_to_space_prepare(rt_op_ctx *ctx) {
@@ -132,27 +132,27 @@ typedef struct trilu_args {
 
 /* trilu(x, k, upper: bool, out); k an int or a one-element int32/int64 tensor. */
 static rt_status trilu_setup(rt_op_ctx *ctx, trilu_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "k", false, &args->k));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "upper", &args->upper));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "upper", &args->upper));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, x, "x", out));
     if (x->rank < 2)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "x has rank %" PRId32 "; trilu needs >= 2",
-                          x->rank);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "x has rank %" PRId32 "; trilu needs >= 2",
+                           x->rank);
     if (args->k.tensor)
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->k.tensor, "k"));
     bool count_known = !(ctx->preparing && args->k.tensor && args->k.tensor->dynamic);
     if (count_known && args->k.count != 1)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "k has %zu elements; it must hold one",
-                          args->k.count);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "k has %zu elements; it must hold one",
+                           args->k.count);
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, x->sizes, sizeof sizes);
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", x, "x", x->rank, sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", x->rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", x->rank, sizes);
 }
 
 rt_status rt_ops__trilu_prepare(rt_op_ctx *ctx) {
@@ -199,7 +199,7 @@ rt_status rt_ops__trilu_run(rt_op_ctx *ctx) {
                      out->elem_size};
     int64_t limit = job.rows + job.cols;
     job.k = job.k < -limit ? -limit : job.k > limit ? limit : job.k;
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(numel / job.cols), rt_op__grain(job.cols),
-                    trilu_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(numel / job.cols), rt_op__grain(job.cols),
+                     trilu_range, &job);
     return RT_OK;
 }

@@ -89,37 +89,37 @@ typedef struct matmul_args {
 } matmul_args;
 
 static rt_status matmul_setup(rt_op_ctx *ctx, matmul_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "a", &args->a));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "b", &args->b));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "a", &args->a));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "b", &args->b));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     rt_tensor_value *a = args->a, *b = args->b, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, a, "a", MATMUL_TYPES,
                                             "float32, float64, int32 and int64"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, a, "a", b, "b"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", a, "a"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, a, "a", b, "b"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", a, "a"));
     if (a->rank < 1 || b->rank < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "a has rank %" PRId32 " and b rank %" PRId32
-                          "; matmul needs both at least 1-D",
-                          a->rank, b->rank);
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, a, "a"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, b, "b"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "a has rank %" PRId32 " and b rank %" PRId32
+                           "; matmul needs both at least 1-D",
+                           a->rank, b->rank);
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, a, "a"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, b, "b"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", a, "a"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", b, "b"));
 
     int32_t rank;
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(rt_op__matmul_shape(ctx, a, b, &args->dims, &rank, sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
 /* float32 goes through the packed GEMM; its packing buffers come from the method's scratch,
  * sized for as many threads as the pool can ever give one call (m = 0: B is packed ahead). */
 static void request_gemm_scratch(rt_op_ctx *ctx, int64_t m, int64_t n, int64_t k) {
-    ctx->scratch_bytes = rt_gemm_f32_scratch_bytes(m, n, k, rt_threadpool__hardware_threads());
+    ctx->scratch_bytes = rt_gemm__f32_scratch_bytes(m, n, k, rt_threadpool__hardware_threads());
 }
 
 static rt_gemm_f32_args matmul_gemm(const matmul_args *args, int64_t batch) {
@@ -148,7 +148,7 @@ static void matmul_f32(const rt_op_ctx *ctx, const matmul_args *args) {
     for (int64_t batch = 0; batch < args->dims.batch_count; batch++) {
         rt_gemm_f32_args g = matmul_gemm(args, batch);
         g.packed_b = ctx->state;
-        rt_gemm_f32(&g, ctx->scratch, ctx->scratch_bytes, threads);
+        rt_gemm__f32(&g, ctx->scratch, ctx->scratch_bytes, threads);
     }
 }
 
@@ -163,9 +163,9 @@ rt_status rt_ops__matmul_prepare(rt_op_ctx *ctx) {
     if (pack_ahead) {
         rt_gemm_f32_args g = matmul_gemm(&args, 0);
         float *packed =
-            rt_op__alloc_state(ctx, rt_gemm_f32_packed_b_floats(d->k, d->n) * sizeof(float));
+            rt_op__alloc_state(ctx, rt_gemm__f32_packed_b_floats(d->k, d->n) * sizeof(float));
         if (packed != NULL)
-            rt_gemm_f32_pack_b(&g, packed);
+            rt_gemm__f32_pack_b(&g, packed);
     }
     return RT_OK;
 }
@@ -182,8 +182,8 @@ rt_status rt_ops__matmul_run(rt_op_ctx *ctx) {
     }
     rt_range_fn kernel = matmul_kernel_for(args.a->type);
     if (!kernel)
-        return rt_op_fail(ctx, RT_INTERNAL, "no matmul kernel for dtype %s",
-                          rt_tensor__type_name(args.a->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no matmul kernel for dtype %s",
+                           rt_tensor__type_name(args.a->type));
     matmul_job job = {
         .dims = dims,
         .a = args.a->data,
@@ -195,7 +195,7 @@ rt_status rt_ops__matmul_run(rt_op_ctx *ctx) {
     /* Each count is at most the output's element count, so the product cannot overflow. */
     int64_t items = dims->batch_count * job.row_tiles * job.col_tiles;
     int64_t work = rt_op__mul_sat((int64_t)TILE_M * TILE_N, dims->k > 0 ? dims->k : 1);
-    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
 }
 
@@ -258,22 +258,23 @@ typedef struct linear_args {
 } linear_args;
 
 static rt_status linear_check_types(rt_op_ctx *ctx, const linear_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->w, "w", args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_float(ctx, args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->w, "w", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->out, "out", args->x, "x"));
     if (args->x->rank < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "x has rank 0; linear needs at least 1-D input");
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->w, "w", 2));
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "x has rank 0; linear needs at least 1-D input");
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, args->w, "w", 2));
     if (args->bias) {
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->bias, "bias", args->x, "x"));
-        RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->bias, "bias", 1));
-        RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->bias, "bias"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->bias, "bias", args->x, "x"));
+        RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, args->bias, "bias", 1));
+        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->bias, "bias"));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->bias, "bias"));
     }
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, args->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->w, "w"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->w, "w"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->out, "out"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->x, "x"));
     return rt_op__check_disjoint(ctx, args->out, "out", args->w, "w");
 }
@@ -281,16 +282,16 @@ static rt_status linear_check_types(rt_op_ctx *ctx, const linear_args *args) {
 /* linear(x, w, bias, out) and linear_act(x, w, bias, activation, lo, hi, out). */
 static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args, bool fused) {
     size_t out_index = fused ? 6 : 3;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, out_index + 1));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &args->w));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &args->bias));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, out_index, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, out_index + 1));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "w", &args->w));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &args->bias));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, out_index, "out", &args->out));
     RT_RETURN_IF_ERROR(linear_check_types(ctx, args));
     args->act = (rt_activation){RT_ACT_NONE, 0.0f, 0.0f};
     if (fused) {
         RT_RETURN_IF_ERROR(rt_op__activation(ctx, 3, &args->act));
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, args->x, "x", RT_F32));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, args->x, "x", RT_F32));
     }
 
     const rt_tensor_value *x = args->x, *w = args->w;
@@ -298,22 +299,23 @@ static rt_status linear_setup(rt_op_ctx *ctx, linear_args *args, bool fused) {
     args->n = w->sizes[0];
     char tx[RT_OP_SHAPE_TEXT], tw[RT_OP_SHAPE_TEXT];
     if (w->sizes[1] != args->k)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "x %s and w %s do not match: w must be [out_features, %" PRId64 "]",
-                          rt_op__shape_text(x->sizes, x->rank, tx),
-                          rt_op__shape_text(w->sizes, w->rank, tw), args->k);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "x %s and w %s do not match: w must be [out_features, %" PRId64 "]",
+                           rt_op__shape_text(x->sizes, x->rank, tx),
+                           rt_op__shape_text(w->sizes, w->rank, tw), args->k);
     if (args->bias && args->bias->sizes[0] != args->n)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "bias has %" PRId64 " elements, but w %s has %" PRId64 " output features",
-                          args->bias->sizes[0], rt_op__shape_text(w->sizes, w->rank, tw), args->n);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "bias has %" PRId64 " elements, but w %s has %" PRId64
+                           " output features",
+                           args->bias->sizes[0], rt_op__shape_text(w->sizes, w->rank, tw), args->n);
 
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, x->sizes, (size_t)x->rank * sizeof *sizes);
     sizes[x->rank - 1] = args->n;
     if (!rt_tensor__checked_numel(x->sizes, x->rank - 1, &args->rows))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "the leading dimensions of x overflow int64");
-    return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "the leading dimensions of x overflow int64");
+    return rt_op__set_output_sizes(ctx, args->out, "out", x->rank, sizes);
 }
 
 /* x [rows, K] @ w^T: w read as a [K, N] matrix with row stride 1 and column stride K. */
@@ -339,16 +341,16 @@ static rt_status linear_prepare(rt_op_ctx *ctx, bool fused) {
     if (rt_op__is_constant(args.w)) {
         rt_gemm_f32_args g = linear_gemm(ctx, &args);
         float *packed = rt_op__alloc_state(
-            ctx, rt_gemm_f32_packed_b_floats(args.k, args.n) * sizeof(float));
+            ctx, rt_gemm__f32_packed_b_floats(args.k, args.n) * sizeof(float));
         if (packed != NULL)
-            rt_gemm_f32_pack_b(&g, packed);
+            rt_gemm__f32_pack_b(&g, packed);
     }
     return RT_OK;
 }
 
 static void linear_f32(const rt_op_ctx *ctx, const linear_args *args) {
     rt_gemm_f32_args g = linear_gemm(ctx, args);
-    rt_gemm_f32(&g, ctx->scratch, ctx->scratch_bytes, rt_op__slot_threads(ctx));
+    rt_gemm__f32(&g, ctx->scratch, ctx->scratch_bytes, rt_op__slot_threads(ctx));
 }
 
 static rt_status linear_run(rt_op_ctx *ctx, bool fused) {
@@ -373,7 +375,7 @@ static rt_status linear_run(rt_op_ctx *ctx, bool fused) {
     int64_t items = (args.rows + LINEAR_ROWS - 1) / LINEAR_ROWS * job.col_tiles;
     int64_t work = rt_op__mul_sat((int64_t)LINEAR_ROWS * LINEAR_COLS, args.k > 0 ? args.k : 1);
     rt_range_fn kernel = args.x->type == RT_F32 ? linear_tiles__f32 : linear_tiles__f64;
-    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
 }
 

@@ -30,11 +30,11 @@ rt_status rt_op__matmul_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
     dims->n = b_vector ? 1 : b->sizes[b->rank - 1];
     if (k_b != dims->k) {
         char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "a %s and b %s do not match: a has %" PRId64 " columns, b has %" PRId64
-                          " rows",
-                          rt_op__shape_text(a->sizes, a->rank, ta),
-                          rt_op__shape_text(b->sizes, b->rank, tb), dims->k, k_b);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "a %s and b %s do not match: a has %" PRId64 " columns, b has %" PRId64
+                           " rows",
+                           rt_op__shape_text(a->sizes, a->rank, ta),
+                           rt_op__shape_text(b->sizes, b->rank, tb), dims->k, k_b);
     }
 
     int32_t rank = a_batch > b_batch ? a_batch : b_batch;
@@ -45,14 +45,14 @@ rt_status rt_op__matmul_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
         int64_t sa = da >= 0 ? a->sizes[da] : 1, sb = db >= 0 ? b->sizes[db] : 1;
         if (sa != sb && sa != 1 && sb != 1) {
             char ta[RT_OP_SHAPE_TEXT], tb[RT_OP_SHAPE_TEXT];
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "the batch dimensions of a %s and b %s cannot be broadcast together",
-                              rt_op__shape_text(a->sizes, a->rank, ta),
-                              rt_op__shape_text(b->sizes, b->rank, tb));
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "the batch dimensions of a %s and b %s cannot be broadcast together",
+                               rt_op__shape_text(a->sizes, a->rank, ta),
+                               rt_op__shape_text(b->sizes, b->rank, tb));
         }
         dims->batch_sizes[i] = sa == 1 ? sb : sa;
         if (!rt_op__mul(dims->batch_count, dims->batch_sizes[i], &dims->batch_count))
-            return rt_op_fail(ctx, rt_op__shape_code(ctx), "the batch dimensions overflow int64");
+            return rt_op__fail(ctx, rt_op__shape_code(ctx), "the batch dimensions overflow int64");
     }
     batch_strides(dims->a_batch_strides, a->sizes, a_batch, dims->m * dims->k, rank);
     batch_strides(dims->b_batch_strides, b->sizes, b_batch, dims->k * dims->n, rank);

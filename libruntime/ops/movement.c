@@ -7,16 +7,16 @@
 
 rt_status rt_mv__check_data_op(rt_op_ctx *ctx, const rt_tensor_value *x, const char *what_x,
                                const rt_tensor_value *out) {
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, what_x));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, what_x));
-    return rt_op_check_default_layout(ctx, out, "out");
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", x, what_x));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, what_x));
+    return rt_op__check_default_layout(ctx, out, "out");
 }
 
 rt_status rt_mv__check_index_tensor(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
                                     const rt_tensor_value *out) {
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, t, what, RT_TYPES_INDEX, "int32 and int64"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, t, what));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, t, what));
     return out ? rt_op__check_disjoint(ctx, out, "out", t, what) : RT_OK;
 }
 
@@ -26,9 +26,9 @@ rt_status rt_mv__ints(rt_op_ctx *ctx, size_t index, const char *what, bool optio
                       rt_mv_ints *out) {
     memset(out, 0, sizeof *out);
     if (index >= ctx->nargs || !ctx->args || !ctx->args[index])
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "argument %zu (%s) is missing: the instruction has %zu arguments",
-                          index, what, ctx->nargs);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "argument %zu (%s) is missing: the instruction has %zu arguments",
+                           index, what, ctx->nargs);
     const rt_value *v = ctx->args[index];
     switch (v->kind) {
     case RT_VALUE_NONE:
@@ -54,8 +54,8 @@ rt_status rt_mv__ints(rt_op_ctx *ctx, size_t index, const char *what, bool optio
             break;
         RT_RETURN_IF_ERROR(rt_mv__check_index_tensor(ctx, t, what, NULL));
         if (t->rank > 1)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s is a tensor of rank %" PRId32
-                              "; it must have rank 0 or 1", what, t->rank);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "%s is a tensor of rank %" PRId32
+                               "; it must have rank 0 or 1", what, t->rank);
         out->tensor = t;
         out->count = (size_t)rt_tensor__numel(t);
         out->present = true;
@@ -64,15 +64,15 @@ rt_status rt_mv__ints(rt_op_ctx *ctx, size_t index, const char *what, bool optio
     default:
         break;
     }
-    return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                      "argument %zu (%s) must be an int list or an int32/int64 tensor%s, not %s",
-                      index, what, optional ? " or none" : "", rt_value__kind_name(v->kind));
+    return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                       "argument %zu (%s) must be an int list or an int32/int64 tensor%s, not %s",
+                       index, what, optional ? " or none" : "", rt_value__kind_name(v->kind));
 }
 
 rt_status rt_mv__plan_at_bounds(rt_op_ctx *ctx, rt_tensor_value *out, const char *what) {
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, out->bounds, sizeof sizes);
-    return rt_op_set_output_sizes(ctx, out, what, out->rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, what, out->rank, sizes);
 }
 
 /* ---- element copies --------------------------------------------------------------------- */
@@ -108,8 +108,8 @@ void rt_mv__copy_rows(const rt_op_ctx *ctx, char *dst, size_t dst_stride, const 
     if (rows <= 0 || bytes == 0)
         return;
     rows_job job = {dst, src, dst_stride, src_stride, bytes};
-    rt_parallel_for(rt_op__threads(ctx), (size_t)rows, rt_op__grain((int64_t)bytes / 4 + 1),
-                    rows_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)rows, rt_op__grain((int64_t)bytes / 4 + 1),
+                     rows_range, &job);
 }
 
 /* ---- map copy --------------------------------------------------------------------------- */
@@ -221,7 +221,7 @@ void rt_mv__map_copy(const rt_op_ctx *ctx, void *out, const void *src, int32_t r
     for (int64_t k = 0; k < sizes[rank - 1] && job.inner_contiguous; k++)
         job.inner_contiguous = inner[k] >= 0 && inner[k] == inner[0] + k;
     int64_t n = sizes[rank - 1];
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(numel / n), rt_op__grain(n), map_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(numel / n), rt_op__grain(n), map_range, &job);
 }
 
 /* ---- strided copy ----------------------------------------------------------------------- */
@@ -261,8 +261,8 @@ void rt_mv__strided_copy(const rt_op_ctx *ctx, void *dst, const void *src,
         return;
     }
     strided_job job = {dst, src, src_strides, rank, sizes, elem_size, numel / sizes[0]};
-    rt_parallel_for(rt_op__threads(ctx), (size_t)sizes[0], rt_op__grain(job.dst_row),
-                    strided_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)sizes[0], rt_op__grain(job.dst_row),
+                     strided_range, &job);
 }
 
 const char *rt_mv__position_text(int64_t flat, int32_t rank, const int64_t *sizes,

@@ -133,21 +133,21 @@ DEFINE_CHANNEL_ROWS(f64, double)
 
 static void run_rows(const rt_op_ctx *ctx, norm_job *job, int64_t rows, rt_range_fn kernel) {
     if (rows > 0)
-        rt_parallel_for(rt_op__threads(ctx), (size_t)rows, rt_op__grain(2 * job->len + 1),
-                        kernel, job);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)rows, rt_op__grain(2 * job->len + 1),
+                         kernel, job);
 }
 
 /* ---- shared checks ---------------------------------------------------------------------- */
 
 /* x a float tensor; out writable, x's dtype, row-major, given x's sizes (it may be x itself). */
 static rt_status check_x_out(rt_op_ctx *ctx, rt_tensor_value *x, rt_tensor_value *out) {
-    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_float(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", x, "x", x->rank, x->sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", x->rank, x->sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", x->rank, x->sizes);
 }
 
 /* An optional parameter tensor (scale, bias): x's dtype, row-major, not written by `out`. */
@@ -155,16 +155,16 @@ static rt_status check_param(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
                              const rt_tensor_value *x, const rt_tensor_value *out) {
     if (!p)
         return RT_OK;
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, p, what, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, p, what));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, p, what, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, p, what));
     return rt_op__check_disjoint(ctx, out, "out", p, what);
 }
 
 static rt_status check_epsilon(rt_op_ctx *ctx, size_t index, double *eps) {
-    RT_RETURN_IF_ERROR(rt_op_double(ctx, index, "epsilon", eps));
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, index, "epsilon", eps));
     if (!(*eps >= 0) || isinf(*eps))
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "epsilon must be finite and >= 0, not %g",
-                          *eps);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "epsilon must be finite and >= 0, not %g",
+                           *eps);
     return RT_OK;
 }
 
@@ -185,11 +185,11 @@ static rt_status suffix_period(rt_op_ctx *ctx, const rt_tensor_value *p, const c
         ok = p->sizes[lead + i] == x->sizes[x->rank - kept + i];
     if (!ok) {
         char tp[RT_OP_SHAPE_TEXT], tx[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "%s %s must match the trailing sizes of x %s from axis %" PRId32
-                          " (leading 1s aside)",
-                          what, rt_op__shape_text(p->sizes, p->rank, tp),
-                          rt_op__shape_text(x->sizes, x->rank, tx), axis);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "%s %s must match the trailing sizes of x %s from axis %" PRId32
+                           " (leading 1s aside)",
+                           what, rt_op__shape_text(p->sizes, p->rank, tp),
+                           rt_op__shape_text(x->sizes, x->rank, tx), axis);
     }
     *period = rt_tensor__numel(p);
     return RT_OK;
@@ -206,9 +206,9 @@ typedef struct layer_args {
  * other tensor. */
 static rt_status layer_check_stat(rt_op_ctx *ctx, layer_args *a, rt_tensor_value *t,
                                   const char *what) {
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, t, what, a->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, t, what));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, t, what));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, t, what, a->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, t, what));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, t, what));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, t, what, a->x, "x"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, t, what, a->out, "out"));
     if (a->scale)
@@ -218,28 +218,28 @@ static rt_status layer_check_stat(rt_op_ctx *ctx, layer_args *a, rt_tensor_value
     int64_t sizes[RT_MAX_RANK];
     for (int32_t d = 0; d < a->x->rank; d++)
         sizes[d] = d < a->axis ? a->x->sizes[d] : 1;
-    return rt_op_set_output_sizes(ctx, t, what, a->x->rank, sizes);
+    return rt_op__set_output_sizes(ctx, t, what, a->x->rank, sizes);
 }
 
 static rt_status layer_setup(rt_op_ctx *ctx, layer_args *a) {
     if (ctx->nargs != 6 && ctx->nargs != 8)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "expects 6 arguments (x, scale, bias, axis, epsilon, out) or 8 (with "
-                          "mean and inv_std outputs), but the instruction has %zu",
-                          ctx->nargs);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "expects 6 arguments (x, scale, bias, axis, epsilon, out) or 8 (with "
+                           "mean and inv_std outputs), but the instruction has %zu",
+                           ctx->nargs);
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &a->x));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &a->scale));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &a->bias));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 1, "scale", &a->scale));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &a->bias));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "axis", &axis));
     RT_RETURN_IF_ERROR(check_epsilon(ctx, 4, &a->eps));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 5, "out", &a->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 5, "out", &a->out));
     a->mean = a->inv_std = NULL;
     if (ctx->nargs == 8) {
-        RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "mean", &a->mean));
-        RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 7, "inv_std", &a->inv_std));
+        RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 6, "mean", &a->mean));
+        RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 7, "inv_std", &a->inv_std));
     }
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, a->x->rank, "axis", &a->axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, a->x->rank, "axis", &a->axis));
     RT_RETURN_IF_ERROR(check_x_out(ctx, a->x, a->out));
     RT_RETURN_IF_ERROR(check_param(ctx, a->scale, "scale", a->x, a->out));
     RT_RETURN_IF_ERROR(check_param(ctx, a->bias, "bias", a->x, a->out));
@@ -292,7 +292,7 @@ static rt_status channel_param(rt_op_ctx *ctx, channel_args *a, const rt_tensor_
     if (!p)
         return RT_OK;
     RT_RETURN_IF_ERROR(check_param(ctx, p, what, a->x, a->out));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, p, what, 1));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, p, what, 1));
     int64_t channels = a->x->sizes[1], n = p->sizes[0];
     if (n == channels)
         return RT_OK;
@@ -301,43 +301,43 @@ static rt_status channel_param(rt_op_ctx *ctx, channel_args *a, const rt_tensor_
         return RT_OK;
     }
     if (allow_per_group)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "%s has %" PRId64 " elements; it needs one per channel (%" PRId64
-                          ") or one per group (%" PRId64 ")",
-                          what, n, channels, a->groups);
-    return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                      "%s has %" PRId64 " elements, but x has %" PRId64 " channels", what, n,
-                      channels);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "%s has %" PRId64 " elements; it needs one per channel (%" PRId64
+                           ") or one per group (%" PRId64 ")",
+                           what, n, channels, a->groups);
+    return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                       "%s has %" PRId64 " elements, but x has %" PRId64 " channels", what, n,
+                       channels);
 }
 
 /* instance_norm (groups < 0: one group per channel) or group_norm. */
 static rt_status channel_setup(rt_op_ctx *ctx, channel_args *a, bool grouped) {
     size_t i = 0;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, grouped ? 6 : 5));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, i++, "x", &a->x));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, i++, "scale", &a->scale));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, i++, "bias", &a->bias));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, grouped ? 6 : 5));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, i++, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, i++, "scale", &a->scale));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, i++, "bias", &a->bias));
     if (grouped) {
-        RT_RETURN_IF_ERROR(rt_op_int(ctx, i++, "num_groups", &a->groups));
+        RT_RETURN_IF_ERROR(rt_op__int(ctx, i++, "num_groups", &a->groups));
         if (a->groups < 1)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "num_groups must be >= 1, not %" PRId64,
-                              a->groups);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "num_groups must be >= 1, not %" PRId64,
+                               a->groups);
     }
     RT_RETURN_IF_ERROR(check_epsilon(ctx, i++, &a->eps));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, i, "out", &a->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, i, "out", &a->out));
     if (ctx->preparing && a->x->rank < 2)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "x has rank %" PRId32 "; it must be [N, C, ...] (rank >= 2)",
-                          a->x->rank);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "x has rank %" PRId32 "; it must be [N, C, ...] (rank >= 2)",
+                           a->x->rank);
     RT_RETURN_IF_ERROR(check_x_out(ctx, a->x, a->out));
     int64_t channels = a->x->sizes[1];
     if (!grouped)
         a->groups = channels > 0 ? channels : 1;
     if (channels % a->groups != 0) {
         char tx[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "num_groups %" PRId64 " must divide the channels of x %s", a->groups,
-                          rt_op__shape_text(a->x->sizes, a->x->rank, tx));
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "num_groups %" PRId64 " must divide the channels of x %s", a->groups,
+                           rt_op__shape_text(a->x->sizes, a->x->rank, tx));
     }
     a->per_group = false;
     RT_RETURN_IF_ERROR(channel_param(ctx, a, a->scale, "scale", grouped));
@@ -346,10 +346,10 @@ static rt_status channel_setup(rt_op_ctx *ctx, channel_args *a, bool grouped) {
     RT_RETURN_IF_ERROR(channel_param(ctx, a, a->bias, "bias", grouped));
     /* One value per group and one per channel differ only when the counts differ. */
     if (a->scale && a->bias && scale_per_group != a->per_group)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "scale has %" PRId64 " elements and bias %" PRId64 "; both need one "
-                          "per channel or both one per group",
-                          a->scale->sizes[0], a->bias->sizes[0]);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "scale has %" PRId64 " elements and bias %" PRId64 "; both need one "
+                           "per channel or both one per group",
+                           a->scale->sizes[0], a->bias->sizes[0]);
     a->per_group = a->per_group || scale_per_group;
     return RT_OK;
 }
@@ -442,14 +442,14 @@ typedef struct lp_args {
 
 static rt_status lp_setup(rt_op_ctx *ctx, lp_args *a) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &a->x));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "p", &a->p));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &a->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "p", &a->p));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &a->out));
     if (a->p != 1 && a->p != 2)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "p must be 1 or 2, not %" PRId64, a->p);
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, a->x->rank, "axis", &a->axis));
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "p must be 1 or 2, not %" PRId64, a->p);
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, a->x->rank, "axis", &a->axis));
     return check_x_out(ctx, a->x, a->out);
 }
 
@@ -474,8 +474,8 @@ rt_status rt_ops__lp_norm_run(rt_op_ctx *ctx) {
     lp_job job = {.x = a.x->data, .out = a.out->data, .n = a.x->sizes[a.axis], .inner = inner,
                   .blocks = (inner + LP_BLOCK - 1) / LP_BLOCK, .p = a.p};
     int64_t width = inner < LP_BLOCK ? inner : LP_BLOCK;
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(outer * job.blocks),
-                    rt_op__grain(2 * job.n * width),
-                    a.x->type == RT_F32 ? lp_blocks__f32 : lp_blocks__f64, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(outer * job.blocks),
+                     rt_op__grain(2 * job.n * width),
+                     a.x->type == RT_F32 ? lp_blocks__f32 : lp_blocks__f64, &job);
     return RT_OK;
 }

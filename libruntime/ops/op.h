@@ -45,45 +45,45 @@ const rt_op_def *rt_ops__at(size_t index);
 size_t rt_ops__index(const rt_op_def *op);
 
 /* Fail with "method 'm': instruction 3 (op): <message>". */
-rt_status rt_op_fail(rt_op_ctx *ctx, rt_status code, const char *fmt, ...) RT_PRINTF(3, 4);
+rt_status rt_op__fail(rt_op_ctx *ctx, rt_status code, const char *fmt, ...) RT_PRINTF(3, 4);
 
 /* Argument access with checks; `what` names the argument in messages. */
-rt_status rt_op_expect_nargs(rt_op_ctx *ctx, size_t n);
-rt_status rt_op_tensor(rt_op_ctx *ctx, size_t i, const char *what, rt_tensor_value **out);
+rt_status rt_op__expect_nargs(rt_op_ctx *ctx, size_t n);
+rt_status rt_op__tensor(rt_op_ctx *ctx, size_t i, const char *what, rt_tensor_value **out);
 /* NONE gives *out = NULL. */
-rt_status rt_op_optional_tensor(rt_op_ctx *ctx, size_t i, const char *what,
-                                rt_tensor_value **out);
-rt_status rt_op_int(rt_op_ctx *ctx, size_t i, const char *what, int64_t *out);
-rt_status rt_op_double(rt_op_ctx *ctx, size_t i, const char *what, double *out);
-rt_status rt_op_bool(rt_op_ctx *ctx, size_t i, const char *what, bool *out);
-rt_status rt_op_int_list(rt_op_ctx *ctx, size_t i, const char *what, const int64_t **items,
-                         size_t *count);
-rt_status rt_op_tensor_list(rt_op_ctx *ctx, size_t i, const char *what,
-                            rt_tensor_value ***items, size_t *count);
+rt_status rt_op__optional_tensor(rt_op_ctx *ctx, size_t i, const char *what,
+                                 rt_tensor_value **out);
+rt_status rt_op__int(rt_op_ctx *ctx, size_t i, const char *what, int64_t *out);
+rt_status rt_op__double(rt_op_ctx *ctx, size_t i, const char *what, double *out);
+rt_status rt_op__bool(rt_op_ctx *ctx, size_t i, const char *what, bool *out);
+rt_status rt_op__int_list(rt_op_ctx *ctx, size_t i, const char *what, const int64_t **items,
+                          size_t *count);
+rt_status rt_op__tensor_list(rt_op_ctx *ctx, size_t i, const char *what,
+                             rt_tensor_value ***items, size_t *count);
 
 /* Checks used by prepare functions. */
-rt_status rt_op_check_type(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
-                           rt_type type);
-rt_status rt_op_check_same_type(rt_op_ctx *ctx, const rt_tensor_value *a, const char *what_a,
-                                const rt_tensor_value *b, const char *what_b);
-rt_status rt_op_check_rank(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
-                           int32_t rank);
-rt_status rt_op_check_float(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what);
-rt_status rt_op_check_writable(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what);
+rt_status rt_op__check_type(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
+                            rt_type type);
+rt_status rt_op__check_same_type(rt_op_ctx *ctx, const rt_tensor_value *a, const char *what_a,
+                                 const rt_tensor_value *b, const char *what_b);
+rt_status rt_op__check_rank(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
+                            int32_t rank);
+rt_status rt_op__check_float(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what);
+rt_status rt_op__check_writable(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what);
 /* Tensors an op reads must use the default (row-major) dim order unless the op says so. */
-rt_status rt_op_check_default_layout(rt_op_ctx *ctx, const rt_tensor_value *t,
-                                     const char *what);
+rt_status rt_op__check_default_layout(rt_op_ctx *ctx, const rt_tensor_value *t,
+                                      const char *what);
 /* Normalise a possibly negative axis against rank; fails naming the op when out of range. */
-rt_status rt_op_axis(rt_op_ctx *ctx, int64_t axis, int32_t rank, const char *what,
-                     int32_t *out);
+rt_status rt_op__axis(rt_op_ctx *ctx, int64_t axis, int32_t rank, const char *what,
+                      int32_t *out);
 
 /* Give the output its sizes for this execution: rank must match, each size must be within the
  * planned bound, and a static output must get exactly its planned sizes. */
-rt_status rt_op_set_output_sizes(rt_op_ctx *ctx, rt_tensor_value *out, const char *what,
-                                 int32_t rank, const int64_t *sizes);
+rt_status rt_op__set_output_sizes(rt_op_ctx *ctx, rt_tensor_value *out, const char *what,
+                                  int32_t rank, const int64_t *sizes);
 
 /* numpy broadcasting of two shapes into out (rank = max rank); fails naming both. */
-rt_status rt_op_broadcast_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
-                                const rt_tensor_value *b, int32_t *out_rank, int64_t *out_sizes);
+rt_status rt_op__broadcast_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
+                                 const rt_tensor_value *b, int32_t *out_rank, int64_t *out_sizes);
 
 #endif

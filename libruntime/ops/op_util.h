@@ -56,7 +56,7 @@ rt_status rt_op__check_disjoint(rt_op_ctx *ctx, const rt_tensor_value *out,
 
 /* Elementwise ops may write in place: `in` may be the output itself, or share its storage
  * exactly (same start and element size, and `in` already has the result's shape `sizes`); any
- * other overlap fails. Call it before rt_op_set_output_sizes, which may resize `in` when it is
+ * other overlap fails. Call it before rt_op__set_output_sizes, which may resize `in` when it is
  * the output itself. */
 rt_status rt_op__check_in_place_ok(rt_op_ctx *ctx, const rt_tensor_value *out,
                                    const char *what_out, const rt_tensor_value *in,

@@ -18,7 +18,7 @@
  * a tensor parameter is unknown. */
 static rt_status finish_setup(rt_op_ctx *ctx, rt_tensor_value *out, int32_t rank,
                               const int64_t *sizes) {
-    return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
 static rt_status request_maps(rt_op_ctx *ctx, const rt_tensor_value *out) {
@@ -28,7 +28,7 @@ static rt_status request_maps(rt_op_ctx *ctx, const rt_tensor_value *out) {
 
 static rt_status layout_maps(rt_op_ctx *ctx, const rt_tensor_value *out, int64_t **maps) {
     if (!rt_mv__maps_layout(ctx, out->rank, out->sizes, maps))
-        return rt_op_fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
+        return rt_op__fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
     return RT_OK;
 }
 
@@ -49,22 +49,22 @@ static rt_status pad_sizes(rt_op_ctx *ctx, pad_args *args, int64_t *sizes) {
     const rt_tensor_value *x = args->x;
     rt_status code = rt_op__shape_code(ctx);
     if (args->pads.count != 2 * (size_t)x->rank)
-        return rt_op_fail(ctx, code, "pads has %zu items; x of rank %" PRId32 " needs %" PRId32
-                          " (all begins, then all ends)", args->pads.count, x->rank, 2 * x->rank);
+        return rt_op__fail(ctx, code, "pads has %zu items; x of rank %" PRId32 " needs %" PRId32
+                           " (all begins, then all ends)", args->pads.count, x->rank, 2 * x->rank);
     for (int32_t d = 0; d < x->rank; d++) {
         int64_t b = rt_mv__ints_at(&args->pads, (size_t)d);
         int64_t e = rt_mv__ints_at(&args->pads, (size_t)(d + x->rank));
         if (b < -PAD_LIMIT || b > PAD_LIMIT || e < -PAD_LIMIT || e > PAD_LIMIT)
-            return rt_op_fail(ctx, code, "pads of dimension %" PRId32 " (%" PRId64 ", %" PRId64
-                              ") are too large", d, b, e);
+            return rt_op__fail(ctx, code, "pads of dimension %" PRId32 " (%" PRId64 ", %" PRId64
+                               ") are too large", d, b, e);
         int64_t kept = x->sizes[d] + (b < 0 ? b : 0) + (e < 0 ? e : 0);
         if (kept < 0)
-            return rt_op_fail(ctx, code, "pads (%" PRId64 ", %" PRId64 ") crop more than the %"
-                              PRId64 " elements of dimension %" PRId32, b, e, x->sizes[d], d);
+            return rt_op__fail(ctx, code, "pads (%" PRId64 ", %" PRId64 ") crop more than the %"
+                               PRId64 " elements of dimension %" PRId32, b, e, x->sizes[d], d);
         sizes[d] = kept + (b > 0 ? b : 0) + (e > 0 ? e : 0);
         if (args->mode != PAD_CONSTANT && kept == 0 && sizes[d] > 0)
-            return rt_op_fail(ctx, code, "%s padding needs elements to repeat, but dimension %"
-                              PRId32 " keeps none", pad_mode_names[args->mode], d);
+            return rt_op__fail(ctx, code, "%s padding needs elements to repeat, but dimension %"
+                               PRId32 " keeps none", pad_mode_names[args->mode], d);
         args->begin[d] = b;
         args->end[d] = e;
     }
@@ -73,12 +73,12 @@ static rt_status pad_sizes(rt_op_ctx *ctx, pad_args *args, int64_t *sizes) {
 
 /* pad(x, pads, mode: int, value: tensor | none, out) */
 static rt_status pad_setup(rt_op_ctx *ctx, pad_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 5));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 5));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "pads", false, &args->pads));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "mode", &args->mode));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 3, "value", &args->value));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 4, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "mode", &args->mode));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 3, "value", &args->value));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, x, "x", out));
@@ -86,17 +86,18 @@ static rt_status pad_setup(rt_op_ctx *ctx, pad_args *args) {
     if (args->pads.tensor)
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->pads.tensor, "pads"));
     if (args->mode < 0 || args->mode >= PAD_MODE_COUNT)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "mode %" PRId64 " must be 0 (constant), 1 "
-                          "(reflect), 2 (edge) or 3 (wrap)", args->mode);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "mode %" PRId64 " must be 0 (constant), 1 "
+                           "(reflect), 2 (edge) or 3 (wrap)", args->mode);
     if (args->value) {
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->value, "value", x, "x"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->value, "value", x, "x"));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->value, "value"));
         if (rt_tensor__numel(args->value) != 1)
-            return rt_op_fail(ctx, rt_op__shape_code(ctx), "value has %" PRId64
-                              " elements; it must hold exactly one", rt_tensor__numel(args->value));
+            return rt_op__fail(ctx, rt_op__shape_code(ctx), "value has %" PRId64
+                               " elements; it must hold exactly one",
+                               rt_tensor__numel(args->value));
     }
     if (!rt_mv__ints_known(ctx, &args->pads)) {
-        RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, out, "out", x->rank));
+        RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, out, "out", x->rank));
         return rt_mv__plan_at_bounds(ctx, out, "out");
     }
     int64_t sizes[RT_MAX_RANK];
@@ -163,10 +164,10 @@ typedef struct tile_args {
 
 /* tile(x, repeats, out): out.shape[d] = x.shape[d] * repeats[d]. */
 static rt_status tile_setup(rt_op_ctx *ctx, tile_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "repeats", false, &args->repeats));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, x, "x", out));
@@ -175,22 +176,22 @@ static rt_status tile_setup(rt_op_ctx *ctx, tile_args *args) {
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->repeats.tensor,
                                                  "repeats"));
     if (!rt_mv__ints_known(ctx, &args->repeats)) {
-        RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, out, "out", x->rank));
+        RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, out, "out", x->rank));
         return rt_mv__plan_at_bounds(ctx, out, "out");
     }
     rt_status code = rt_op__shape_code(ctx);
     if (args->repeats.count != (size_t)x->rank)
-        return rt_op_fail(ctx, code, "repeats has %zu items, but x has rank %" PRId32,
-                          args->repeats.count, x->rank);
+        return rt_op__fail(ctx, code, "repeats has %zu items, but x has rank %" PRId32,
+                           args->repeats.count, x->rank);
     int64_t sizes[RT_MAX_RANK];
     for (int32_t d = 0; d < x->rank; d++) {
         int64_t r = rt_mv__ints_at(&args->repeats, (size_t)d);
         if (r < 0)
-            return rt_op_fail(ctx, code, "repeats item %" PRId32 " is %" PRId64
-                              "; repeats must be >= 0", d, r);
+            return rt_op__fail(ctx, code, "repeats item %" PRId32 " is %" PRId64
+                               "; repeats must be >= 0", d, r);
         if (!rt_op__mul(x->sizes[d], r, &sizes[d]))
-            return rt_op_fail(ctx, code, "dimension %" PRId32 " repeated %" PRId64
-                              " times overflows int64", d, r);
+            return rt_op__fail(ctx, code, "dimension %" PRId32 " repeated %" PRId64
+                               " times overflows int64", d, r);
     }
     return finish_setup(ctx, out, x->rank, sizes);
 }
@@ -231,20 +232,20 @@ static rt_status expand_sizes(rt_op_ctx *ctx, const expand_args *args, int32_t *
     rt_status code = rt_op__shape_code(ctx);
     size_t n = args->shape.count;
     if (n > RT_MAX_RANK)
-        return rt_op_fail(ctx, code, "shape has %zu items; the most is %d", n, RT_MAX_RANK);
+        return rt_op__fail(ctx, code, "shape has %zu items; the most is %d", n, RT_MAX_RANK);
     int32_t r = x->rank > (int32_t)n ? x->rank : (int32_t)n;
     for (int32_t d = 0; d < r; d++) {
         int32_t dx = d - (r - x->rank), ds = d - (r - (int32_t)n);
         int64_t sx = dx >= 0 ? x->sizes[dx] : 1;
         int64_t ss = ds >= 0 ? rt_mv__ints_at(&args->shape, (size_t)ds) : 1;
         if (ss < 0)
-            return rt_op_fail(ctx, code, "shape item %" PRId32 " is %" PRId64
-                              "; sizes must be >= 0", ds, ss);
+            return rt_op__fail(ctx, code, "shape item %" PRId32 " is %" PRId64
+                               "; sizes must be >= 0", ds, ss);
         if (sx != ss && sx != 1 && ss != 1) {
             char tx[RT_OP_SHAPE_TEXT];
-            return rt_op_fail(ctx, code, "x %s cannot be expanded: dimension %" PRId32
-                              " is %" PRId64 ", shape asks for %" PRId64,
-                              rt_op__shape_text(x->sizes, x->rank, tx), d, sx, ss);
+            return rt_op__fail(ctx, code, "x %s cannot be expanded: dimension %" PRId32
+                               " is %" PRId64 ", shape asks for %" PRId64,
+                               rt_op__shape_text(x->sizes, x->rank, tx), d, sx, ss);
         }
         sizes[d] = ss == 1 ? sx : ss;
     }
@@ -254,10 +255,10 @@ static rt_status expand_sizes(rt_op_ctx *ctx, const expand_args *args, int32_t *
 
 /* expand(x, shape, out) */
 static rt_status expand_setup(rt_op_ctx *ctx, expand_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "shape", false, &args->shape));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, x, "x", out));
@@ -266,8 +267,8 @@ static rt_status expand_setup(rt_op_ctx *ctx, expand_args *args) {
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->shape.tensor, "shape"));
     if (!rt_mv__ints_known(ctx, &args->shape)) {
         if (out->rank < x->rank)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "out has rank %" PRId32 ", below x's %"
-                              PRId32, out->rank, x->rank);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "out has rank %" PRId32 ", below x's %"
+                               PRId32, out->rank, x->rank);
         return rt_mv__plan_at_bounds(ctx, out, "out");
     }
     int32_t rank = 0;

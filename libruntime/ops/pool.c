@@ -194,14 +194,14 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_rows__avx512(void *a
         }
         if (ow < d->out_w) {
             int64_t n = d->out_w - ow; /* outputs, 2n inputs */
-            __mmask16 lo = rt_lane_mask16(0, 2 * n), hi = rt_lane_mask16(0, 2 * n - 16);
+            __mmask16 lo = rt_lane_mask__16(0, 2 * n), hi = rt_lane_mask__16(0, 2 * n - 16);
             const float *t = top + 2 * ow, *b = bottom + 2 * ow;
             __m512 v0 = max_nan16(_mm512_maskz_loadu_ps(lo, t), _mm512_maskz_loadu_ps(lo, b));
             __m512 v1 = max_nan16(_mm512_maskz_loadu_ps(hi, t + 16),
                                   _mm512_maskz_loadu_ps(hi, b + 16));
             __m512 r = max_nan16(_mm512_permutex2var_ps(v0, even, v1),
                                  _mm512_permutex2var_ps(v0, odd, v1));
-            _mm512_mask_storeu_ps(out + ow, rt_lane_mask16(0, n), r);
+            _mm512_mask_storeu_ps(out + ow, rt_lane_mask__16(0, n), r);
         }
     }
 }
@@ -328,19 +328,19 @@ static rt_status pool_shape(rt_op_ctx *ctx, pool_args *args, uint32_t types,
                             const char *expected) {
     rt_pool_dims *d = &args->dims;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->x, "x", types, expected));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->out, "out", args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->x, "x", 4));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, args->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->out, "out", args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, args->x, "x", 4));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, args->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->out, "out"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->x, "x"));
 
     const int64_t *xs = args->x->sizes;
     if (!rt_op__mul(xs[0], xs[1], &d->planes))
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "the batch and channel sizes overflow");
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "the batch and channel sizes overflow");
     RT_RETURN_IF_ERROR(window_sizes(ctx, xs[2], xs[3], d));
     int64_t sizes[4] = {xs[0], xs[1], d->out_h, d->out_w};
-    return rt_op_set_output_sizes(ctx, args->out, "out", 4, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", 4, sizes);
 }
 
 /* Every output row through `kernel`, on up to `threads` threads. */
@@ -348,8 +348,8 @@ static void pool_rows(const rt_pool_dims *d, rt_range_fn kernel, const void *x, 
                       int32_t threads) {
     pool_job job = {.dims = d, .x = x, .out = out};
     int64_t work = rt_op__mul_sat(d->out_w, rt_op__mul_sat(d->kernel[0], d->kernel[1]));
-    rt_parallel_for(threads, (size_t)rt_op__mul_sat(d->planes, d->out_h), rt_op__grain(work),
-                    kernel, &job);
+    rt_parallel__for(threads, (size_t)rt_op__mul_sat(d->planes, d->out_h), rt_op__grain(work),
+                     kernel, &job);
 }
 
 static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn kernel) {
@@ -357,8 +357,8 @@ static rt_status run_pool(rt_op_ctx *ctx, const pool_args *args, rt_range_fn ker
     if (rt_tensor__numel(args->out) == 0)
         return RT_OK;
     if (!kernel)
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(args->x->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(args->x->type));
     pool_rows(d, kernel, args->x->data, args->out->data, rt_op__threads(ctx));
     return RT_OK;
 }
@@ -369,7 +369,7 @@ static rt_status max_window_params(rt_op_ctx *ctx, size_t first, rt_pool_dims *d
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first + 1, "stride", 1, d->stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, first + 2, "padding", d->pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first + 3, "dilation", 1, d->dilation));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, first + 4, "ceil_mode", &d->ceil_mode));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, first + 4, "ceil_mode", &d->ceil_mode));
     d->count_include_pad = false;
     return RT_OK;
 }
@@ -385,7 +385,7 @@ static rt_range_fn max_pool_f32_kernel(const rt_pool_dims *d) {
     if (!is_inner_2x2(d))
         return max_pool_rows__f32;
 #ifdef HAVE_AVX512_POOL
-    if (rt_gemm_f32_avx512())
+    if (rt_gemm__f32_avx512())
         return max_pool_2x2_rows__avx512;
 #endif
     return max_pool_2x2_rows__f32;
@@ -403,10 +403,10 @@ void rt_pool__max_f32(const rt_pool_dims *d, const float *x, float *out, int32_t
 
 /* max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, out) */
 static rt_status max_pool_setup(rt_op_ctx *ctx, pool_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 7));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(max_window_params(ctx, 1, &args->dims));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 6, "out", &args->out));
     return pool_shape(ctx, args, RT_TYPES_NUMERIC, "float32, float64 and the integer types");
 }
 
@@ -426,14 +426,14 @@ rt_status rt_ops__max_pool2d_run(rt_op_ctx *ctx) {
 /* avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, out) */
 static rt_status avg_pool_setup(rt_op_ctx *ctx, pool_args *args) {
     rt_pool_dims *d = &args->dims;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 7));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, d->kernel));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, d->stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", d->pad));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 4, "ceil_mode", &d->ceil_mode));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "count_include_pad", &d->count_include_pad));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 4, "ceil_mode", &d->ceil_mode));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 5, "count_include_pad", &d->count_include_pad));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 6, "out", &args->out));
     d->dilation[0] = d->dilation[1] = 1;
     return pool_shape(ctx, args, RT_TYPES_FLOAT, "float32 and float64");
 }

@@ -51,14 +51,14 @@ static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
         return RT_OK;
     out->single = false;
     int32_t ax;
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, x->rank, "axis", &ax));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, x->rank, "axis", &ax));
     if (block == 0) {
         if (p->rank != 1 || p->sizes[0] != x->sizes[ax])
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "%s %s must have one element or be 1-D of length %" PRId64
-                              " (x %s along axis %" PRId32 ")",
-                              what, rt_op__shape_text(p->sizes, p->rank, tp), x->sizes[ax],
-                              rt_op__shape_text(x->sizes, x->rank, tx), ax);
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "%s %s must have one element or be 1-D of length %" PRId64
+                               " (x %s along axis %" PRId32 ")",
+                               what, rt_op__shape_text(p->sizes, p->rank, tp), x->sizes[ax],
+                               rt_op__shape_text(x->sizes, x->rank, tx), ax);
         return RT_OK;
     }
     bool ok = p->rank == x->rank;
@@ -67,11 +67,11 @@ static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
         ok = p->sizes[d] == want;
     }
     if (!ok)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "%s %s must have x's shape %s with axis %" PRId32
-                          " cut into blocks of %" PRId64,
-                          what, rt_op__shape_text(p->sizes, p->rank, tp),
-                          rt_op__shape_text(x->sizes, x->rank, tx), ax, block);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "%s %s must have x's shape %s with axis %" PRId32
+                           " cut into blocks of %" PRId64,
+                           what, rt_op__shape_text(p->sizes, p->rank, tp),
+                           rt_op__shape_text(x->sizes, x->rank, tx), ax, block);
     return RT_OK;
 }
 
@@ -206,13 +206,13 @@ static rt_status check_tensors(rt_op_ctx *ctx, const qargs *q, bool quantize) {
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, q->out, "out", quantize ? RT_QUANT_TYPES
                                             : RT_TYPES_FLOAT, quantize ? RT_QUANT_TYPES_TEXT
                                             : "float32 and float64"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->scale, "scale", floats,
-                                             quantize ? "x" : "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->scale, "scale", floats,
+                                              quantize ? "x" : "out"));
     if (q->zero)
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->zero, "zero_point", ints,
-                                                 quantize ? "out" : "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, q->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, q->out, "out"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->zero, "zero_point", ints,
+                                                  quantize ? "out" : "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, q->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, q->out, "out"));
     RT_RETURN_IF_ERROR(rt_quant__check_read(ctx, q->x, "x", q->out));
     RT_RETURN_IF_ERROR(rt_quant__check_read(ctx, q->scale, "scale", q->out));
     return rt_quant__check_read(ctx, q->zero, "zero_point", q->out);
@@ -220,16 +220,16 @@ static rt_status check_tensors(rt_op_ctx *ctx, const qargs *q, bool quantize) {
 
 /* (de)quantize(x, scale, zero_point: tensor | none, axis: int, block_size: int, out) */
 static rt_status q_setup(rt_op_ctx *ctx, qargs *q, bool quantize) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 6));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &q->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "scale", &q->scale));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "zero_point", &q->zero));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &q->axis));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "block_size", &q->block));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 5, "out", &q->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 6));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &q->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "scale", &q->scale));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "zero_point", &q->zero));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "axis", &q->axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "block_size", &q->block));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 5, "out", &q->out));
     if (q->block < 0)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "block_size must be >= 0, not %" PRId64,
-                          q->block);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "block_size must be >= 0, not %" PRId64,
+                           q->block);
     RT_RETURN_IF_ERROR(check_tensors(ctx, q, quantize));
 
     qjob *job = &q->job;
@@ -241,7 +241,7 @@ static rt_status q_setup(rt_op_ctx *ctx, qargs *q, bool quantize) {
     rt_type int_type = quantize ? q->out->type : q->x->type;
     job->kernel = kernel_for(quantize, float_type, int_type);
     if (!job->kernel)
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for %s", rt_tensor__type_name(int_type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for %s", rt_tensor__type_name(int_type));
     rt_quant__range(int_type, &job->lo, &job->hi);
     job->x = q->x->data;
     job->y = q->out->data;
@@ -249,7 +249,7 @@ static rt_status q_setup(rt_op_ctx *ctx, qargs *q, bool quantize) {
     job->y_size = q->out->elem_size;
     job->s_size = q->scale->elem_size;
     job->z_size = q->zero ? q->zero->elem_size : 0;
-    return rt_op_set_output_sizes(ctx, q->out, "out", q->x->rank, q->x->sizes);
+    return rt_op__set_output_sizes(ctx, q->out, "out", q->x->rank, q->x->sizes);
 }
 
 static rt_status q_run(rt_op_ctx *ctx, bool quantize) {
@@ -257,7 +257,7 @@ static rt_status q_run(rt_op_ctx *ctx, bool quantize) {
     RT_RETURN_IF_ERROR(q_setup(ctx, &q, quantize));
     int64_t n = rt_tensor__numel(q.x);
     if (n > 0)
-        rt_parallel_for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), qjob_range, &q.job);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), qjob_range, &q.job);
     return RT_OK;
 }
 
@@ -282,18 +282,18 @@ typedef struct dql_args {
 } dql_args;
 
 static rt_status dql_check(rt_op_ctx *ctx, const dql_args *d) {
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, d->x, "x", RT_F32));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, d->y, "y", RT_U8));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, d->scale, "y_scale", RT_F32));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, d->zero, "y_zero_point", RT_U8));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, d->scale, "y_scale", 0));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, d->zero, "y_zero_point", 0));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, d->x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, d->x, "x", RT_F32));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, d->y, "y", RT_U8));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, d->scale, "y_scale", RT_F32));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, d->zero, "y_zero_point", RT_U8));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, d->scale, "y_scale", 0));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, d->zero, "y_zero_point", 0));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, d->x, "x"));
     rt_tensor_value *outs[3] = {d->y, d->scale, d->zero};
     const char *names[3] = {"y", "y_scale", "y_zero_point"};
     for (int i = 0; i < 3; i++) {
-        RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, outs[i], names[i]));
-        RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, outs[i], names[i]));
+        RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, outs[i], names[i]));
+        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, outs[i], names[i]));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, outs[i], names[i], d->x, "x"));
         for (int j = 0; j < i; j++)
             RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, outs[i], names[i], outs[j], names[j]));
@@ -303,16 +303,16 @@ static rt_status dql_check(rt_op_ctx *ctx, const dql_args *d) {
 
 /* dynamic_quantize_linear(x, y, y_scale, y_zero_point) */
 static rt_status dql_setup(rt_op_ctx *ctx, dql_args *d) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &d->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "y", &d->y));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "y_scale", &d->scale));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "y_zero_point", &d->zero));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &d->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "y", &d->y));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "y_scale", &d->scale));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "y_zero_point", &d->zero));
     RT_RETURN_IF_ERROR(dql_check(ctx, d));
     int64_t none[1] = {0};
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, d->scale, "y_scale", 0, none));
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, d->zero, "y_zero_point", 0, none));
-    return rt_op_set_output_sizes(ctx, d->y, "y", d->x->rank, d->x->sizes);
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, d->scale, "y_scale", 0, none));
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, d->zero, "y_zero_point", 0, none));
+    return rt_op__set_output_sizes(ctx, d->y, "y", d->x->rank, d->x->sizes);
 }
 
 rt_status rt_ops__dynamic_quantize_linear_prepare(rt_op_ctx *ctx) {
@@ -356,6 +356,6 @@ rt_status rt_ops__dynamic_quantize_linear_run(rt_op_ctx *ctx) {
         .lo = 0, .hi = 255,
     };
     if (n > 0)
-        rt_parallel_for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), qjob_range, &job);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), qjob_range, &job);
     return RT_OK;
 }

@@ -106,9 +106,9 @@ static inline rt_status rt_quant__check_single(rt_op_ctx *ctx, const rt_tensor_v
                                                const char *what) {
     if (t && (t->rank > 1 || rt_tensor__numel(t) != 1)) {
         char text[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "%s has shape %s; it must have one element (rank 0 or 1)", what,
-                          rt_op__shape_text(t->sizes, t->rank, text));
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "%s has shape %s; it must have one element (rank 0 or 1)", what,
+                           rt_op__shape_text(t->sizes, t->rank, text));
     }
     return RT_OK;
 }
@@ -118,7 +118,7 @@ static inline rt_status rt_quant__check_read(rt_op_ctx *ctx, const rt_tensor_val
                                              const char *what, const rt_tensor_value *out) {
     if (!t)
         return RT_OK;
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, t, what));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, t, what));
     return rt_op__check_disjoint(ctx, out, "out", t, what);
 }
 

@@ -175,13 +175,13 @@ static rt_status check_tensors(rt_op_ctx *ctx, const qconv_args *q) {
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, q->x, "x", RT_QUANT8_TYPES, "int8 and uint8"));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, q->w, "w", RT_QUANT8_TYPES, "int8 and uint8"));
     if (q->xz)
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->xz, "x_zero_point", q->x, "x"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->xz, "x_zero_point", q->x, "x"));
     if (q->wz)
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->wz, "w_zero_point", q->w, "w"));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, q->x, "x", 4));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, q->w, "w", 4));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, q->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, q->out, "out"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->wz, "w_zero_point", q->w, "w"));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, q->x, "x", 4));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, q->w, "w", 4));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, q->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, q->out, "out"));
     const rt_tensor_value *inputs[9] = {q->x, q->w, q->xz, q->wz, q->xs, q->ws, q->ys, q->yz,
                                         q->bias};
     const char *names[9] = {"x", "w", "x_zero_point", "w_zero_point", "x_scale", "w_scale",
@@ -193,16 +193,16 @@ static rt_status check_tensors(rt_op_ctx *ctx, const qconv_args *q) {
 
 /* The requantization parameters and bias of qlinear_conv. */
 static rt_status check_scales(rt_op_ctx *ctx, const qconv_args *q) {
-    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, q->xs, "x_scale"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->ws, "w_scale", q->xs, "x_scale"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->ys, "y_scale", q->xs, "x_scale"));
+    RT_RETURN_IF_ERROR(rt_op__check_float(ctx, q->xs, "x_scale"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->ws, "w_scale", q->xs, "x_scale"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->ys, "y_scale", q->xs, "x_scale"));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, q->out, "out", RT_QUANT8_TYPES,
                                             "int8 and uint8"));
     if (q->yz)
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->yz, "y_zero_point", q->out, "out"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->yz, "y_zero_point", q->out, "out"));
     if (q->bias) {
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, q->bias, "bias", RT_I32));
-        RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, q->bias, "bias", 1));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, q->bias, "bias", RT_I32));
+        RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, q->bias, "bias", 1));
     }
     RT_RETURN_IF_ERROR(rt_quant__check_single(ctx, q->xs, "x_scale"));
     RT_RETURN_IF_ERROR(rt_quant__check_single(ctx, q->ys, "y_scale"));
@@ -218,11 +218,11 @@ static rt_status check_per_channel(rt_op_ctx *ctx, const rt_tensor_value *p, con
     if (single || (p->rank == 1 && p->sizes[0] == channels))
         return RT_OK;
     char text[RT_OP_SHAPE_TEXT];
-    return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                      "%s has shape %s; it must %sbe 1-D with one element per output channel "
-                      "(%" PRId64 ")",
-                      what, rt_op__shape_text(p->sizes, p->rank, text),
-                      single_ok ? "have one element or " : "", channels);
+    return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                       "%s has shape %s; it must %sbe 1-D with one element per output channel "
+                       "(%" PRId64 ")",
+                       what, rt_op__shape_text(p->sizes, p->rank, text),
+                       single_ok ? "have one element or " : "", channels);
 }
 
 /* Channel counts of x and w against groups, for the current sizes. */
@@ -272,13 +272,13 @@ static rt_status qconv_setup(rt_op_ctx *ctx, qconv_args *q, size_t first_param, 
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first_param, "stride", 1, d->stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, first_param + 1, "padding", d->pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first_param + 2, "dilation", 1, d->dilation));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, first_param + 3, "groups", &d->groups));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, first_param + 3, "groups", &d->groups));
     if (d->groups < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "groups must be >= 1, not %" PRId64, d->groups);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "groups must be >= 1, not %" PRId64, d->groups);
     if (requant)
         RT_RETURN_IF_ERROR(check_scales(ctx, q));
     else
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, q->out, "out", RT_I32));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, q->out, "out", RT_I32));
     RT_RETURN_IF_ERROR(check_tensors(ctx, q));
     const int64_t *xs = q->x->sizes, *ws = q->w->sizes;
     d->batch = xs[0], d->channels = xs[1], d->height = xs[2], d->width = xs[3];
@@ -291,7 +291,7 @@ static rt_status qconv_setup(rt_op_ctx *ctx, qconv_args *q, size_t first_param, 
                                             d->kernel_w, d->stride[1], d->dilation[1], false,
                                             &d->out_w));
     int64_t sizes[4] = {d->batch, d->out_channels, d->out_h, d->out_w};
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, q->out, "out", 4, sizes));
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, q->out, "out", 4, sizes));
     fill_job(ctx, q, requant);
     return RT_OK;
 }
@@ -307,8 +307,8 @@ static rt_status qconv_run(rt_op_ctx *ctx, qconv_args *q) {
     int64_t work = rt_op__mul_sat(per_tile, rt_op__mul_sat(d->channels / d->groups,
                                                            rt_op__mul_sat(d->kernel_h,
                                                                           d->kernel_w)));
-    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), qconv_tiles,
-                    &q->job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), qconv_tiles,
+                     &q->job);
     return RT_OK;
 }
 
@@ -316,12 +316,12 @@ static rt_status qconv_run(rt_op_ctx *ctx, qconv_args *q) {
  *              padding, dilation, groups, out) */
 static rt_status conv_integer_setup(rt_op_ctx *ctx, qconv_args *q) {
     memset(q, 0, sizeof *q);
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 9));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &q->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "w", &q->w));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "x_zero_point", &q->xz));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 3, "w_zero_point", &q->wz));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 8, "out", &q->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 9));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &q->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "w", &q->w));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "x_zero_point", &q->xz));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 3, "w_zero_point", &q->wz));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 8, "out", &q->out));
     return qconv_setup(ctx, q, 4, false);
 }
 
@@ -341,17 +341,17 @@ rt_status rt_ops__conv_integer_run(rt_op_ctx *ctx) {
  *              bias: tensor | none, stride, padding, dilation, groups, out) */
 static rt_status qlinear_conv_setup(rt_op_ctx *ctx, qconv_args *q) {
     memset(q, 0, sizeof *q);
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 14));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &q->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "x_scale", &q->xs));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "x_zero_point", &q->xz));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "w", &q->w));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 4, "w_scale", &q->ws));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 5, "w_zero_point", &q->wz));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "y_scale", &q->ys));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 7, "y_zero_point", &q->yz));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 8, "bias", &q->bias));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 13, "out", &q->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 14));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &q->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "x_scale", &q->xs));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "x_zero_point", &q->xz));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "w", &q->w));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "w_scale", &q->ws));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 5, "w_zero_point", &q->wz));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 6, "y_scale", &q->ys));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 7, "y_zero_point", &q->yz));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 8, "bias", &q->bias));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 13, "out", &q->out));
     return qconv_setup(ctx, q, 9, true);
 }
 

@@ -53,12 +53,12 @@ static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
         }
     }
     char tp[RT_OP_SHAPE_TEXT], to[RT_OP_SHAPE_TEXT];
-    return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                      "%s %s does not fit %s %s: it must have one element, be 1-D of length "
-                      "%" PRId64 ", or have %s's rank with shape %s",
-                      what, rt_op__shape_text(p->sizes, p->rank, tp), columns ? "b" : "a",
-                      rt_op__shape_text(operand->sizes, operand->rank, to), length,
-                      columns ? "b" : "a", columns ? "[..., 1, N]" : "[..., M, 1]");
+    return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                       "%s %s does not fit %s %s: it must have one element, be 1-D of length "
+                       "%" PRId64 ", or have %s's rank with shape %s",
+                       what, rt_op__shape_text(p->sizes, p->rank, tp), columns ? "b" : "a",
+                       rt_op__shape_text(operand->sizes, operand->rank, to), length,
+                       columns ? "b" : "a", columns ? "[..., 1, N]" : "[..., M, 1]");
 }
 
 static int64_t param_offset(const qmm_param *p, const int64_t *index, int32_t rank) {
@@ -210,16 +210,16 @@ static rt_status check_operands(rt_op_ctx *ctx, const qmm_args *q) {
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, q->a, "a", RT_QUANT8_TYPES, "int8 and uint8"));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, q->b, "b", RT_QUANT8_TYPES, "int8 and uint8"));
     if (q->za)
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->za, "a_zero_point", q->a, "a"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->za, "a_zero_point", q->a, "a"));
     if (q->zb)
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->zb, "b_zero_point", q->b, "b"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->zb, "b_zero_point", q->b, "b"));
     if (q->a->rank < 1 || q->b->rank < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "a has rank %" PRId32 " and b rank %" PRId32
-                          "; both must be at least 1-D",
-                          q->a->rank, q->b->rank);
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, q->out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, q->out, "out"));
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "a has rank %" PRId32 " and b rank %" PRId32
+                           "; both must be at least 1-D",
+                           q->a->rank, q->b->rank);
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, q->out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, q->out, "out"));
     const rt_tensor_value *inputs[8] = {q->a, q->b, q->za, q->zb, q->sa, q->sb, q->ys, q->yz};
     const char *names[8] = {"a", "b", "a_zero_point", "b_zero_point", "a_scale", "b_scale",
                             "y_scale", "y_zero_point"};
@@ -230,13 +230,13 @@ static rt_status check_operands(rt_op_ctx *ctx, const qmm_args *q) {
 
 /* The requantization parameters of qlinear_matmul. */
 static rt_status check_scales(rt_op_ctx *ctx, const qmm_args *q) {
-    RT_RETURN_IF_ERROR(rt_op_check_float(ctx, q->sa, "a_scale"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->sb, "b_scale", q->sa, "a_scale"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->ys, "y_scale", q->sa, "a_scale"));
+    RT_RETURN_IF_ERROR(rt_op__check_float(ctx, q->sa, "a_scale"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->sb, "b_scale", q->sa, "a_scale"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->ys, "y_scale", q->sa, "a_scale"));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, q->out, "out", RT_QUANT8_TYPES,
                                             "int8 and uint8"));
     if (q->yz)
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, q->yz, "y_zero_point", q->out, "out"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, q->yz, "y_zero_point", q->out, "out"));
     RT_RETURN_IF_ERROR(rt_quant__check_single(ctx, q->ys, "y_scale"));
     return rt_quant__check_single(ctx, q->yz, "y_zero_point");
 }
@@ -245,7 +245,7 @@ static rt_status qmm_setup(rt_op_ctx *ctx, qmm_args *q, bool requant) {
     if (requant)
         RT_RETURN_IF_ERROR(check_scales(ctx, q));
     else
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, q->out, "out", RT_I32));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, q->out, "out", RT_I32));
     RT_RETURN_IF_ERROR(check_operands(ctx, q));
     int32_t rank = 0;
     int64_t sizes[RT_MAX_RANK];
@@ -269,7 +269,7 @@ static rt_status qmm_setup(rt_op_ctx *ctx, qmm_args *q, bool requant) {
     }
     job->row_tiles = (d->m + TILE_M - 1) / TILE_M;
     job->col_tiles = (d->n + TILE_N - 1) / TILE_N;
-    return rt_op_set_output_sizes(ctx, q->out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, q->out, "out", rank, sizes);
 }
 
 static rt_status qmm_run(rt_op_ctx *ctx, qmm_args *q) {
@@ -280,19 +280,19 @@ static rt_status qmm_run(rt_op_ctx *ctx, qmm_args *q) {
     /* Each count is at most the output's element count, so the product cannot overflow. */
     int64_t items = d->batch_count * q->job.row_tiles * q->job.col_tiles;
     int64_t work = rt_op__mul_sat((int64_t)TILE_M * TILE_N, d->k > 0 ? d->k : 1);
-    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), qmm_tiles, &q->job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), qmm_tiles, &q->job);
     return RT_OK;
 }
 
 /* matmul_integer(a, b, a_zero_point: tensor | none, b_zero_point: tensor | none, out) */
 static rt_status matmul_integer_setup(rt_op_ctx *ctx, qmm_args *q) {
     memset(q, 0, sizeof *q);
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 5));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "a", &q->a));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "b", &q->b));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "a_zero_point", &q->za));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 3, "b_zero_point", &q->zb));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 4, "out", &q->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 5));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "a", &q->a));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "b", &q->b));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "a_zero_point", &q->za));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 3, "b_zero_point", &q->zb));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "out", &q->out));
     return qmm_setup(ctx, q, false);
 }
 
@@ -311,16 +311,16 @@ rt_status rt_ops__matmul_integer_run(rt_op_ctx *ctx) {
  *                b_zero_point: tensor | none, y_scale, y_zero_point: tensor | none, out) */
 static rt_status qlinear_matmul_setup(rt_op_ctx *ctx, qmm_args *q) {
     memset(q, 0, sizeof *q);
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 9));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "a", &q->a));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "a_scale", &q->sa));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "a_zero_point", &q->za));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "b", &q->b));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 4, "b_scale", &q->sb));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 5, "b_zero_point", &q->zb));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "y_scale", &q->ys));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 7, "y_zero_point", &q->yz));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 8, "out", &q->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 9));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "a", &q->a));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "a_scale", &q->sa));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "a_zero_point", &q->za));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "b", &q->b));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "b_scale", &q->sb));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 5, "b_zero_point", &q->zb));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 6, "y_scale", &q->ys));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 7, "y_zero_point", &q->yz));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 8, "out", &q->out));
     return qmm_setup(ctx, q, true);
 }
 

@@ -47,14 +47,14 @@ static rt_status read_axes(rt_op_ctx *ctx, const rt_int_param *axes, int32_t ran
     for (size_t k = 0; k < axes->count; k++) {
         int64_t a = rt_op__int_param_at(axes, k);
         if (a < -(int64_t)rank || a >= (int64_t)rank)
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "axes item %zu is %" PRId64 ", out of range for x of rank %" PRId32
-                              " (valid: %" PRId32 " to %" PRId32 ")",
-                              k, a, rank, -rank, rank - 1);
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "axes item %zu is %" PRId64 ", out of range for x of rank %" PRId32
+                               " (valid: %" PRId32 " to %" PRId32 ")",
+                               k, a, rank, -rank, rank - 1);
         int32_t d = (int32_t)(a < 0 ? a + rank : a);
         if (reduced[d])
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "axes names dimension %" PRId32 " more than once", d);
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "axes names dimension %" PRId32 " more than once", d);
         reduced[d] = true;
     }
     return RT_OK;
@@ -62,31 +62,31 @@ static rt_status read_axes(rt_op_ctx *ctx, const rt_int_param *axes, int32_t ran
 
 /* reduce_*(x, axes, keepdims, out) */
 static rt_status reduce_setup(rt_op_ctx *ctx, rt_reduce_op op, reduce_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 4));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 4));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op__int_param(ctx, 1, "axes", true, &args->axes));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "keepdims", &args->keepdims));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "keepdims", &args->keepdims));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     const char *text;
     uint32_t types = reduce_types(op, &text);
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", types, text));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", x, "x"));
     if (args->axes.count > (size_t)x->rank)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "axes has %zu items, but x has rank %" PRId32,
-                          args->axes.count, x->rank);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "axes has %zu items, but x has rank %" PRId32,
+                           args->axes.count, x->rank);
     if (!args->axes.known) {
         /* Axes from an input: only the rank can be checked before the values exist. */
         int32_t rank = args->keepdims ? x->rank : x->rank - (int32_t)args->axes.count;
         if (out->rank != rank)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                              "out has rank %" PRId32 ", but the result has rank %" PRId32,
-                              out->rank, rank);
-        return rt_op_set_output_sizes(ctx, out, "out", out->rank, out->bounds);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                               "out has rank %" PRId32 ", but the result has rank %" PRId32,
+                               out->rank, rank);
+        return rt_op__set_output_sizes(ctx, out, "out", out->rank, out->bounds);
     }
     RT_RETURN_IF_ERROR(read_axes(ctx, &args->axes, x->rank, args->reduced));
     int64_t sizes[RT_MAX_RANK];
@@ -97,7 +97,7 @@ static rt_status reduce_setup(rt_op_ctx *ctx, rt_reduce_op op, reduce_args *args
         else if (args->keepdims)
             sizes[rank++] = 1;
     }
-    return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
 /* See rt_reduce_geom: drop size-1 dimensions, merge neighbours of one kind, split off the
@@ -157,13 +157,13 @@ static rt_status reduce_run(rt_op_ctx *ctx, rt_reduce_op op) {
     build_geom(&job.geom, args.x, args.reduced);
     rt_reduce_kernel kernel = rt_ops__reduce_kernel(op, args.x->type);
     if (!kernel) /* the type checks in setup make this unreachable */
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(args.x->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(args.x->type));
     const rt_reduce_geom *g = &job.geom;
     /* Whole output rows per item when the inner run is kept: numel / inner rows. */
     int64_t items = g->inner_reduced ? numel : numel / g->inner * g->blocks;
     int64_t work = g->inner_reduced ? g->count : g->count * RT_REDUCE_BLOCK;
-    rt_parallel_for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
 }
 
@@ -193,21 +193,21 @@ typedef struct arg_args {
 /* argmax(x, axis, keepdims, select_last_index, out), argmin likewise */
 static rt_status arg_setup(rt_op_ctx *ctx, arg_args *args) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 5));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "keepdims", &args->keepdims));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "select_last_index", &args->last));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 4, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 5));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "keepdims", &args->keepdims));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 3, "select_last_index", &args->last));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_NUMERIC,
                                             "float32, float64 and the integer types"));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, out, "out", RT_I64));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, out, "out", RT_I64));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, x->rank, "axis", &args->axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, x->rank, "axis", &args->axis));
     int64_t sizes[RT_MAX_RANK], others = 1;
     int32_t rank = 0;
     for (int32_t d = 0; d < x->rank; d++) {
@@ -219,10 +219,10 @@ static rt_status arg_setup(rt_op_ctx *ctx, arg_args *args) {
         }
     }
     if (x->sizes[args->axis] == 0 && others > 0)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "axis %" PRId32 " of x has size 0: there is no index to return",
-                          args->axis);
-    return rt_op_set_output_sizes(ctx, out, "out", rank, sizes);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "axis %" PRId32 " of x has size 0: there is no index to return",
+                           args->axis);
+    return rt_op__set_output_sizes(ctx, out, "out", rank, sizes);
 }
 
 rt_status rt_ops__argmax_prepare(rt_op_ctx *ctx) {
@@ -254,10 +254,10 @@ static rt_status arg_run(rt_op_ctx *ctx, bool max) {
     job.blocks = (job.inner + RT_REDUCE_BLOCK - 1) / RT_REDUCE_BLOCK;
     rt_reduce_kernel kernel = rt_ops__arg_kernel(max, x->type);
     if (!kernel) /* the type checks in setup make this unreachable */
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(x->type));
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(job.outer * job.blocks),
-                    rt_op__grain(job.n * RT_REDUCE_BLOCK), kernel, &job);
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(x->type));
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(job.outer * job.blocks),
+                     rt_op__grain(job.n * RT_REDUCE_BLOCK), kernel, &job);
     return RT_OK;
 }
 

@@ -59,8 +59,8 @@ static rt_status double_list(rt_op_ctx *ctx, size_t i, const char *what, const d
         *count = 0;
         return RT_OK;
     }
-    return rt_op_fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s) must be a double list", i,
-                      what);
+    return rt_op__fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s) must be a double list", i,
+                       what);
 }
 
 /* Taps per output coordinate for a filter of half-width `support` (1 linear, 2 cubic). */
@@ -81,15 +81,15 @@ static rt_status resize_plan(rt_op_ctx *ctx, resize_args *a, int64_t *sizes) {
         } else {
             double product = scale * (double)in;
             if (!(product < 9.0e18))
-                return rt_op_fail(ctx, code, "dimension %" PRId32 " scaled by %g overflows", d,
-                                  scale);
+                return rt_op__fail(ctx, code, "dimension %" PRId32 " scaled by %g overflows", d,
+                                   scale);
             sizes[d] = (int64_t)product;
         }
         if (!a->num_scales)
             scale = in > 0 ? (double)sizes[d] / (double)in : 1.0;
         if (in == 0 && sizes[d] > 0)
-            return rt_op_fail(ctx, code, "dimension %" PRId32 " of x is empty; it cannot be "
-                              "resized to %" PRId64, d, sizes[d]);
+            return rt_op__fail(ctx, code, "dimension %" PRId32 " of x is empty; it cannot be "
+                               "resized to %" PRId64, d, sizes[d]);
         a->scale[d] = scale;
         bool unit = fabs(scale - 1.0) <= 1e-9 * fmax(1.0, fabs(scale));
         bool whole_roi = a->coord != COORD_TF_CROP_AND_RESIZE ||
@@ -100,8 +100,8 @@ static rt_status resize_plan(rt_op_ctx *ctx, resize_args *a, int64_t *sizes) {
             double s = a->antialias ? fmin(scale, 1.0) : 1.0;
             double support = a->mode == MODE_LINEAR ? 1.0 : 2.0;
             if (!(support / s < MAX_TAPS / 2))
-                return rt_op_fail(ctx, code, "antialiasing dimension %" PRId32 " at scale %g "
-                                  "needs more than %d taps", d, scale, MAX_TAPS);
+                return rt_op__fail(ctx, code, "antialiasing dimension %" PRId32 " at scale %g "
+                                   "needs more than %d taps", d, scale, MAX_TAPS);
             a->taps[d] = filter_taps(support, s);
         }
     }
@@ -111,37 +111,37 @@ static rt_status resize_plan(rt_op_ctx *ctx, resize_args *a, int64_t *sizes) {
 static rt_status resize_check_params(rt_op_ctx *ctx, const resize_args *a) {
     int32_t rank = a->x->rank;
     if (a->mode < 0 || a->mode >= MODE_COUNT)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "mode %" PRId64 " must be 0 (nearest), 1 "
-                          "(linear) or 2 (cubic)", a->mode);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "mode %" PRId64 " must be 0 (nearest), 1 "
+                           "(linear) or 2 (cubic)", a->mode);
     if (a->coord < 0 || a->coord >= COORD_COUNT)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "coordinate_mode %" PRId64 " must be in [0, 5]",
-                          a->coord);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "coordinate_mode %" PRId64 " must be in [0, 5]",
+                           a->coord);
     if (a->nearest < 0 || a->nearest >= NEAREST_COUNT)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "nearest_mode %" PRId64 " must be in [0, 3]",
-                          a->nearest);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "nearest_mode %" PRId64 " must be in [0, 3]",
+                           a->nearest);
     if (a->antialias && a->mode == MODE_NEAREST)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "antialias needs mode linear or cubic");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "antialias needs mode linear or cubic");
     if ((a->num_sizes != 0 && a->num_sizes != (size_t)rank) ||
         (a->num_scales != 0 && a->num_scales != (size_t)rank) ||
         (a->num_sizes == 0 && a->num_scales == 0))
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "sizes (%zu items) and scales (%zu items) "
-                          "need %" PRId32 " items each; at least one must be given",
-                          a->num_sizes, a->num_scales, rank);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "sizes (%zu items) and scales (%zu items) "
+                           "need %" PRId32 " items each; at least one must be given",
+                           a->num_sizes, a->num_scales, rank);
     if (a->coord == COORD_TF_CROP_AND_RESIZE ? a->num_roi != 2 * (size_t)rank : a->num_roi != 0)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "roi has %zu items; it needs %" PRId32
-                          " (starts, then ends) with tf_crop_and_resize and none otherwise",
-                          a->num_roi, 2 * rank);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "roi has %zu items; it needs %" PRId32
+                           " (starts, then ends) with tf_crop_and_resize and none otherwise",
+                           a->num_roi, 2 * rank);
     for (size_t i = 0; i < a->num_sizes; i++)
         if (a->sizes[i] < -1)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "sizes item %zu is %" PRId64 "; sizes "
-                              "must be >= 0 (or -1: x's size)", i, a->sizes[i]);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "sizes item %zu is %" PRId64 "; sizes "
+                               "must be >= 0 (or -1: x's size)", i, a->sizes[i]);
     for (size_t i = 0; i < a->num_scales; i++)
         if (!(a->scales[i] > 0) || !isfinite(a->scales[i]))
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "scales item %zu is %g; scales must be "
-                              "finite and > 0", i, a->scales[i]);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "scales item %zu is %g; scales must be "
+                               "finite and > 0", i, a->scales[i]);
     for (size_t i = 0; i < a->num_roi; i++)
         if (!isfinite(a->roi[i]))
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "roi item %zu is not finite", i);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "roi item %zu is not finite", i);
     if (a->mode != MODE_NEAREST)
         return rt_op__check_type_in(ctx, a->x, "x", RT_TYPES_FLOAT,
                                     "float32 and float64 for linear and cubic modes");
@@ -152,25 +152,25 @@ static rt_status resize_check_params(rt_op_ctx *ctx, const resize_args *a) {
  *        coordinate_mode: int, nearest_mode: int, cubic_a: double, exclude_outside: bool,
  *        antialias: bool, extrapolation_value: double, out) */
 static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 12));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &a->x));
-    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "sizes", &a->sizes, &a->num_sizes));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 12));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 1, "sizes", &a->sizes, &a->num_sizes));
     RT_RETURN_IF_ERROR(double_list(ctx, 2, "scales", &a->scales, &a->num_scales));
     RT_RETURN_IF_ERROR(double_list(ctx, 3, "roi", &a->roi, &a->num_roi));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "mode", &a->mode));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 5, "coordinate_mode", &a->coord));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 6, "nearest_mode", &a->nearest));
-    RT_RETURN_IF_ERROR(rt_op_double(ctx, 7, "cubic_a", &a->cubic_a));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 8, "exclude_outside", &a->exclude_outside));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 9, "antialias", &a->antialias));
-    RT_RETURN_IF_ERROR(rt_op_double(ctx, 10, "extrapolation_value", &a->extrapolation));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 11, "out", &a->out));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "mode", &a->mode));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 5, "coordinate_mode", &a->coord));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 6, "nearest_mode", &a->nearest));
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, 7, "cubic_a", &a->cubic_a));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 8, "exclude_outside", &a->exclude_outside));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 9, "antialias", &a->antialias));
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, 10, "extrapolation_value", &a->extrapolation));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 11, "out", &a->out));
     RT_RETURN_IF_ERROR(resize_check_params(ctx, a));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, a->x, "x", a->out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->x, "x"));
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(resize_plan(ctx, a, sizes));
-    return rt_op_set_output_sizes(ctx, a->out, "out", a->x->rank, sizes);
+    return rt_op__set_output_sizes(ctx, a->out, "out", a->x->rank, sizes);
 }
 
 /* Scratch per dimension: taps * out offsets (int64) and weights (double), plus one
@@ -193,7 +193,7 @@ rt_status rt_ops__resize_prepare(rt_op_ctx *ctx) {
     resize_args a;
     RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
     if (!scratch_bytes(&a, a.out->bounds, &ctx->scratch_bytes))
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
     return RT_OK;
 }
 
@@ -499,7 +499,7 @@ rt_status rt_ops__resize_tables(rt_op_ctx *ctx, rt_resize_tables *t) {
     RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
     size_t need;
     if (!scratch_bytes(&a, a.out->sizes, &need))
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
     t->rank = a.x->rank;
     t->nearest = a.mode == MODE_NEAREST;
     t->extrapolation = a.extrapolation;
@@ -529,7 +529,7 @@ rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
         return RT_OK;
     size_t need;
     if (!scratch_bytes(&a, out->sizes, &need) || need > ctx->scratch_bytes || !ctx->scratch)
-        return rt_op_fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
+        return rt_op__fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
     resize_job job;
     build_tables(&a, ctx->scratch, &job);
     if (a.mode == MODE_NEAREST) {
@@ -548,7 +548,7 @@ rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
     for (int32_t i = 0; i < job.num_active; i++)
         work = rt_op__mul_sat(work, a.taps[job.active[i]]);
     int64_t width = out->sizes[out->rank - 1];
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(rt_tensor__numel(out) / width),
-                    rt_op__grain(rt_op__mul_sat(work * 2, width)), resize_range, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(rt_tensor__numel(out) / width),
+                     rt_op__grain(rt_op__mul_sat(work * 2, width)), resize_range, &job);
     return RT_OK;
 }

@@ -70,7 +70,7 @@ static bool rnn_layout(const rt_rnn_args *a, char *base, rnn_buffers *buf, size_
 
 bool rt_rnn__scratch_bytes(const rt_rnn_args *a, int32_t threads, size_t *out) {
     rnn_buffers unused;
-    size_t total = 0, gemm = rt_gemm_f32_scratch_bytes(0, 0, 0, threads);
+    size_t total = 0, gemm = rt_gemm__f32_scratch_bytes(0, 0, 0, threads);
     if (!rnn_layout(a, NULL, &unused, &total) || gemm > SIZE_MAX - total)
         return false;
     *out = total + gemm;
@@ -284,7 +284,7 @@ static void gemm(const rnn_buffers *buf, int32_t threads, int64_t m, int64_t n, 
         .column_bias = bias,
     };
     /* Packing buffers only: B is packed tile by tile. */
-    rt_gemm_f32(&g, buf->gemm, rt_gemm_f32_scratch_bytes(0, 0, 0, threads), threads);
+    rt_gemm__f32(&g, buf->gemm, rt_gemm__f32_scratch_bytes(0, 0, 0, threads), threads);
 }
 
 /* ---- the recurrent product for small batches ---------------------------------------------
@@ -333,7 +333,7 @@ static void recurrent_product(const rnn_buffers *buf, int32_t threads, int64_t m
     }
     product_job job = {a, b, c, m, n, k, lda, ldb, ldc};
     size_t chunks = (size_t)((n + PRODUCT_COLS - 1) / PRODUCT_COLS);
-    rt_parallel_for(threads, chunks, rt_op__grain(PRODUCT_COLS * k * m), product_cols, &job);
+    rt_parallel__for(threads, chunks, rt_op__grain(PRODUCT_COLS * k * m), product_cols, &job);
 }
 
 /* rt[k, j] = r[j, k] for r [rows, cols], in tiles that stay in cache. */
@@ -419,13 +419,13 @@ static void run_direction(const rt_op_ctx *ctx, const rt_rnn_args *a, const rnn_
         recurrent_product(buf, threads, a->batch, two_phase ? 2 * n : gh, n, buf->h, n, buf->rt,
                           gh, buf->rec, gh);
         job.phase = two_phase ? 1 : 0;
-        rt_parallel_for(row_threads, (size_t)a->batch, grain, step_rows, &job);
+        rt_parallel__for(row_threads, (size_t)a->batch, grain, step_rows, &job);
         if (!two_phase)
             continue;
         recurrent_product(buf, threads, a->batch, n, n, buf->tmp, n, buf->rt + 2 * n, gh,
                           buf->rec2, n);
         job.phase = 2;
-        rt_parallel_for(row_threads, (size_t)a->batch, grain, step_rows, &job);
+        rt_parallel__for(row_threads, (size_t)a->batch, grain, step_rows, &job);
     }
     final_state(a, buf, d);
 }

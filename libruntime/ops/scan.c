@@ -98,35 +98,35 @@ typedef struct cumsum_args {
 
 /* cumsum(x, axis, exclusive, reverse, out) */
 static rt_status cumsum_setup(rt_op_ctx *ctx, cumsum_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 5));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 5));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op__int_param(ctx, 1, "axis", false, &args->axis));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "exclusive", &args->exclusive));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "reverse", &args->reverse));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 4, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "exclusive", &args->exclusive));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 3, "reverse", &args->reverse));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_NUMERIC,
                                             "float32, float64 and the integer types"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
     args->dim = 0;
     if (args->axis.known) {
         int64_t axis = rt_op__int_param_at(&args->axis, 0);
         /* Only an axis read from a tensor at run can be newly out of range. */
         if (!ctx->preparing && (axis < -(int64_t)x->rank || axis >= (int64_t)x->rank))
-            return rt_op_fail(ctx, RT_INVALID_ARGUMENT,
-                              "axis %" PRId64 " is out of range for x of rank %" PRId32, axis,
-                              x->rank);
-        RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, x->rank, "axis", &args->dim));
+            return rt_op__fail(ctx, RT_INVALID_ARGUMENT,
+                               "axis %" PRId64 " is out of range for x of rank %" PRId32, axis,
+                               x->rank);
+        RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, x->rank, "axis", &args->dim));
     } else if (x->rank < 1) {
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "x has rank 0; cumsum needs rank >= 1");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "x has rank 0; cumsum needs rank >= 1");
     }
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, x->sizes, sizeof sizes);
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", x, "x", x->rank, sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", x->rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", x->rank, sizes);
 }
 
 rt_status rt_ops__cumsum_prepare(rt_op_ctx *ctx) {
@@ -145,10 +145,10 @@ rt_status rt_ops__cumsum_run(rt_op_ctx *ctx) {
     job.blocks = (job.inner + BLOCK - 1) / BLOCK;
     scan_kernel kernel = cumsum_kernel(args.x->type);
     if (!kernel) /* the type checks in setup make this unreachable */
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(args.x->type));
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(job.outer * job.blocks),
-                    rt_op__grain(job.n * BLOCK), kernel, &job);
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(args.x->type));
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(job.outer * job.blocks),
+                     rt_op__grain(job.n * BLOCK), kernel, &job);
     return RT_OK;
 }
 
@@ -259,44 +259,44 @@ typedef struct topk_args {
 /* topk(x, k, axis, largest, sorted, values, indices) */
 static rt_status topk_setup(rt_op_ctx *ctx, topk_args *args) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 7));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 7));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_op__int_param(ctx, 1, "k", false, &args->k));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "largest", &args->largest));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 4, "sorted", &args->sorted));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 5, "values", &args->values));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 6, "indices", &args->indices));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 3, "largest", &args->largest));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 4, "sorted", &args->sorted));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 5, "values", &args->values));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 6, "indices", &args->indices));
     rt_tensor_value *x = args->x, *values = args->values, *indices = args->indices;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_NUMERIC,
                                             "float32, float64 and the integer types"));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, values, "values", x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_type(ctx, indices, "indices", RT_I64));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, values, "values"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, indices, "indices"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, values, "values"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, indices, "indices"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, values, "values", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_type(ctx, indices, "indices", RT_I64));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, values, "values"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, indices, "indices"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, values, "values"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, indices, "indices"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, values, "values", x, "x"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, indices, "indices", x, "x"));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, indices, "indices", values, "values"));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, x->rank, "axis", &args->axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, x->rank, "axis", &args->axis));
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, x->sizes, sizeof sizes);
     if (args->k.known) {
         int64_t k = rt_op__int_param_at(&args->k, 0), n = x->sizes[args->axis];
         if (k < 0 || k > n)
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "k is %" PRId64 "; it must be in [0, %" PRId64
-                              "] (the size of axis %" PRId32 " of x)",
-                              k, n, args->axis);
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "k is %" PRId64 "; it must be in [0, %" PRId64
+                               "] (the size of axis %" PRId32 " of x)",
+                               k, n, args->axis);
         sizes[args->axis] = k;
     } else {
         /* k from an input: the outputs' planned sizes stand in until it is known. */
         sizes[args->axis] = values->rank == x->rank ? values->bounds[args->axis] : 0;
     }
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, values, "values", x->rank, sizes));
-    return rt_op_set_output_sizes(ctx, indices, "indices", x->rank, sizes);
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, values, "values", x->rank, sizes));
+    return rt_op__set_output_sizes(ctx, indices, "indices", x->rank, sizes);
 }
 
 rt_status rt_ops__topk_prepare(rt_op_ctx *ctx) {
@@ -315,11 +315,11 @@ rt_status rt_ops__topk_run(rt_op_ctx *ctx) {
     job.k = args.values->sizes[args.axis];
     scan_kernel kernel = topk_kernel(args.x->type);
     if (!kernel) /* the type checks in setup make this unreachable */
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(args.x->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(args.x->type));
     /* n log k comparisons per row, a few units of work each. */
     int64_t work = rt_op__mul_sat(job.n, 4);
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(job.outer * job.inner), rt_op__grain(work),
-                    kernel, &job);
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(job.outer * job.inner), rt_op__grain(work),
+                     kernel, &job);
     return RT_OK;
 }

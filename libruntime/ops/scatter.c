@@ -87,15 +87,15 @@ typedef struct scatter_args {
 /* Arguments 0-2 (data, indices, updates), the reduction at `reduction_index` and out last. */
 static rt_status scatter_common(rt_op_ctx *ctx, size_t reduction_index, scatter_args *args) {
     int64_t reduction;
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "data", &args->data));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "indices", &args->indices));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "updates", &args->updates));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, reduction_index, "reduction", &reduction));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, reduction_index + 1, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "data", &args->data));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "indices", &args->indices));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "updates", &args->updates));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, reduction_index, "reduction", &reduction));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, reduction_index + 1, "out", &args->out));
     rt_tensor_value *data = args->data, *out = args->out;
     if (reduction < REDUCE_NONE || reduction >= REDUCE_COUNT)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "reduction %" PRId64 " must be 0 (none), "
-                          "1 (add), 2 (mul), 3 (max) or 4 (min)", reduction);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "reduction %" PRId64 " must be 0 (none), "
+                           "1 (add), 2 (mul), 3 (max) or 4 (min)", reduction);
     args->reduction = (scatter_reduction)reduction;
     if (args->reduction == REDUCE_NONE) {
         RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, data, "data", RT_TYPES_ALL, "any dtype"));
@@ -106,29 +106,29 @@ static rt_status scatter_common(rt_op_ctx *ctx, size_t reduction_index, scatter_
                                                 "a reduction"));
         args->apply = apply_for(data->type, args->reduction);
         if (!args->apply)
-            return rt_op_fail(ctx, RT_INTERNAL, "no scatter kernel for dtype %s",
-                              rt_tensor__type_name(data->type));
+            return rt_op__fail(ctx, RT_INTERNAL, "no scatter kernel for dtype %s",
+                               rt_tensor__type_name(data->type));
     }
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, data, "data", out));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, args->updates, "updates", data, "data"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, args->updates, "updates"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, args->updates, "updates", data, "data"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, args->updates, "updates"));
     RT_RETURN_IF_ERROR(rt_mv__check_index_tensor(ctx, args->indices, "indices", out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", args->updates, "updates"));
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, data->sizes, sizeof sizes);
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", data, "data", data->rank,
                                                 sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", data->rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", data->rank, sizes);
 }
 
 static rt_status index_out_of_range(rt_op_ctx *ctx, const rt_tensor_value *indices,
                                     int64_t flat, int64_t value, int64_t limit, int32_t dim) {
     char pos[RT_OP_SHAPE_TEXT];
-    return rt_op_fail(ctx, RT_INVALID_ARGUMENT,
-                      "indices%s is %" PRId64 ", out of range for dimension %" PRId32
-                      " of data, of size %" PRId64 " (valid: %" PRId64 " to %" PRId64 ")",
-                      rt_mv__position_text(flat, indices->rank, indices->sizes, pos), value, dim,
-                      limit, -limit, limit - 1);
+    return rt_op__fail(ctx, RT_INVALID_ARGUMENT,
+                       "indices%s is %" PRId64 ", out of range for dimension %" PRId32
+                       " of data, of size %" PRId64 " (valid: %" PRId64 " to %" PRId64 ")",
+                       rt_mv__position_text(flat, indices->rank, indices->sizes, pos), value, dim,
+                       limit, -limit, limit - 1);
 }
 
 /* out = data, unless out is data's own storage. */
@@ -154,26 +154,26 @@ static void apply_one(const scatter_args *args, int64_t out_offset, int64_t upda
 /* scatter_elements(data, indices, updates, axis: int, reduction: int, out) */
 static rt_status scatter_elements_setup(rt_op_ctx *ctx, scatter_args *args, int32_t *axis) {
     int64_t axis_arg;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 6));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 6));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(scatter_common(ctx, 4, args));
     const rt_tensor_value *data = args->data, *indices = args->indices;
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", axis));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, indices, "indices", data->rank));
-    RT_RETURN_IF_ERROR(rt_op_check_rank(ctx, args->updates, "updates", data->rank));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, data->rank, "axis", axis));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, indices, "indices", data->rank));
+    RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, args->updates, "updates", data->rank));
     char ti[RT_OP_SHAPE_TEXT], tu[RT_OP_SHAPE_TEXT], td[RT_OP_SHAPE_TEXT];
     for (int32_t d = 0; d < data->rank; d++) {
         if (args->updates->sizes[d] != indices->sizes[d])
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "updates %s and indices %s must have the same shape",
-                              rt_op__shape_text(args->updates->sizes, data->rank, tu),
-                              rt_op__shape_text(indices->sizes, data->rank, ti));
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "updates %s and indices %s must have the same shape",
+                               rt_op__shape_text(args->updates->sizes, data->rank, tu),
+                               rt_op__shape_text(indices->sizes, data->rank, ti));
         if (d != *axis && indices->sizes[d] > data->sizes[d])
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "indices %s is larger than data %s in dimension %" PRId32
-                              " (only the axis may be larger)",
-                              rt_op__shape_text(indices->sizes, data->rank, ti),
-                              rt_op__shape_text(data->sizes, data->rank, td), d);
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "indices %s is larger than data %s in dimension %" PRId32
+                               " (only the axis may be larger)",
+                               rt_op__shape_text(indices->sizes, data->rank, ti),
+                               rt_op__shape_text(data->sizes, data->rank, td), d);
     }
     return RT_OK;
 }
@@ -220,19 +220,19 @@ rt_status rt_ops__scatter_elements_run(rt_op_ctx *ctx) {
 /* scatter_nd(data, indices, updates, reduction: int, out): indices [..., k] names slices
  * data[i_0, ..., i_{k-1}]; updates has shape indices.shape[:-1] + data.shape[k:]. */
 static rt_status scatter_nd_setup(rt_op_ctx *ctx, scatter_args *args, int32_t *k_out) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 5));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 5));
     RT_RETURN_IF_ERROR(scatter_common(ctx, 3, args));
     const rt_tensor_value *data = args->data, *indices = args->indices, *updates = args->updates;
     int32_t q = indices->rank, r = data->rank;
     if (q < 1)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "indices needs rank >= 1");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "indices needs rank >= 1");
     int64_t k = indices->sizes[q - 1];
     if (k > r)
-        return rt_op_fail(ctx, rt_op__shape_code(ctx), "indices has %" PRId64 " items per "
-                          "index, but data has rank %" PRId32, k, r);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "indices has %" PRId64 " items per "
+                           "index, but data has rank %" PRId32, k, r);
     if (q - 1 + r - k > RT_MAX_RANK)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "updates would need rank %" PRId64
-                          "; the most is %d", q - 1 + r - k, RT_MAX_RANK);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "updates would need rank %" PRId64
+                           "; the most is %d", q - 1 + r - k, RT_MAX_RANK);
     int64_t expected[RT_MAX_RANK];
     int32_t n = 0;
     for (int32_t d = 0; d < q - 1; d++)
@@ -244,10 +244,10 @@ static rt_status scatter_nd_setup(rt_op_ctx *ctx, scatter_args *args, int32_t *k
         same = updates->sizes[d] == expected[d];
     if (!same) {
         char tu[RT_OP_SHAPE_TEXT], te[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "updates has shape %s, but indices and data need %s",
-                          rt_op__shape_text(updates->sizes, updates->rank, tu),
-                          rt_op__shape_text(expected, n, te));
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "updates has shape %s, but indices and data need %s",
+                           rt_op__shape_text(updates->sizes, updates->rank, tu),
+                           rt_op__shape_text(expected, n, te));
     }
     *k_out = (int32_t)k;
     return RT_OK;

@@ -8,10 +8,10 @@
 /* Output dtype, writability and row-major layout of x and out, shared by the three ops. */
 static rt_status check_data_op(rt_op_ctx *ctx, const rt_tensor_value *x, const char *what_x,
                                const rt_tensor_value *out) {
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, what_x));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, what_x));
-    return rt_op_check_default_layout(ctx, out, "out");
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", x, what_x));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, what_x));
+    return rt_op__check_default_layout(ctx, out, "out");
 }
 
 /* ---- reshape ---------------------------------------------------------------------------- */
@@ -34,34 +34,35 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
             continue;
         }
         if (s < 0)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                              "shape %s may hold sizes >= 0 and a single -1",
-                              rt_op__shape_text(args->shape, (int32_t)args->count, ts));
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                               "shape %s may hold sizes >= 0 and a single -1",
+                               rt_op__shape_text(args->shape, (int32_t)args->count, ts));
         if (!rt_op__mul(known, s, &known))
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM, "shape %s overflows int64",
-                              rt_op__shape_text(args->shape, (int32_t)args->count, ts));
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "shape %s overflows int64",
+                               rt_op__shape_text(args->shape, (int32_t)args->count, ts));
         sizes[i] = s;
     }
     const rt_tensor_value *x = args->x;
     if (!rt_tensor__checked_numel(x->sizes, x->rank, &numel))
-        return rt_op_fail(ctx, RT_INTERNAL, "x has an invalid shape");
+        return rt_op__fail(ctx, RT_INTERNAL, "x has an invalid shape");
     /* The shapes are formatted only for a message: this runs on every call. */
 #define TX rt_op__shape_text(x->sizes, x->rank, tx)
 #define TS rt_op__shape_text(args->shape, (int32_t)args->count, ts)
     if (inferred != SIZE_MAX) {
         if (known == 0) /* any size would do: numpy and PyTorch refuse this too */
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                              "cannot infer the -1 in shape %s: the other sizes multiply to 0", TS);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                               "cannot infer the -1 in shape %s: the other sizes multiply to 0",
+                               TS);
         if (numel % known != 0)
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "cannot reshape x %s (%" PRId64 " elements) into shape %s", TX,
-                              numel, TS);
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "cannot reshape x %s (%" PRId64 " elements) into shape %s", TX,
+                               numel, TS);
         sizes[inferred] = numel / known;
     } else if (known != numel) {
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "cannot reshape x %s (%" PRId64 " elements) into shape %s (%" PRId64
-                          " elements)",
-                          TX, numel, TS, known);
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "cannot reshape x %s (%" PRId64 " elements) into shape %s (%" PRId64
+                           " elements)",
+                           TX, numel, TS, known);
     }
 #undef TX
 #undef TS
@@ -70,17 +71,17 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
 
 /* reshape(x, shape, out) */
 static rt_status reshape_setup(rt_op_ctx *ctx, reshape_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "shape", &args->shape, &args->count));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 1, "shape", &args->shape, &args->count));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     RT_RETURN_IF_ERROR(check_data_op(ctx, args->x, "x", args->out));
     if (args->count > RT_MAX_RANK)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "shape has %zu sizes; the most is %d",
-                          args->count, RT_MAX_RANK);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "shape has %zu sizes; the most is %d",
+                           args->count, RT_MAX_RANK);
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(reshape_sizes(ctx, args, sizes));
-    return rt_op_set_output_sizes(ctx, args->out, "out", (int32_t)args->count, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", (int32_t)args->count, sizes);
 }
 
 rt_status rt_ops__reshape_prepare(rt_op_ctx *ctx) {
@@ -109,31 +110,31 @@ typedef struct transpose_args {
 static rt_status transpose_setup(rt_op_ctx *ctx, transpose_args *args) {
     const int64_t *perm;
     size_t count;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 1, "perm", &perm, &count));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 1, "perm", &perm, &count));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     const rt_tensor_value *x = args->x;
     RT_RETURN_IF_ERROR(check_data_op(ctx, x, "x", args->out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", x, "x"));
     if (count != (size_t)x->rank)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "perm has %zu entries, but x has rank %" PRId32, count, x->rank);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "perm has %zu entries, but x has rank %" PRId32, count, x->rank);
 
     bool seen[RT_MAX_RANK] = {false};
     int64_t sizes[RT_MAX_RANK];
     for (int32_t i = 0; i < x->rank; i++) {
         int32_t axis;
-        RT_RETURN_IF_ERROR(rt_op_axis(ctx, perm[i], x->rank, "perm item", &axis));
+        RT_RETURN_IF_ERROR(rt_op__axis(ctx, perm[i], x->rank, "perm item", &axis));
         if (seen[axis])
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                              "perm names dimension %" PRId32 " twice; it must be a permutation",
-                              axis);
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                               "perm names dimension %" PRId32 " twice; it must be a permutation",
+                               axis);
         seen[axis] = true;
         args->perm[i] = axis;
         sizes[i] = x->sizes[axis];
     }
-    return rt_op_set_output_sizes(ctx, args->out, "out", x->rank, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", x->rank, sizes);
 }
 
 rt_status rt_ops__transpose_prepare(rt_op_ctx *ctx) {
@@ -173,12 +174,12 @@ static rt_status concat_check_inputs(rt_op_ctx *ctx, const concat_args *args) {
     for (size_t i = 0; i < args->count; i++) {
         const rt_tensor_value *x = args->xs[i];
         rt_op__item_name(what, "xs[", i, "]");
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, x, what, first, "xs[0]"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, x, what, first, "xs[0]"));
         if (x->rank != first->rank)
-            return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                              "%s has rank %" PRId32 ", but xs[0] has rank %" PRId32, what,
-                              x->rank, first->rank);
-        RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, what));
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                               "%s has rank %" PRId32 ", but xs[0] has rank %" PRId32, what,
+                               x->rank, first->rank);
+        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, what));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", x, what));
     }
     return RT_OK;
@@ -195,13 +196,14 @@ static rt_status concat_sizes(rt_op_ctx *ctx, const concat_args *args, int64_t *
             if (d == args->axis || x->sizes[d] == first->sizes[d])
                 continue;
             char t0[RT_OP_SHAPE_TEXT], ti[RT_OP_SHAPE_TEXT];
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "xs[%zu] %s does not match xs[0] %s outside axis %" PRId32, i,
-                              rt_op__shape_text(x->sizes, x->rank, ti),
-                              rt_op__shape_text(first->sizes, first->rank, t0), args->axis);
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "xs[%zu] %s does not match xs[0] %s outside axis %" PRId32, i,
+                               rt_op__shape_text(x->sizes, x->rank, ti),
+                               rt_op__shape_text(first->sizes, first->rank, t0), args->axis);
         }
         if (!rt_op__add(sizes[args->axis], x->sizes[args->axis], &sizes[args->axis]))
-            return rt_op_fail(ctx, rt_op__shape_code(ctx), "the concatenated size overflows int64");
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "the concatenated size overflows int64");
     }
     return RT_OK;
 }
@@ -209,18 +211,19 @@ static rt_status concat_sizes(rt_op_ctx *ctx, const concat_args *args, int64_t *
 /* concat(xs, axis, out) */
 static rt_status concat_setup(rt_op_ctx *ctx, concat_args *args) {
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor_list(ctx, 0, "xs", &args->xs, &args->count));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor_list(ctx, 0, "xs", &args->xs, &args->count));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     if (args->count == 0)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM, "xs is empty; concat needs at least one tensor");
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "xs is empty; concat needs at least one tensor");
     RT_RETURN_IF_ERROR(check_data_op(ctx, args->xs[0], "xs[0]", args->out));
     RT_RETURN_IF_ERROR(concat_check_inputs(ctx, args));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, args->xs[0]->rank, "axis", &args->axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, args->xs[0]->rank, "axis", &args->axis));
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(concat_sizes(ctx, args, sizes));
-    return rt_op_set_output_sizes(ctx, args->out, "out", args->xs[0]->rank, sizes);
+    return rt_op__set_output_sizes(ctx, args->out, "out", args->xs[0]->rank, sizes);
 }
 
 rt_status rt_ops__concat_prepare(rt_op_ctx *ctx) {

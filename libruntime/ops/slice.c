@@ -52,12 +52,12 @@ static rt_status slice_plan(rt_op_ctx *ctx, const slice_args *args, slice_dims *
     size_t n = args->starts.count;
     if (args->ends.count != n || (args->axes.present && args->axes.count != n) ||
         (args->steps.present && args->steps.count != n))
-        return rt_op_fail(ctx, code,
-                          "starts has %zu items, ends %zu, axes %zu, steps %zu; they must agree",
-                          n, args->ends.count, args->axes.present ? args->axes.count : n,
-                          args->steps.present ? args->steps.count : n);
+        return rt_op__fail(ctx, code,
+                           "starts has %zu items, ends %zu, axes %zu, steps %zu; they must agree",
+                           n, args->ends.count, args->axes.present ? args->axes.count : n,
+                           args->steps.present ? args->steps.count : n);
     if (n > (size_t)x->rank)
-        return rt_op_fail(ctx, code, "starts has %zu items, but x has rank %" PRId32, n, x->rank);
+        return rt_op__fail(ctx, code, "starts has %zu items, but x has rank %" PRId32, n, x->rank);
     bool seen[RT_MAX_RANK] = {false};
     for (int32_t d = 0; d < x->rank; d++) {
         dims->start[d] = 0;
@@ -68,13 +68,13 @@ static rt_status slice_plan(rt_op_ctx *ctx, const slice_args *args, slice_dims *
         int64_t axis_item = args->axes.present ? rt_mv__ints_at(&args->axes, i) : (int64_t)i;
         int64_t step = args->steps.present ? rt_mv__ints_at(&args->steps, i) : 1;
         if (axis_item < -(int64_t)x->rank || axis_item >= (int64_t)x->rank)
-            return rt_op_fail(ctx, code, "axes item %zu is %" PRId64 ", out of range for rank %"
-                              PRId32, i, axis_item, x->rank);
+            return rt_op__fail(ctx, code, "axes item %zu is %" PRId64 ", out of range for rank %"
+                               PRId32, i, axis_item, x->rank);
         int32_t axis = (int32_t)(axis_item < 0 ? axis_item + x->rank : axis_item);
         if (seen[axis])
-            return rt_op_fail(ctx, code, "axes names dimension %" PRId32 " twice", axis);
+            return rt_op__fail(ctx, code, "axes names dimension %" PRId32 " twice", axis);
         if (step == 0)
-            return rt_op_fail(ctx, code, "steps item %zu is 0; steps must be nonzero", i);
+            return rt_op__fail(ctx, code, "steps item %zu is 0; steps must be nonzero", i);
         seen[axis] = true;
         dims->step[axis] = step;
         slice_axis(x->sizes[axis], rt_mv__ints_at(&args->starts, i),
@@ -85,13 +85,13 @@ static rt_status slice_plan(rt_op_ctx *ctx, const slice_args *args, slice_dims *
 
 /* slice(x, starts, ends, axes | none, steps | none, out) */
 static rt_status slice_setup(rt_op_ctx *ctx, slice_args *args, slice_dims *dims) {
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 6));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 6));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "starts", false, &args->starts));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 2, "ends", false, &args->ends));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 3, "axes", true, &args->axes));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 4, "steps", true, &args->steps));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 5, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 5, "out", &args->out));
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, args->x, "x", RT_TYPES_ALL, "any dtype"));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, args->x, "x", args->out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->x, "x"));
@@ -103,13 +103,13 @@ static rt_status slice_setup(rt_op_ctx *ctx, slice_args *args, slice_dims *dims)
                                                                 : i == 2 ? "axes" : "steps"));
         if (!rt_mv__ints_known(ctx, params[i])) {
             if (args->out->rank != args->x->rank)
-                return rt_op_fail(ctx, RT_INVALID_PROGRAM, "out has rank %" PRId32
-                                  ", but x has rank %" PRId32, args->out->rank, args->x->rank);
+                return rt_op__fail(ctx, RT_INVALID_PROGRAM, "out has rank %" PRId32
+                                   ", but x has rank %" PRId32, args->out->rank, args->x->rank);
             return rt_mv__plan_at_bounds(ctx, args->out, "out");
         }
     }
     RT_RETURN_IF_ERROR(slice_plan(ctx, args, dims));
-    return rt_op_set_output_sizes(ctx, args->out, "out", args->x->rank, dims->count);
+    return rt_op__set_output_sizes(ctx, args->out, "out", args->x->rank, dims->count);
 }
 
 rt_status rt_ops__slice_prepare(rt_op_ctx *ctx) {
@@ -129,7 +129,7 @@ rt_status rt_ops__slice_run(rt_op_ctx *ctx) {
         return RT_OK;
     int64_t *maps[RT_MAX_RANK];
     if (!rt_mv__maps_layout(ctx, out->rank, out->sizes, maps))
-        return rt_op_fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
+        return rt_op__fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
     int64_t strides[RT_MAX_RANK];
     rt_tensor__dense_strides(strides, x->rank, x->sizes, NULL);
     /* Every index start + i * step lies in [0, size): the products stay in range. */
@@ -180,20 +180,20 @@ static int64_t split_part(const split_args *args, int64_t dim, size_t i) {
 static rt_status split_check_parts(rt_op_ctx *ctx, const split_args *args, int64_t dim) {
     rt_status code = rt_op__shape_code(ctx);
     if (args->sizes.count > 0 && args->sizes.count != args->count)
-        return rt_op_fail(ctx, code, "sizes has %zu items for %zu outputs", args->sizes.count,
-                          args->count);
+        return rt_op__fail(ctx, code, "sizes has %zu items for %zu outputs", args->sizes.count,
+                           args->count);
     int64_t total = 0;
     for (size_t i = 0; i < args->count; i++) {
         int64_t part = split_part(args, dim, i);
         if (part < 0)
-            return rt_op_fail(ctx, code, "sizes item %zu is %" PRId64 "; sizes must be >= 0", i,
-                              part);
+            return rt_op__fail(ctx, code, "sizes item %zu is %" PRId64 "; sizes must be >= 0", i,
+                               part);
         if (!rt_op__add(total, part, &total))
-            return rt_op_fail(ctx, code, "sizes overflow int64");
+            return rt_op__fail(ctx, code, "sizes overflow int64");
     }
     if (total != dim)
-        return rt_op_fail(ctx, code, "sizes add up to %" PRId64 ", but x has %" PRId64
-                          " along axis %" PRId32, total, dim, args->axis);
+        return rt_op__fail(ctx, code, "sizes add up to %" PRId64 ", but x has %" PRId64
+                           " along axis %" PRId32, total, dim, args->axis);
     return RT_OK;
 }
 
@@ -201,21 +201,21 @@ static rt_status split_check_parts(rt_op_ctx *ctx, const split_args *args, int64
 static rt_status split_setup(rt_op_ctx *ctx, split_args *args) {
     int64_t axis;
     if (ctx->nargs < 4)
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "expects x, axis, sizes and at least one output, but has %zu arguments",
-                          ctx->nargs);
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "expects x, axis, sizes and at least one output, but has %zu arguments",
+                           ctx->nargs);
     args->count = ctx->nargs - 3;
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 2, "sizes", false, &args->sizes));
     const rt_tensor_value *x = args->x;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", RT_TYPES_ALL, "any dtype"));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis, x->rank, "axis", &args->axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, x->rank, "axis", &args->axis));
     char what[RT_OP_ITEM_NAME];
     for (size_t i = 0; i < args->count; i++) {
         rt_tensor_value *out;
         rt_op__item_name(what, "out_", i, "");
-        RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 3 + i, what, &out));
+        RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 3 + i, what, &out));
         RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, x, "x", out));
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, what, x, "x"));
         if (args->sizes.tensor)
@@ -223,7 +223,7 @@ static rt_status split_setup(rt_op_ctx *ctx, split_args *args) {
                                                      "sizes"));
         for (size_t j = 0; j < i; j++)
             if (split_out(ctx, j) == out)
-                return rt_op_fail(ctx, RT_INVALID_PROGRAM, "%s is also out_%zu", what, j);
+                return rt_op__fail(ctx, RT_INVALID_PROGRAM, "%s is also out_%zu", what, j);
     }
     if (!rt_mv__ints_known(ctx, &args->sizes)) {
         for (size_t i = 0; i < args->count; i++) {
@@ -238,7 +238,7 @@ static rt_status split_setup(rt_op_ctx *ctx, split_args *args) {
     for (size_t i = 0; i < args->count; i++) {
         sizes[args->axis] = split_part(args, x->sizes[args->axis], i);
         rt_op__item_name(what, "out_", i, "");
-        RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, split_out(ctx, i), what, x->rank, sizes));
+        RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, split_out(ctx, i), what, x->rank, sizes));
     }
     return RT_OK;
 }

@@ -66,21 +66,21 @@ typedef struct unary_args {
  * and out's sizes for this execution. */
 static rt_status unary_tensors(rt_op_ctx *ctx, uint32_t types, const char *types_text,
                                bool bool_out, unary_args *args) {
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, ctx->nargs - 1, "out", &args->out));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, ctx->nargs - 1, "out", &args->out));
     rt_tensor_value *x = args->x, *out = args->out;
     RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, x, "x", types, types_text));
     if (bool_out)
-        RT_RETURN_IF_ERROR(rt_op_check_type(ctx, out, "out", RT_BOOL));
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, out, "out", RT_BOOL));
     else
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, out, "out", x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_writable(ctx, out, "out"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, out, "out"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, out, "out", x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, "out"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, "out"));
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, x->sizes, sizeof sizes);
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, out, "out", x, "x", x->rank, sizes));
-    return rt_op_set_output_sizes(ctx, out, "out", x->rank, sizes);
+    return rt_op__set_output_sizes(ctx, out, "out", x->rank, sizes);
 }
 
 /* ---- clip bounds ------------------------------------------------------------------------ */
@@ -141,22 +141,23 @@ static rt_status clip_bound(rt_op_ctx *ctx, size_t i, const char *what, const rt
         else
             s->f64 = v->u.d;
     } else if (kind == RT_VALUE_DOUBLE) {
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "%s is a double, but x has the integer dtype %s: pass an int or a tensor",
-                          what, rt_tensor__type_name(x->type));
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "%s is a double, but x has the integer dtype %s: pass an int or a "
+                           "tensor",
+                           what, rt_tensor__type_name(x->type));
     } else if (kind == RT_VALUE_TENSOR && v->u.t) {
         const rt_tensor_value *t = v->u.t;
-        RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, t, what, x, "x"));
+        RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, t, what, x, "x"));
         if (rt_tensor__numel(t) != 1)
-            return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                              "%s must hold exactly one element, not %lld", what,
-                              (long long)rt_tensor__numel(t));
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                               "%s must hold exactly one element, not %lld", what,
+                               (long long)rt_tensor__numel(t));
         if (!ctx->preparing) /* the contents are only there at run */
             memcpy(s, t->data, t->elem_size);
     } else {
-        return rt_op_fail(ctx, RT_INVALID_PROGRAM,
-                          "argument %zu (%s) must be a tensor, an int, a double or none, not %s",
-                          i, what, rt_value__kind_name(kind));
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "argument %zu (%s) must be a tensor, an int, a double or none, not %s",
+                           i, what, rt_value__kind_name(kind));
     }
     return RT_OK;
 }
@@ -169,21 +170,21 @@ static rt_status unary_params(rt_op_ctx *ctx, rt_unary_kind *kind, const rt_tens
     bool tanh_form = false;
     switch (*kind) {
     case RT_UNARY_HARD_SIGMOID:
-        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p->alpha));
-        return rt_op_double(ctx, 2, "beta", &p->beta);
+        RT_RETURN_IF_ERROR(rt_op__double(ctx, 1, "alpha", &p->alpha));
+        return rt_op__double(ctx, 2, "beta", &p->beta);
     case RT_UNARY_LEAKY_RELU:
     case RT_UNARY_ELU:
-        return rt_op_double(ctx, 1, "alpha", &p->alpha);
+        return rt_op__double(ctx, 1, "alpha", &p->alpha);
     case RT_UNARY_SELU:
-        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p->alpha));
-        return rt_op_double(ctx, 2, "gamma", &p->beta);
+        RT_RETURN_IF_ERROR(rt_op__double(ctx, 1, "alpha", &p->alpha));
+        return rt_op__double(ctx, 2, "gamma", &p->beta);
     case RT_UNARY_GELU:
-        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "approximate", &tanh_form));
+        RT_RETURN_IF_ERROR(rt_op__bool(ctx, 1, "approximate", &tanh_form));
         *kind = tanh_form ? RT_UNARY_GELU_TANH : RT_UNARY_GELU;
         return RT_OK;
     case RT_UNARY_ISINF:
-        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "detect_positive", &p->detect_positive));
-        return rt_op_bool(ctx, 2, "detect_negative", &p->detect_negative);
+        RT_RETURN_IF_ERROR(rt_op__bool(ctx, 1, "detect_positive", &p->detect_positive));
+        return rt_op__bool(ctx, 2, "detect_negative", &p->detect_negative);
     case RT_UNARY_CLIP:
         RT_RETURN_IF_ERROR(clip_bound(ctx, 1, "min", x, false, &p->lo));
         return clip_bound(ctx, 2, "max", x, true, &p->hi);
@@ -211,7 +212,7 @@ static rt_status unary_op(rt_op_ctx *ctx, rt_unary_kind kind, bool run) {
     unary_args args;
     rt_unary_params params;
     memset(&params, 0, sizeof params);
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, info->nparams + 2));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, info->nparams + 2));
     RT_RETURN_IF_ERROR(unary_tensors(ctx, info->types, info->types_text, info->bool_out, &args));
     RT_RETURN_IF_ERROR(unary_params(ctx, &kind, args.x, &params));
     if (!run)
@@ -219,12 +220,12 @@ static rt_status unary_op(rt_op_ctx *ctx, rt_unary_kind kind, bool run) {
     unary_job job = {rt_ops__unary_kernel(kind, args.x->type), &params, args.out->data,
                      args.x->data, args.out->elem_size, args.x->elem_size};
     if (!job.kernel) /* the type checks in prepare make this unreachable */
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(args.x->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(args.x->type));
     int64_t numel = rt_tensor__numel(args.out);
     if (numel > 0)
-        rt_parallel_for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(info->cost),
-                        unary_range, &job);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)numel, rt_op__grain(info->cost),
+                         unary_range, &job);
     return RT_OK;
 }
 
@@ -343,23 +344,23 @@ static void prelu_range(void *arg, size_t begin, size_t end) {
 static rt_status prelu_op(rt_op_ctx *ctx, bool run) {
     unary_args args;
     rt_tensor_value *slope;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_tensor(ctx, 1, "slope", &slope));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 1, "slope", &slope));
     RT_RETURN_IF_ERROR(unary_tensors(ctx, NUMERIC, false, &args));
-    RT_RETURN_IF_ERROR(rt_op_check_same_type(ctx, slope, "slope", args.x, "x"));
-    RT_RETURN_IF_ERROR(rt_op_check_default_layout(ctx, slope, "slope"));
+    RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, slope, "slope", args.x, "x"));
+    RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, slope, "slope"));
     RT_RETURN_IF_ERROR(rt_op__check_in_place_ok(ctx, args.out, "out", slope, "slope",
                                                 args.x->rank, args.x->sizes));
     /* slope broadcasts to x (ONNX's unidirectional broadcasting): the result is x's shape. */
     int32_t rank;
     int64_t sizes[RT_MAX_RANK];
-    RT_RETURN_IF_ERROR(rt_op_broadcast_shape(ctx, args.x, slope, &rank, sizes));
+    RT_RETURN_IF_ERROR(rt_op__broadcast_shape(ctx, args.x, slope, &rank, sizes));
     if (rank != args.x->rank || memcmp(sizes, args.x->sizes, (size_t)rank * sizeof *sizes)) {
         char ts[RT_OP_SHAPE_TEXT], tx[RT_OP_SHAPE_TEXT];
-        return rt_op_fail(ctx, rt_op__shape_code(ctx),
-                          "slope %s must broadcast to the shape of x %s",
-                          rt_op__shape_text(slope->sizes, slope->rank, ts),
-                          rt_op__shape_text(args.x->sizes, args.x->rank, tx));
+        return rt_op__fail(ctx, rt_op__shape_code(ctx),
+                           "slope %s must broadcast to the shape of x %s",
+                           rt_op__shape_text(slope->sizes, slope->rank, ts),
+                           rt_op__shape_text(args.x->sizes, args.x->rank, tx));
     }
     if (!run || rt_tensor__numel(args.out) == 0)
         return RT_OK;
@@ -368,10 +369,10 @@ static rt_status prelu_op(rt_op_ctx *ctx, bool run) {
     prelu_job job = {&plan, rt_ops__prelu_kernel(args.x->type), args.out->data, args.x->data,
                      slope->data, args.x->elem_size};
     if (!job.kernel)
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(args.x->type));
-    rt_parallel_for(rt_op__threads(ctx), (size_t)rt_tensor__numel(args.out), rt_op__grain(1),
-                    prelu_range, &job);
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(args.x->type));
+    rt_parallel__for(rt_op__threads(ctx), (size_t)rt_tensor__numel(args.out), rt_op__grain(1),
+                     prelu_range, &job);
     return RT_OK;
 }
 
@@ -402,12 +403,12 @@ static rt_status axis_op(rt_op_ctx *ctx, rt_axis_kernel (*kernel_for)(rt_type), 
     unary_args args;
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_expect_nargs(ctx, 3));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(unary_tensors(ctx, FLOATS, false, &args));
     /* A 0-d tensor is one element: axis 0 or -1, as softmax. */
     const rt_tensor_value *x = args.x;
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
     if (!run || rt_tensor__numel(x) == 0)
         return RT_OK;
     /* The products are bounded by the element count of x, which is not 0. */
@@ -422,10 +423,10 @@ static rt_status axis_op(rt_op_ctx *ctx, rt_axis_kernel (*kernel_for)(rt_type), 
             job.inner *= x->sizes[d];
     }
     if (!job.kernel)
-        return rt_op_fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
-                          rt_tensor__type_name(x->type));
-    rt_parallel_for(rt_op__threads(ctx), (size_t)(outer * job.inner), rt_op__grain(job.n * 4),
-                    axis_range, &job);
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+                           rt_tensor__type_name(x->type));
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(outer * job.inner), rt_op__grain(job.n * 4),
+                     axis_range, &job);
     return RT_OK;
 }
 

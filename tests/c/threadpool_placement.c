@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
     sched_setaffinity(0, sizeof both, &both); /* the workers, started next, inherit it */
     caller = pthread_self();
     rt_set_worker_wait_us(sleep_between ? 0 : 30000000);
-    rt_parallel_for(2, 8, 1, piece, NULL);
+    rt_parallel__for(2, 8, 1, piece, NULL);
     pid_t tids[64];
     int n = workers(tids, 64);
     if (n == 0) {
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
         }
         usleep(20000); /* past the pool's limit of one move per 10 ms */
         atomic_store(&worker_first_cpu, -1);
-        rt_parallel_for(2, 8, 1, piece, NULL);
+        rt_parallel__for(2, 8, 1, piece, NULL);
         int first = atomic_load(&worker_first_cpu);
         if (first != b) {
             fprintf(stderr, "round %d: the worker's first piece ran on CPU %d, not %d\n", round,

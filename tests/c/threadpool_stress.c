@@ -1,6 +1,6 @@
 /* threadpool_stress.c: several threads run parallel loops at once, with random sizes, grains
  * and thread counts, some nesting a loop inside a piece; every index must run exactly once.
- * They run parallel runs (rt_parallel_runs) too, with items of uneven cost so that threads
+ * They run parallel runs (rt_parallel__runs) too, with items of uneven cost so that threads
  * take from each other's runs: every item must run exactly once, each call's items one after
  * another from the front, on a slot no other thread holds at the time; and each run's first item must go to a
  * range not stolen, which starts there (the thread holding it prepares what the run's items
@@ -36,7 +36,7 @@ static void count(void *arg, size_t begin, size_t end) {
     if (l->nest && begin == 0) {
         atomic_int inner_hits[50] = {0};
         loop inner = {inner_hits, 0};
-        rt_parallel_for(2, 50, 1, count, &inner);
+        rt_parallel__for(2, 50, 1, count, &inner);
         for (int i = 0; i < 50; i++)
             if (inner_hits[i] != 1) {
                 fprintf(stderr, "nested loop: index %d ran %d times\n", i, inner_hits[i]);
@@ -99,7 +99,7 @@ static void check_runs(atomic_int *hits, unsigned *seed, int r, size_t caller_id
     for (size_t i = 0; i < n; i++)
         atomic_init(&hits[i], 0);
     runs_check c = {.hits = hits, .n = n, .threads = 1 + rand_r(seed) % 3};
-    rt_parallel_runs(c.threads, n, work_run, &c);
+    rt_parallel__runs(c.threads, n, work_run, &c);
     if (c.failed)
         exit(1);
     for (size_t i = 0; i < (n < (size_t)c.threads ? n : (size_t)c.threads); i++)
@@ -123,7 +123,7 @@ static void *caller(void *arg) {
         for (size_t i = 0; i < n; i++)
             atomic_init(&hits[i], 0);
         loop l = {hits, r % 97 == 0};
-        rt_parallel_for(1 + rand_r(&seed) % 3, n, 1 + (size_t)rand_r(&seed) % 50, count, &l);
+        rt_parallel__for(1 + rand_r(&seed) % 3, n, 1 + (size_t)rand_r(&seed) % 50, count, &l);
         for (size_t i = 0; i < n; i++)
             if (hits[i] != 1) {
                 fprintf(stderr, "loop %d of caller %zu: index %zu ran %d times\n", r,
@@ -151,7 +151,7 @@ int main(int argc, char **argv) {
     if (child == 0) {
         atomic_int hits[100] = {0};
         loop l = {hits, 0};
-        rt_parallel_for(2, 100, 1, count, &l);
+        rt_parallel__for(2, 100, 1, count, &l);
         for (int i = 0; i < 100; i++)
             if (hits[i] != 1)
                 _exit(1);

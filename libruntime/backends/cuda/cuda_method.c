@@ -311,7 +311,7 @@ rt_status rt_cuda__op_launch(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_kernel 
     if (status != RT_OK) {
         char reason[512];
         snprintf(reason, sizeof reason, "%s", rt_last_error());
-        return rt_op_fail(ctx, status, "%s", reason);
+        return rt_op__fail(ctx, status, "%s", reason);
     }
     return RT_OK;
 }
@@ -324,8 +324,8 @@ void rt_cuda__reserve_scratch(rt_cuda_method *cm, size_t bytes) {
 rt_status rt_cuda__upload_scratch(rt_op_ctx *ctx, rt_cuda_method *cm, const void *host,
                                   size_t bytes) {
     if (bytes > cm->scratch_bytes)
-        return rt_op_fail(ctx, RT_INTERNAL, "its tables need %zu bytes of device scratch, more "
-                          "than the %zu planned at load", bytes, cm->scratch_bytes);
+        return rt_op__fail(ctx, RT_INTERNAL, "its tables need %zu bytes of device scratch, more "
+                           "than the %zu planned at load", bytes, cm->scratch_bytes);
     if (bytes == 0)
         return RT_OK;
     /* From pageable memory the driver takes the bytes before it returns. */
@@ -333,7 +333,7 @@ rt_status rt_cuda__upload_scratch(rt_op_ctx *ctx, rt_cuda_method *cm, const void
                                                                         host, bytes,
                                                                         cm->stream),
                                       "uploading tables to the device");
-    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "could not upload its tables");
+    return status == RT_OK ? RT_OK : rt_op__fail(ctx, status, "could not upload its tables");
 }
 
 bool rt_cuda__sized_kernel(rt_cuda_kernel first, size_t elem, rt_cuda_kernel *out) {
@@ -348,7 +348,7 @@ rt_status rt_cuda__op_launch_sized(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_k
                                    size_t elem, int64_t n, void *params) {
     rt_cuda_kernel kernel;
     if (!rt_cuda__sized_kernel(first, elem, &kernel))
-        return rt_op_fail(ctx, RT_INTERNAL, "no CUDA kernel for %zu-byte elements", elem);
+        return rt_op__fail(ctx, RT_INTERNAL, "no CUDA kernel for %zu-byte elements", elem);
     return rt_cuda__op_launch(ctx, cm, kernel, rt_cuda__blocks(n, 256), 1, 1, params);
 }
 

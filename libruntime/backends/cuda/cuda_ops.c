@@ -24,9 +24,9 @@ rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const c
                                uint32_t types, const char *expected) {
     if (types & (1u << (unsigned)t->type))
         return RT_OK;
-    return rt_op_fail(ctx, RT_UNSUPPORTED, "%s has dtype %s; the CUDA kernel covers %s (run "
-                      "the method on the cpu for it)", what, rt_tensor__type_name(t->type),
-                      expected);
+    return rt_op__fail(ctx, RT_UNSUPPORTED, "%s has dtype %s; the CUDA kernel covers %s (run "
+                       "the method on the cpu for it)", what, rt_tensor__type_name(t->type),
+                       expected);
 }
 
 rt_status rt_cuda__host_params_begin(rt_op_ctx *ctx, rt_cuda_method *cm, const size_t *indices,
@@ -71,7 +71,7 @@ rt_status rt_cuda__host_params_begin(rt_op_ctx *ctx, rt_cuda_method *cm, const s
         free(state->host);
         state->host = NULL;
         state->count = 0;
-        return rt_op_fail(ctx, status, "could not read its tensor parameters back");
+        return rt_op__fail(ctx, status, "could not read its tensor parameters back");
     }
     for (size_t k = 0; k < state->count; k++) {
         state->device[k] = state->params[k]->data;
@@ -100,8 +100,8 @@ rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const si
                 is_param = is_param || indices[q] == j;
             if (!is_param && ctx->args[j]->kind == RT_VALUE_TENSOR &&
                 ctx->args[j]->u.t == ctx->args[i]->u.t)
-                return rt_op_fail(ctx, RT_UNSUPPORTED, "argument %zu is both a parameter read "
-                                  "on the host and argument %zu; on CUDA, pass a copy", i, j);
+                return rt_op__fail(ctx, RT_UNSUPPORTED, "argument %zu is both a parameter read "
+                                   "on the host and argument %zu; on CUDA, pass a copy", i, j);
         }
     }
     rt_cuda_host_params state;
@@ -199,7 +199,7 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     case RT_U32: k = RT_CUDA_K_binary_u32; break;
     case RT_U64: k = RT_CUDA_K_binary_u64; break;
     case RT_BOOL: k = RT_CUDA_K_binary_bool; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA binary kernel for this dtype");
+    default: return rt_op__fail(ctx, RT_INTERNAL, "no CUDA binary kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
@@ -232,7 +232,7 @@ static rt_status check_no_zero_divisor(rt_op_ctx *ctx, rt_cuda_method *cm, const
                                                           sizeof flag, cm->stream),
                                       "clearing the zero-divisor flag");
     if (status != RT_OK)
-        return rt_op_fail(ctx, status, "could not check b for zeros");
+        return rt_op__fail(ctx, status, "could not check b for zeros");
     RT_RETURN_IF_ERROR(rt_cuda__op_launch_sized(ctx, cm, RT_CUDA_K_any_zero_1, b->elem_size, p.n,
                                                 &p));
     status = rt_cuda__check(cu->memcpy_dtoh_async(&flag, (CUdeviceptr)(uintptr_t)p.flag,
@@ -242,9 +242,9 @@ static rt_status check_no_zero_divisor(rt_op_ctx *ctx, rt_cuda_method *cm, const
         status = rt_cuda__check(cu->stream_synchronize(cm->stream),
                                 "reading the zero-divisor flag");
     if (status != RT_OK)
-        return rt_op_fail(ctx, status, "could not check b for zeros");
+        return rt_op__fail(ctx, status, "could not check b for zeros");
     if (flag != 0)
-        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "integer %s by zero (b holds a 0)", what);
+        return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "integer %s by zero (b holds a 0)", what);
     return RT_OK;
 }
 
@@ -305,14 +305,14 @@ static rt_status write_ints(rt_op_ctx *ctx, rt_cuda_method *cm, void *dst, const
                                           (CUdeviceptr)(uintptr_t)dst, v, count * sizeof *v,
                                           cm->stream),
                                       "writing to the device");
-    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "could not write the result");
+    return status == RT_OK ? RT_OK : rt_op__fail(ctx, status, "could not write the result");
 }
 
 static rt_status run_shape(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__shape_prepare(ctx));
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
     int64_t start;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "start", &start));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "start", &start));
     /* prepare gave out the clamped count; the first item clamps the same way */
     start = start < 0 ? start + x->rank : start;
     start = start < 0 ? 0 : start > x->rank ? x->rank : start;
@@ -331,7 +331,7 @@ static rt_status run_mod(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__mod_prepare(ctx));
     RT_RETURN_IF_ERROR(check_no_zero_divisor(ctx, cm, "modulo"));
     bool fmod_form;
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "fmod", &fmod_form));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "fmod", &fmod_form));
     return binary(ctx, cm, fmod_form ? RT_CUDA_MOD_TRUNC : RT_CUDA_MOD_FLOOR);
 }
 
@@ -441,7 +441,7 @@ static rt_status unary_int(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     case RT_U16: k = RT_CUDA_K_unary_int_u16; break;
     case RT_U32: k = RT_CUDA_K_unary_int_u32; break;
     case RT_U64: k = RT_CUDA_K_unary_int_u64; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA integer kernel for this dtype");
+    default: return rt_op__fail(ctx, RT_INTERNAL, "no CUDA integer kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n, 256), 1, 1, &p);
 }
@@ -460,21 +460,21 @@ static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     switch (kind) {
     case RT_CUDA_HARD_SIGMOID:
     case RT_CUDA_SELU:
-        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p.alpha));
-        RT_RETURN_IF_ERROR(rt_op_double(ctx, 2, "beta", &p.beta));
+        RT_RETURN_IF_ERROR(rt_op__double(ctx, 1, "alpha", &p.alpha));
+        RT_RETURN_IF_ERROR(rt_op__double(ctx, 2, "beta", &p.beta));
         break;
     case RT_CUDA_LEAKY_RELU:
     case RT_CUDA_ELU:
-        RT_RETURN_IF_ERROR(rt_op_double(ctx, 1, "alpha", &p.alpha));
+        RT_RETURN_IF_ERROR(rt_op__double(ctx, 1, "alpha", &p.alpha));
         break;
     case RT_CUDA_GELU:
-        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "approximate", &flag));
+        RT_RETURN_IF_ERROR(rt_op__bool(ctx, 1, "approximate", &flag));
         p.kind = flag ? RT_CUDA_GELU_TANH : RT_CUDA_GELU;
         break;
     case RT_CUDA_ISINF:
-        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 1, "detect_positive", &flag));
+        RT_RETURN_IF_ERROR(rt_op__bool(ctx, 1, "detect_positive", &flag));
         p.detect_positive = flag;
-        RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "detect_negative", &flag));
+        RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "detect_negative", &flag));
         p.detect_negative = flag;
         break;
     case RT_CUDA_CLIP:
@@ -517,8 +517,8 @@ static rt_status softmax(rt_op_ctx *ctx, rt_cuda_method *cm, bool log) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
     if (rt_tensor__numel(x) == 0)
         return RT_OK;
     rt_cuda_softmax_params p;
@@ -555,12 +555,12 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__layer_norm_prepare(ctx));
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 5);
     rt_tensor_value *scale, *bias;
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &scale));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 1, "scale", &scale));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &bias));
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
     rt_cuda_layer_norm_params p;
     memset(&p, 0, sizeof p);
     p.rows = p.len = 1;
@@ -572,7 +572,7 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     }
     if (p.rows == 0)
         return RT_OK;
-    RT_RETURN_IF_ERROR(rt_op_double(ctx, 4, "epsilon", &p.eps));
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, 4, "epsilon", &p.eps));
     p.x = x->data;
     p.out = out->data;
     p.scale = scale ? scale->data : NULL;
@@ -597,15 +597,15 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
 static rt_status channel_norm(rt_op_ctx *ctx, rt_cuda_method *cm, bool grouped) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, grouped ? 5 : 4);
     rt_tensor_value *scale, *bias;
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 1, "scale", &scale));
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 1, "scale", &scale));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &bias));
     rt_cuda_channel_norm_params p;
     memset(&p, 0, sizeof p);
     int64_t channels = x->sizes[1];
     p.groups = channels > 0 ? channels : 1;
     if (grouped)
-        RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "num_groups", &p.groups));
-    RT_RETURN_IF_ERROR(rt_op_double(ctx, grouped ? 4 : 3, "epsilon", &p.eps));
+        RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "num_groups", &p.groups));
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, grouped ? 4 : 3, "epsilon", &p.eps));
     p.spatial = 1;
     for (int32_t d = 2; d < x->rank; d++)
         p.spatial *= x->sizes[d];
@@ -644,8 +644,8 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     bool reduced[RT_MAX_RANK] = {false};
     for (size_t k = 0; k < axes.count; k++) { /* checked by prepare: in range, no repeats */
         int32_t d;
-        RT_RETURN_IF_ERROR(rt_op_axis(ctx, rt_op__int_param_at(&axes, k), x->rank, "axes item",
-                                      &d));
+        RT_RETURN_IF_ERROR(rt_op__axis(ctx, rt_op__int_param_at(&axes, k), x->rank, "axes item",
+                                       &d));
         reduced[d] = true;
     }
     rt_cuda_reduce_params p;
@@ -680,7 +680,7 @@ static rt_status reduce(rt_op_ctx *ctx, rt_cuda_method *cm, int op) {
     case RT_U32: k = RT_CUDA_K_reduce_u32; break;
     case RT_U64: k = RT_CUDA_K_reduce_u64; break;
     case RT_BOOL: k = RT_CUDA_K_reduce_bool; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA reduction kernel for this dtype");
+    default: return rt_op__fail(ctx, RT_INTERNAL, "no CUDA reduction kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.n_out, 1), 1, 1, &p);
 }
@@ -717,9 +717,9 @@ static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
     int64_t axis_arg;
     int32_t axis;
     bool last;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "select_last_index", &last));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 3, "select_last_index", &last));
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
     rt_cuda_arg_params p;
@@ -748,7 +748,7 @@ static rt_status arg_reduce(rt_op_ctx *ctx, rt_cuda_method *cm, bool smallest) {
     case RT_U16: k = RT_CUDA_K_arg_u16; break;
     case RT_U32: k = RT_CUDA_K_arg_u32; break;
     case RT_U64: k = RT_CUDA_K_arg_u64; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA argmax kernel for this dtype");
+    default: return rt_op__fail(ctx, RT_INTERNAL, "no CUDA argmax kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.inner, 1), 1, 1, &p);
 }

@@ -58,9 +58,9 @@ rt_status rt_cuda__run_eye_like(rt_op_ctx *ctx, rt_cuda_method *cm) {
     p.n = rt_tensor__numel(out);
     if (p.n == 0)
         return RT_OK;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "k", &p.k));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "k", &p.k));
     if (!one_bits(out->type, &p.one))
-        return rt_op_fail(ctx, RT_INTERNAL, "no 1 for dtype %s", rt_tensor__type_name(out->type));
+        return rt_op__fail(ctx, RT_INTERNAL, "no 1 for dtype %s", rt_tensor__type_name(out->type));
     int64_t rows = out->sizes[0];
     p.cols = out->sizes[1];
     if (p.k >= p.cols || p.k <= -rows)
@@ -82,8 +82,8 @@ rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm) {
         return RT_OK;
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, out->rank, "axis", &axis));
     p.depth = out->sizes[axis];
     p.inner = 1;
     for (int32_t d = axis; d < indices->rank; d++)
@@ -119,7 +119,7 @@ rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm) {
         status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the parameters");
     if (status != RT_OK) {
         free(host);
-        return rt_op_fail(ctx, status, "could not read start, limit and delta");
+        return rt_op__fail(ctx, status, "could not read start, limit and delta");
     }
     void *device[4] = {params[0]->data, params[1]->data, params[2]->data, out->data};
     for (int i = 0; i < 3; i++)
@@ -138,7 +138,7 @@ rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm) {
         if (status == RT_OK)
             status = rt_cuda__check(cu->stream_synchronize(cm->stream), "writing the range");
         if (status != RT_OK)
-            status = rt_op_fail(ctx, status, "could not write the range");
+            status = rt_op__fail(ctx, status, "could not write the range");
     }
     free(host);
     return status;
@@ -182,10 +182,10 @@ rt_status rt_cuda__run_non_zero(rt_op_ctx *ctx, rt_cuda_method *cm) {
             status = rt_cuda__check(cu->stream_synchronize(cm->stream),
                                     "reading the count of nonzero elements");
         if (status != RT_OK)
-            return rt_op_fail(ctx, status, "could not read the count of nonzero elements");
+            return rt_op__fail(ctx, status, "could not read the count of nonzero elements");
     }
     int64_t sizes[2] = {x->rank, count};
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, out, "out", 2, sizes));
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, out, "out", 2, sizes));
     if (count == 0)
         return RT_OK;
     p.count = count;

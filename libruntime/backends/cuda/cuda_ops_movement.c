@@ -22,12 +22,12 @@ static rt_status device_move(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor
         return RT_OK;
     uintptr_t xs = (uintptr_t)x->data, os = (uintptr_t)out->data;
     if (xs < os + nbytes && os < xs + nbytes)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "x and out overlap without coinciding; the CUDA "
-                          "backend copies only between disjoint or identical storage");
+        return rt_op__fail(ctx, RT_UNSUPPORTED, "x and out overlap without coinciding; the CUDA "
+                           "backend copies only between disjoint or identical storage");
     rt_status status = rt_cuda__check(
         cm->device->cu->memcpy_dtod_async((CUdeviceptr)os, (CUdeviceptr)xs, nbytes, cm->stream),
         "copying on the device");
-    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "device copy failed");
+    return status == RT_OK ? RT_OK : rt_op__fail(ctx, status, "device copy failed");
 }
 
 rt_status rt_cuda__run_copy(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -48,7 +48,7 @@ static rt_status strided(rt_op_ctx *ctx, rt_cuda_method *cm, void *dst,
     rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, dst, dst_strides, src,
                                              src_strides, shape_of->rank, shape_of->sizes,
                                              shape_of->elem_size, "strided copy");
-    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+    return status == RT_OK ? RT_OK : rt_op__fail(ctx, status, "strided copy failed");
 }
 
 rt_status rt_cuda__run_transpose(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -72,8 +72,8 @@ rt_status rt_cuda__run_concat(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *out = ARG_T(ctx, 2);
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, out->rank, "axis", &axis));
     int64_t out_strides[RT_MAX_RANK], x_strides[RT_MAX_RANK];
     rt_tensor__dense_strides(out_strides, out->rank, out->sizes, NULL);
     int64_t offset = 0;
@@ -151,8 +151,8 @@ rt_status rt_cuda__run_split(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *x = ARG_T(ctx, 0);
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
     int64_t x_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK], offset = 0;
     rt_tensor__dense_strides(x_strides, x->rank, x->sizes, NULL);
     for (size_t i = 3; i < ctx->nargs; i++) {
@@ -193,7 +193,7 @@ static rt_status check_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
         status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the indices");
     if (status != RT_OK) {
         free(host);
-        return rt_op_fail(ctx, status, "could not read the indices");
+        return rt_op__fail(ctx, status, "could not read the indices");
     }
     for (int64_t i = 0; i < n && status == RT_OK; i++) {
         int64_t v = indices->type == RT_I32 ? ((const int32_t *)host)[i]
@@ -201,12 +201,12 @@ static rt_status check_indices(rt_op_ctx *ctx, rt_cuda_method *cm,
         int64_t dim = dims[i % period];
         if (v < -dim || v >= dim) {
             char pos[RT_OP_SHAPE_TEXT];
-            status = rt_op_fail(ctx, RT_INVALID_ARGUMENT, "indices%s is %lld, out of range for "
-                                "%s %d of data%s of size %lld (valid: %lld to %lld)",
-                                rt_mv__position_text(i, indices->rank, indices->sizes, pos),
-                                (long long)v, wording == WORDING_GATHER ? "axis" : "dimension",
-                                (int)(first + i % period), wording == WORDING_SCATTER ? "," : "",
-                                (long long)dim, (long long)-dim, (long long)(dim - 1));
+            status = rt_op__fail(ctx, RT_INVALID_ARGUMENT, "indices%s is %lld, out of range for "
+                                 "%s %d of data%s of size %lld (valid: %lld to %lld)",
+                                 rt_mv__position_text(i, indices->rank, indices->sizes, pos),
+                                 (long long)v, wording == WORDING_GATHER ? "axis" : "dimension",
+                                 (int)(first + i % period), wording == WORDING_SCATTER ? "," : "",
+                                 (long long)dim, (long long)-dim, (long long)(dim - 1));
         }
     }
     free(host);
@@ -218,8 +218,8 @@ rt_status rt_cuda__run_gather(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, data->rank, "axis", &axis));
     RT_RETURN_IF_ERROR(
         check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
     rt_cuda_gather_params p;
@@ -246,8 +246,8 @@ rt_status rt_cuda__run_gather_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, data->rank, "axis", &axis));
     RT_RETURN_IF_ERROR(
         check_indices(ctx, cm, indices, &data->sizes[axis], 1, axis, WORDING_GATHER));
     rt_cuda_gather_elements_params p;
@@ -273,7 +273,7 @@ rt_status rt_cuda__run_gather_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__gather_nd_prepare(ctx));
     const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1), *out = ARG_T(ctx, 3);
     int64_t batch_dims;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "batch_dims", &batch_dims));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "batch_dims", &batch_dims));
     int32_t b = (int32_t)batch_dims, k = (int32_t)indices->sizes[indices->rank - 1];
     if (k > 0) /* prepare checked b + k <= data's rank */
         RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, &data->sizes[b], k, b,
@@ -322,7 +322,7 @@ static rt_status launch_scatter(rt_op_ctx *ctx, rt_cuda_method *cm, rt_cuda_scat
     case RT_U16: k = RT_CUDA_K_scatter_u16; break;
     case RT_U32: k = RT_CUDA_K_scatter_u32; break;
     case RT_U64: k = RT_CUDA_K_scatter_u64; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA scatter kernel for this dtype");
+    default: return rt_op__fail(ctx, RT_INTERNAL, "no CUDA scatter kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p->lines, 256), 1, 1, p);
 }
@@ -335,9 +335,9 @@ rt_status rt_cuda__run_scatter_elements(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *updates = ARG_T(ctx, 2), *out = ARG_T(ctx, 5);
     int64_t axis_arg, reduction;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, data->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "reduction", &reduction));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, data->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "reduction", &reduction));
     RT_RETURN_IF_ERROR(
         check_indices(ctx, cm, indices, &out->sizes[axis], 1, axis, WORDING_SCATTER));
     RT_RETURN_IF_ERROR(device_move(ctx, cm, data, out));
@@ -367,7 +367,7 @@ rt_status rt_cuda__run_scatter_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *data = ARG_T(ctx, 0), *indices = ARG_T(ctx, 1);
     const rt_tensor_value *updates = ARG_T(ctx, 2), *out = ARG_T(ctx, 4);
     int64_t reduction;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "reduction", &reduction));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "reduction", &reduction));
     int32_t k = (int32_t)indices->sizes[indices->rank - 1];
     if (k > 0) /* prepare checked k <= out's rank */
         RT_RETURN_IF_ERROR(check_indices(ctx, cm, indices, out->sizes, k, 0, WORDING_SCATTER));
@@ -414,13 +414,13 @@ static rt_status block_transpose(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_te
     rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, out->data, dst_strides,
                                              x->data, src_strides, 6, out6, out->elem_size,
                                              "block transpose");
-    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+    return status == RT_OK ? RT_OK : rt_op__fail(ctx, status, "strided copy failed");
 }
 
 /* blocksize and mode as the CPU prepare checked them. */
 static rt_status block_args(rt_op_ctx *ctx, int64_t *block, int64_t *mode) {
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "blocksize", block));
-    return rt_op_int(ctx, 2, "mode", mode);
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "blocksize", block));
+    return rt_op__int(ctx, 2, "mode", mode);
 }
 
 rt_status rt_cuda__run_depth_to_space(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -464,7 +464,7 @@ rt_status rt_cuda__run_trilu(rt_op_ctx *ctx, rt_cuda_method *cm) {
     rt_mv_ints k_arg; /* an int, a one-int list, or a tensor read back to the host */
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "k", false, &k_arg));
     p.k = rt_mv__ints_at(&k_arg, 0);
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "upper", &upper));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "upper", &upper));
     p.rows = out->sizes[out->rank - 2];
     p.cols = out->sizes[out->rank - 1];
     int64_t limit = p.rows + p.cols; /* as on the CPU: row + k cannot overflow */
@@ -490,7 +490,7 @@ rt_status rt_cuda__run_pad(rt_op_ctx *ctx, rt_cuda_method *cm) {
     rt_mv_ints pads;
     int64_t mode;
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "pads", false, &pads));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "mode", &mode));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "mode", &mode));
     p.mode = (int32_t)mode;
     p.rank = x->rank;
     rt_tensor__dense_strides(p.x_strides, x->rank, x->sizes, NULL);
@@ -529,7 +529,7 @@ static rt_status read_one_index(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_ten
     if (status == RT_OK)
         status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading the index");
     if (status != RT_OK)
-        return rt_op_fail(ctx, status, "could not read the index");
+        return rt_op__fail(ctx, status, "could not read the index");
     *out = t->type == RT_I32 ? v.i32 : v.i64;
     return RT_OK;
 }
@@ -541,17 +541,17 @@ rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
     int64_t axis_arg, index;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, out->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, out->rank, "axis", &axis));
     if (ctx->args[1]->kind == RT_VALUE_INT)
-        RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "index", &index));
+        RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "index", &index));
     else
         RT_RETURN_IF_ERROR(read_one_index(ctx, cm, ARG_T(ctx, 1), &index));
     int64_t size = out->sizes[axis];
     if (index < -size || index >= size)
-        return rt_op_fail(ctx, RT_INVALID_ARGUMENT, "index %lld is out of range for axis %d of "
-                          "out, of size %lld (valid: %lld to %lld)", (long long)index, axis,
-                          (long long)size, (long long)-size, (long long)(size - 1));
+        return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "index %lld is out of range for axis %d of "
+                           "out, of size %lld (valid: %lld to %lld)", (long long)index, axis,
+                           (long long)size, (long long)-size, (long long)(size - 1));
     if (index < 0)
         index += size;
     int64_t sizes[2] = {1, 1};
@@ -564,13 +564,13 @@ rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm) {
     rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, dst, dst_strides, x->data,
                                              src_strides, 2, sizes, out->elem_size,
                                              "copy_into");
-    return status == RT_OK ? RT_OK : rt_op_fail(ctx, status, "strided copy failed");
+    return status == RT_OK ? RT_OK : rt_op__fail(ctx, status, "strided copy failed");
 }
 
 /* out = x, x's current shape checked against out's as on the CPU. */
 rt_status rt_cuda__run_assign(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__assign_prepare(ctx));
     rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 1);
-    RT_RETURN_IF_ERROR(rt_op_set_output_sizes(ctx, out, "out", x->rank, x->sizes));
+    RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, out, "out", x->rank, x->sizes));
     return device_move(ctx, cm, x, out);
 }

@@ -17,7 +17,7 @@
 static rt_status fail_with_last(rt_op_ctx *ctx, rt_status status) {
     char reason[512];
     snprintf(reason, sizeof reason, "%s", rt_last_error());
-    return rt_op_fail(ctx, status, "%s", reason);
+    return rt_op__fail(ctx, status, "%s", reason);
 }
 
 /* One element stride s with strides[d] == s * (product of the sizes after d) wherever
@@ -141,8 +141,8 @@ static rt_status gemm_kernel(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_cuda_g
     p.col_bias = g->col_bias;
     int64_t tiles_n = (g->n + 63) / 64, tiles_m = (g->m + 63) / 64;
     if (tiles_n > 0x7fffffff)
-        return rt_op_fail(ctx, RT_UNSUPPORTED, "the product has too many columns (%lld) for "
-                          "the CUDA kernel's grid", (long long)g->n);
+        return rt_op__fail(ctx, RT_UNSUPPORTED, "the product has too many columns (%lld) for "
+                           "the CUDA kernel's grid", (long long)g->n);
     unsigned grid_y = (unsigned)(tiles_m < MAX_GRID_Z ? tiles_m : MAX_GRID_Z);
     rt_cuda_kernel k = g->type == RT_F64   ? RT_CUDA_K_gemm_f64
                        : g->type == RT_I32 ? RT_CUDA_K_gemm_u32
@@ -206,7 +206,7 @@ static rt_status linear(rt_op_ctx *ctx, rt_cuda_method *cm, bool fused) {
     size_t out_index = fused ? 6 : 3;
     const rt_tensor_value *x = ARG_T(ctx, 0), *w = ARG_T(ctx, 1), *out = ARG_T(ctx, out_index);
     rt_tensor_value *bias;
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &bias));
     rt_cuda_gemm_problem g;
     memset(&g, 0, sizeof g);
     if (fused)
@@ -356,14 +356,14 @@ rt_status rt_cuda__run_conv_transpose2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     memset(&p, 0, sizeof p);
     const int64_t *padding;
     size_t count;
-    RT_RETURN_IF_ERROR(rt_op_optional_tensor(ctx, 2, "bias", &bias));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &bias));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 3, "stride", 1, p.stride));
     /* [h, w] or [top, left, bottom, right], possibly negative: prepare checked it */
-    RT_RETURN_IF_ERROR(rt_op_int_list(ctx, 4, "padding", &padding, &count));
+    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 4, "padding", &padding, &count));
     for (size_t i = 0; i < 4; i++)
         p.pad[i] = padding[count == 4 ? i : i % 2];
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 6, "dilation", 1, p.dilation));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 7, "groups", &p.groups));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 7, "groups", &p.groups));
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
     conv_tensors(&p, x, w, bias, out);
@@ -425,7 +425,7 @@ rt_status rt_cuda__run_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     case RT_U16: k = RT_CUDA_K_max_pool2d_u16; break;
     case RT_U32: k = RT_CUDA_K_max_pool2d_u32; break;
     case RT_U64: k = RT_CUDA_K_max_pool2d_u64; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA max_pool2d kernel for this dtype");
+    default: return rt_op__fail(ctx, RT_INTERNAL, "no CUDA max_pool2d kernel for this dtype");
     }
     return launch_pool(ctx, cm, &d, x->data, out->data, k);
 }
@@ -450,8 +450,8 @@ rt_status rt_cuda__run_conv2d_act_max_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm)
     if (rt_tensor__numel(conv->out) == 0)
         return RT_OK;
     if (rt_conv_pool__unpooled_bytes(&args) > cm->scratch_bytes)
-        return rt_op_fail(ctx, RT_INTERNAL, "the convolution's result needs more device scratch "
-                          "than was planned at load");
+        return rt_op__fail(ctx, RT_INTERNAL, "the convolution's result needs more device scratch "
+                           "than was planned at load");
     int64_t unpooled = pool->planes * d->out_h * d->out_w;
     if (unpooled > 0) {
         rt_cuda_conv_params c;
@@ -469,7 +469,7 @@ rt_status rt_cuda__run_avg_pool2d(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 1, "kernel", 1, d.kernel));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, 2, "stride", 1, d.stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, 3, "padding", d.pad));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 5, "count_include_pad", &d.count_include_pad));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 5, "count_include_pad", &d.count_include_pad));
     d.dilation[0] = d.dilation[1] = 1;
     d.planes = x->sizes[0] * x->sizes[1];
     d.height = x->sizes[2];

@@ -37,8 +37,8 @@ static rt_status quant_linear(rt_op_ctx *ctx, rt_cuda_method *cm, bool quantize)
     rt_cuda_quant_params p;
     memset(&p, 0, sizeof p);
     int64_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 3, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 4, "block_size", &p.block));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "block_size", &p.block));
     p.n = rt_tensor__numel(x);
     if (p.n == 0)
         return RT_OK;

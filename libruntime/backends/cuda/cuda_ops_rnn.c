@@ -69,7 +69,7 @@ static rt_status upload_lengths(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_rnn
         if (status == RT_OK)
             status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading sequence_lens");
         if (status != RT_OK)
-            status = rt_op_fail(ctx, status, "could not read sequence_lens");
+            status = rt_op__fail(ctx, status, "could not read sequence_lens");
         if (status == RT_OK)
             status = rt_rnn__check_lengths(ctx, a, raw);
         for (size_t b = 0; status == RT_OK && b < n; b++)
@@ -85,7 +85,7 @@ static rt_status upload_lengths(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_rnn
                                                       lens, n * sizeof *lens, cm->stream),
                                 "uploading the sequence lengths");
         if (status != RT_OK)
-            status = rt_op_fail(ctx, status, "could not upload the sequence lengths");
+            status = rt_op__fail(ctx, status, "could not upload the sequence lengths");
     }
     free(lens);
     free(raw);
@@ -154,8 +154,8 @@ static rt_status run_cell(rt_op_ctx *ctx, rt_cuda_method *cm, rt_rnn_cell cell) 
     rnn_scratch s;
     size_t need = rnn_layout(&a, NULL, &s);
     if (need > cm->scratch_bytes)
-        return rt_op_fail(ctx, RT_INTERNAL, "its working memory needs %zu bytes of device "
-                          "scratch, more than the %zu planned at load", need, cm->scratch_bytes);
+        return rt_op__fail(ctx, RT_INTERNAL, "its working memory needs %zu bytes of device "
+                           "scratch, more than the %zu planned at load", need, cm->scratch_bytes);
     rnn_layout(&a, cm->scratch, &s);
     RT_RETURN_IF_ERROR(upload_lengths(ctx, cm, &a, s.lens));
     size_t y_bytes = rt_tensor__nbytes(a.y);
@@ -165,7 +165,7 @@ static rt_status run_cell(rt_op_ctx *ctx, rt_cuda_method *cm, rt_rnn_cell cell) 
                                               cm->stream),
                                           "zero-filling y");
         if (status != RT_OK)
-            return rt_op_fail(ctx, status, "could not zero-fill y");
+            return rt_op__fail(ctx, status, "could not zero-fill y");
     }
     if (a.batch == 0 || a.hidden == 0)
         return RT_OK;

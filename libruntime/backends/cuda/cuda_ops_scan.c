@@ -31,10 +31,10 @@ rt_status rt_cuda__run_cumsum(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int32_t axis;
     bool exclusive, reverse;
     RT_RETURN_IF_ERROR(rt_op__int_param(ctx, 1, "axis", false, &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, rt_op__int_param_at(&axis_arg, 0), x->rank, "axis",
-                                  &axis));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 2, "exclusive", &exclusive));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "reverse", &reverse));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, rt_op__int_param_at(&axis_arg, 0), x->rank, "axis",
+                                   &axis));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 2, "exclusive", &exclusive));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 3, "reverse", &reverse));
     rt_cuda_scan_params p;
     memset(&p, 0, sizeof p);
     split_axis(&p, x, axis);
@@ -69,8 +69,8 @@ rt_status rt_cuda__run_hardmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
         return RT_OK;
     int64_t axis_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank > 0 ? x->rank : 1, "axis", &axis));
     rt_cuda_scan_params p;
     memset(&p, 0, sizeof p);
     split_axis(&p, x, axis);
@@ -87,9 +87,9 @@ rt_status rt_cuda__run_lp_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
         return RT_OK;
     int64_t axis_arg, p_arg;
     int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 1, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "p", &p_arg)); /* 1 or 2, checked by prepare */
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "p", &p_arg)); /* 1 or 2, checked by prepare */
     rt_cuda_scan_params p;
     memset(&p, 0, sizeof p);
     split_axis(&p, x, axis);
@@ -109,9 +109,9 @@ rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int64_t axis_arg;
     int32_t axis;
     bool largest;
-    RT_RETURN_IF_ERROR(rt_op_int(ctx, 2, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op_axis(ctx, axis_arg, x->rank, "axis", &axis));
-    RT_RETURN_IF_ERROR(rt_op_bool(ctx, 3, "largest", &largest));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 3, "largest", &largest));
     rt_cuda_scan_params split;
     split_axis(&split, x, axis);
     rt_cuda_topk_params p;
@@ -136,7 +136,7 @@ rt_status rt_cuda__run_topk(rt_op_ctx *ctx, rt_cuda_method *cm) {
     case RT_U16: k = RT_CUDA_K_topk_u16; break;
     case RT_U32: k = RT_CUDA_K_topk_u32; break;
     case RT_U64: k = RT_CUDA_K_topk_u64; break;
-    default: return rt_op_fail(ctx, RT_INTERNAL, "no CUDA topk kernel for this dtype");
+    default: return rt_op__fail(ctx, RT_INTERNAL, "no CUDA topk kernel for this dtype");
     }
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.outer * p.n * p.inner, 256), 1, 1,
                               &p);

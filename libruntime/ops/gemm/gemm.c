@@ -107,7 +107,7 @@ static void select_micro_kernel(void) {
     (void)any;
 }
 
-const char *rt_gemm_f32_variant(void) {
+const char *rt_gemm__f32_variant(void) {
     pthread_once(&select_once, select_micro_kernel);
     return micro_variant;
 }
@@ -136,9 +136,9 @@ static size_t shared_b_floats(int64_t m, int64_t n, int64_t k) {
     return whole < (double)SHARED_MAX_FLOATS ? (size_t)whole : SHARED_MAX_FLOATS;
 }
 
-bool rt_gemm_f32_avx512(void) { return strncmp(rt_gemm_f32_variant(), "avx512", 6) == 0; }
+bool rt_gemm__f32_avx512(void) { return strncmp(rt_gemm__f32_variant(), "avx512", 6) == 0; }
 
-size_t rt_gemm_f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads) {
+size_t rt_gemm__f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads) {
     pthread_once(&select_once, select_micro_kernel);
     return slots_bytes(threads) + (shared_a_floats(m, n, k) + shared_b_floats(m, n, k)) *
                                       sizeof(float);
@@ -275,7 +275,7 @@ static void init_tile(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t
     }
 }
 
-bool rt_gemm_f32_clamp_of(const rt_activation *act, float clamp[2]) {
+bool rt_gemm__f32_clamp_of(const rt_activation *act, float clamp[2]) {
     if (act->kind == RT_ACT_RELU) {
         clamp[0] = 0.0f;
         clamp[1] = INFINITY;
@@ -344,7 +344,7 @@ static void slice_by_panels(const rt_gemm_f32_args *g, int64_t kc, const float *
             float *c = g->c + i * g->c_row_stride + j;
             const float *row_bias = g->row_bias != NULL ? g->row_bias + i : NULL;
             if (jr + NR < nc)
-                rt_gemm_f32_prefetch_c(c + NR, g->c_row_stride, rows, min64(NR, nc - jr - NR));
+                rt_gemm__f32_prefetch_c(c + NR, g->c_row_stride, rows, min64(NR, nc - jr - NR));
             if (cols == NR && rows_kernel != NULL) {
                 const float *fetch = next_panel != NULL && call < fetching_calls
                                          ? next_panel + call * kc * RT_FLOATS_PER_LINE
@@ -389,7 +389,7 @@ static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t til
         return;
     }
     float clamp_values[2];
-    bool fused = rt_gemm_f32_clamp_of(&g->activation, clamp_values);
+    bool fused = rt_gemm__f32_clamp_of(&g->activation, clamp_values);
     int64_t m_pad = round_up(g->m, MR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
@@ -421,37 +421,37 @@ static void run_tile(const gemm_plan *plan, const gemm_phase *strip, int64_t til
         rt_activation__apply(&g->activation, g->c + (i0 + i) * g->c_row_stride + j0, nc);
 }
 
-size_t rt_gemm_f32_packed_a_floats(int64_t m, int64_t k) {
+size_t rt_gemm__f32_packed_a_floats(int64_t m, int64_t k) {
     pthread_once(&select_once, select_micro_kernel);
     return (size_t)round_up(m, MR) * (size_t)k;
 }
 
-size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n) {
+size_t rt_gemm__f32_packed_b_floats(int64_t k, int64_t n) {
     pthread_once(&select_once, select_micro_kernel);
     return (size_t)k * (size_t)round_up(n, NR);
 }
 
 /* Slice by slice, every panel: the offsets run_tile computes for packed_a / packed_b. */
-void rt_gemm_f32_pack_a(const rt_gemm_f32_args *g, float *dst) {
-    rt_gemm_f32_pack_a_slices(g, 0, (g->k + KC - 1) / KC, dst);
+void rt_gemm__f32_pack_a(const rt_gemm_f32_args *g, float *dst) {
+    rt_gemm__f32_pack_a_slices(g, 0, (g->k + KC - 1) / KC, dst);
 }
 
-void rt_gemm_f32_pack_a_slices(const rt_gemm_f32_args *g, int64_t first, int64_t end,
-                               float *dst) {
+void rt_gemm__f32_pack_a_slices(const rt_gemm_f32_args *g, int64_t first, int64_t end,
+                                float *dst) {
     pthread_once(&select_once, select_micro_kernel);
     int64_t m_pad = round_up(g->m, MR);
     for (int64_t p0 = first * KC; p0 < g->k && p0 < end * KC; p0 += KC)
         pack_a(g, 0, g->m, p0, min64(KC, g->k - p0), dst + p0 * m_pad);
 }
 
-void rt_gemm_f32_pack_b(const rt_gemm_f32_args *g, float *dst) {
+void rt_gemm__f32_pack_b(const rt_gemm_f32_args *g, float *dst) {
     pthread_once(&select_once, select_micro_kernel);
     int64_t n_pad = round_up(g->n, NR);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC)
         pack_b(g, p0, min64(KC, g->k - p0), 0, g->n, dst + p0 * n_pad);
 }
 
-void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc) {
+void rt_gemm__f32_tile(int64_t *mr, int64_t *nr, int64_t *kc) {
     pthread_once(&select_once, select_micro_kernel);
     *mr = MR;
     *nr = NR;
@@ -481,7 +481,7 @@ static void gathered_panel(int64_t kc, const float *a, const float *b, const int
 
 /* ---- tall panels -------------------------------------------------------------------------- */
 
-int64_t rt_gemm_f32_tall_rows(void) {
+int64_t rt_gemm__f32_tall_rows(void) {
     pthread_once(&select_once, select_micro_kernel);
     return gather12_kernel != NULL ? TALL : 0;
 }
@@ -489,46 +489,46 @@ int64_t rt_gemm_f32_tall_rows(void) {
 /* Rows m takes in tall panels: a multiple of 4 (at least 8), which is 12a + 8b with b <= 2. */
 static int64_t tall_rows_padded(int64_t m) { return m <= 8 ? 8 : round_up(m, 4); }
 
-/* Rows m takes in rt_gemm_f32_pack_a_tall's layout: tall panels, or the GEMM's (the kernels
+/* Rows m takes in rt_gemm__f32_pack_a_tall's layout: tall panels, or the GEMM's (the kernels
  * already chosen). */
 static int64_t tall_layout_rows(int64_t m) {
     return gather12_kernel != NULL ? tall_rows_padded(m) : round_up(m, MR);
 }
 
-int64_t rt_gemm_f32_tall_panel(int64_t m, int64_t i) {
-    if (rt_gemm_f32_tall_rows() == 0)
+int64_t rt_gemm__f32_tall_panel(int64_t m, int64_t i) {
+    if (rt_gemm__f32_tall_rows() == 0)
         return MR;
     /* fours = 3a + 2b: b = 0, 2 or 1 for fours = 0, 1, 2 mod 3, the 8-row panels last. */
     int64_t padded = tall_rows_padded(m), short_panels = (3 - padded / 4 % 3) % 3;
     return i < padded - 8 * short_panels ? TALL : 8;
 }
 
-size_t rt_gemm_f32_tall_a_floats(int64_t m, int64_t k) {
+size_t rt_gemm__f32_tall_a_floats(int64_t m, int64_t k) {
     pthread_once(&select_once, select_micro_kernel);
     return (size_t)tall_layout_rows(m) * (size_t)k;
 }
 
-void rt_gemm_f32_pack_a_tall(const rt_gemm_f32_args *g, float *dst) {
-    if (rt_gemm_f32_tall_rows() == 0) {
-        rt_gemm_f32_pack_a(g, dst);
+void rt_gemm__f32_pack_a_tall(const rt_gemm_f32_args *g, float *dst) {
+    if (rt_gemm__f32_tall_rows() == 0) {
+        rt_gemm__f32_pack_a(g, dst);
         return;
     }
     int64_t m_pad = tall_rows_padded(g->m);
     for (int64_t p0 = 0; p0 < g->k; p0 += KC) {
         int64_t kc = min64(KC, g->k - p0);
         for (int64_t i = 0, h; i < m_pad; i += h) { /* every panel starts inside A */
-            h = rt_gemm_f32_tall_panel(g->m, i);
+            h = rt_gemm__f32_tall_panel(g->m, i);
             pack_rows(g, g->a + i * g->a_row_stride + p0 * g->a_col_stride,
                       min64(h, g->m - i), h, kc, dst + p0 * m_pad + i * kc);
         }
     }
 }
 
-void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                                int64_t panel, int64_t p0, const float *b,
-                                const int64_t *b_offsets, float *c, int64_t ldc, int64_t rows,
-                                int64_t cols, int accumulate, const float *row_bias,
-                                const float *clamp) {
+void rt_gemm__f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                                 int64_t panel, int64_t p0, const float *b,
+                                 const int64_t *b_offsets, float *c, int64_t ldc, int64_t rows,
+                                 int64_t cols, int accumulate, const float *row_bias,
+                                 const float *clamp) {
     int64_t kc = min64(KC, k - p0);
     const float *a = packed_a + p0 * tall_layout_rows(m) + i * kc;
     const float *bias = row_bias != NULL ? row_bias + i : NULL;
@@ -538,19 +538,19 @@ void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int
         gathered_panel(kc, a, b, b_offsets, c, ldc, rows, cols, accumulate, bias, clamp);
 }
 
-void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                              int64_t p0, const float *b, float *c, int64_t ldc,
-                              int accumulate) {
+void rt_gemm__f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                               int64_t p0, const float *b, float *c, int64_t ldc,
+                               int accumulate) {
     int64_t kc = min64(KC, k - p0);
     micro_kernel(kc, packed_a + p0 * round_up(m, MR) + i * kc, b, c, ldc, accumulate, NULL, NULL,
                  NULL);
 }
 
-void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
-                                   int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
-                                   float *c, int64_t ldc, int accumulate, int64_t rows,
-                                   const float *prefetch) {
-    /* The offsets rt_gemm_f32_pack_a / _pack_b lay the slice's panels out at. */
+void rt_gemm__f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
+                                    int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
+                                    float *c, int64_t ldc, int accumulate, int64_t rows,
+                                    const float *prefetch) {
+    /* The offsets rt_gemm__f32_pack_a / _pack_b lay the slice's panels out at. */
     int64_t kc = min64(KC, k - p0);
     const float *a = packed_a + p0 * round_up(m, MR) + i * kc;
     const float *b = packed_b + p0 * round_up(n, NR) + j * kc;
@@ -667,8 +667,8 @@ static int64_t finer_columns(int64_t n, int64_t m_tiles, int32_t threads) {
     return best * NR;
 }
 
-void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
-                 int32_t threads) {
+void rt_gemm__f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
+                  int32_t threads) {
     pthread_once(&select_once, select_micro_kernel);
     if (g->m <= 0 || g->n <= 0)
         return;
@@ -711,5 +711,5 @@ void rt_gemm_f32(const rt_gemm_f32_args *g, void *scratch, size_t scratch_bytes,
     }
     plan.strips = (plan.n_tiles + plan.strip_tiles - 1) / plan.strip_tiles;
     plan.phases = (plan.shared_a != NULL) + plan.strips * (plan.shared_b != NULL ? 2 : 1);
-    rt_parallel_for(threads, (size_t)threads, 1, run_slots, &plan);
+    rt_parallel__for(threads, (size_t)threads, 1, run_slots, &plan);
 }

@@ -23,7 +23,7 @@ typedef struct rt_gemm_f32_args {
     const float *column_bias; /* bias[n] added to every row, or NULL */
     const float *row_bias;    /* bias[m] added to every column, or NULL */
     rt_activation activation; /* applied to each finished tile (zero: none) */
-    /* A or B packed ahead of time (rt_gemm_f32_pack_a/_b with the same m, n, k), or NULL to
+    /* A or B packed ahead of time (rt_gemm__f32_pack_a/_b with the same m, n, k), or NULL to
      * pack slices on the fly. Constant weights are packed once, when a method is loaded. */
     const float *packed_a, *packed_b;
 } rt_gemm_f32_args;
@@ -38,8 +38,8 @@ typedef struct rt_gemm_f32_args {
  * its line: a 32 -> 64 pointwise layer on 112x112 (K = 32, 3.2 MB of output) went from
  * 915-971 to 779-813 us by the minimums with the next column panel's block fetched before
  * each micro-kernel call (Zen 2, a C harness). */
-static inline void rt_gemm_f32_prefetch_c(const float *c, int64_t ldc, int64_t rows,
-                                          int64_t cols) {
+static inline void rt_gemm__f32_prefetch_c(const float *c, int64_t ldc, int64_t rows,
+                                           int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         __builtin_prefetch(c + r * ldc, 1, 3);
         __builtin_prefetch(c + r * ldc + cols - 1, 1, 3);
@@ -48,90 +48,90 @@ static inline void rt_gemm_f32_prefetch_c(const float *c, int64_t ldc, int64_t r
 
 /* Scratch bytes for an m x n x k product on up to `threads` threads: a packing buffer per
  * thread, plus room to pack B once for every row tile when there are several (bounded). */
-size_t rt_gemm_f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads);
+size_t rt_gemm__f32_scratch_bytes(int64_t m, int64_t n, int64_t k, int32_t threads);
 
 /* Compute on up to `threads` threads with `scratch_bytes` of 64-byte aligned scratch, at
- * least rt_gemm_f32_scratch_bytes(0, 0, 0, threads); more (as that function asks for this
+ * least rt_gemm__f32_scratch_bytes(0, 0, 0, threads); more (as that function asks for this
  * shape) lets B be packed once. Nothing is allocated. */
-void rt_gemm_f32(const rt_gemm_f32_args *args, void *scratch, size_t scratch_bytes,
-                 int32_t threads);
+void rt_gemm__f32(const rt_gemm_f32_args *args, void *scratch, size_t scratch_bytes,
+                  int32_t threads);
 
 /* Floats a whole packed A (m x k) or B (k x n) takes, and the packing itself, which reads
  * args->a (or args->b) with its strides. The layout is the driver's: KC-deep slices, each
  * holding every MR-row (NR-column) panel zero-padded at the edge. */
-size_t rt_gemm_f32_packed_a_floats(int64_t m, int64_t k);
-size_t rt_gemm_f32_packed_b_floats(int64_t k, int64_t n);
-void rt_gemm_f32_pack_a(const rt_gemm_f32_args *args, float *dst);
-/* KC-deep slices [first, end) of what rt_gemm_f32_pack_a lays out at dst (each slice is
+size_t rt_gemm__f32_packed_a_floats(int64_t m, int64_t k);
+size_t rt_gemm__f32_packed_b_floats(int64_t k, int64_t n);
+void rt_gemm__f32_pack_a(const rt_gemm_f32_args *args, float *dst);
+/* KC-deep slices [first, end) of what rt_gemm__f32_pack_a lays out at dst (each slice is
  * written where the whole packing would write it), so threads may pack slices apiece. */
-void rt_gemm_f32_pack_a_slices(const rt_gemm_f32_args *args, int64_t first, int64_t end,
-                               float *dst);
-void rt_gemm_f32_pack_b(const rt_gemm_f32_args *args, float *dst);
+void rt_gemm__f32_pack_a_slices(const rt_gemm_f32_args *args, int64_t first, int64_t end,
+                                float *dst);
+void rt_gemm__f32_pack_b(const rt_gemm_f32_args *args, float *dst);
 
 /* ---- gathered B: direct convolution on the same kernels ----------------------------------- */
 
 /* The chosen kernel's tile: rows of an A panel (MR) and columns of a B block (NR); and the
  * depth of the slices packed A is cut into (KC). */
-void rt_gemm_f32_tile(int64_t *mr, int64_t *nr, int64_t *kc);
+void rt_gemm__f32_tile(int64_t *mr, int64_t *nr, int64_t *kc);
 
 /* Tall panels, for an A packed once and read by many blocks of gathered B (the direct
  * convolution's weights): where the kernel has a tall form (the paired AVX-512 one), panels of
  * 12 rows and then at most two of 8 (rows padded to a multiple of 4 make 12a + 8b exactly, so
  * no panel computes more than 3 padding rows; 8 for m <= 4), each 12 or 8 floats to a depth
- * step; elsewhere the GEMM's MR-row panels. Laid out as rt_gemm_f32_pack_a lays them out
+ * step; elsewhere the GEMM's MR-row panels. Laid out as rt_gemm__f32_pack_a lays them out
  * (KC-deep slices of every panel, the panel at row i starting i * kc into its slice).
- * rt_gemm_f32_tall_rows is 12 where the tall form is, 0 where not. */
-int64_t rt_gemm_f32_tall_rows(void);
+ * rt_gemm__f32_tall_rows is 12 where the tall form is, 0 where not. */
+int64_t rt_gemm__f32_tall_rows(void);
 /* Rows of the panel that starts at row i of an m-row A. */
-int64_t rt_gemm_f32_tall_panel(int64_t m, int64_t i);
-size_t rt_gemm_f32_tall_a_floats(int64_t m, int64_t k);
-void rt_gemm_f32_pack_a_tall(const rt_gemm_f32_args *args, float *dst);
+int64_t rt_gemm__f32_tall_panel(int64_t m, int64_t i);
+size_t rt_gemm__f32_tall_a_floats(int64_t m, int64_t k);
+void rt_gemm__f32_pack_a_tall(const rt_gemm_f32_args *args, float *dst);
 
 /* One block of C, rows [i, i + rows) and columns [0, cols) from c (cols <= NR): c (+)= A x B
- * over the packed-A slice starting at depth p0 (A packed whole by rt_gemm_f32_pack_a_tall
+ * over the packed-A slice starting at depth p0 (A packed whole by rt_gemm__f32_pack_a_tall
  * with m rows and depth k; rows i to i + rows are the first of the panel at row i, `panel` =
- * rt_gemm_f32_tall_panel(m, i) rows high), where B's row p0 + q is the NR floats at
+ * rt_gemm__f32_tall_panel(m, i) rows high), where B's row p0 + q is the NR floats at
  * b + b_offsets[q]. All NR floats of every B row are read, whatever `cols`. The first slice
  * (accumulate 0) writes row_bias[i + r] (NULL: zero) plus the product, later ones add to C;
  * clamp (the last slice's, or NULL) as the micro-kernels take it. */
-void rt_gemm_f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                                int64_t panel, int64_t p0, const float *b,
-                                const int64_t *b_offsets, float *c, int64_t ldc, int64_t rows,
-                                int64_t cols, int accumulate, const float *row_bias,
-                                const float *clamp);
+void rt_gemm__f32_gathered_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                                 int64_t panel, int64_t p0, const float *b,
+                                 const int64_t *b_offsets, float *c, int64_t ldc, int64_t rows,
+                                 int64_t cols, int accumulate, const float *row_bias,
+                                 const float *clamp);
 
 /* One whole MR x NR block of C from packed panels: c (+)= A x B over the packed-A slice
- * starting at depth p0 (A packed whole by rt_gemm_f32_pack_a with m rows and depth k, row i
+ * starting at depth p0 (A packed whole by rt_gemm__f32_pack_a with m rows and depth k, row i
  * a multiple of MR), with B's rows p0 + q the NR floats at b + q * NR. The first slice
  * (accumulate 0) writes the product, later ones add to C. For products the caller lays out
  * itself (the Winograd convolution's 36 small GEMMs), padded to whole blocks. */
-void rt_gemm_f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
-                              int64_t p0, const float *b, float *c, int64_t ldc,
-                              int accumulate);
+void rt_gemm__f32_packed_block(const float *packed_a, int64_t m, int64_t k, int64_t i,
+                               int64_t p0, const float *b, float *c, int64_t ldc,
+                               int accumulate);
 
-/* One MR x NR block of C with both operands packed whole (rt_gemm_f32_pack_a with m rows,
- * rt_gemm_f32_pack_b with n columns, depth k): c (+)= A x B over the slice starting at depth
+/* One MR x NR block of C with both operands packed whole (rt_gemm__f32_pack_a with m rows,
+ * rt_gemm__f32_pack_b with n columns, depth k): c (+)= A x B over the slice starting at depth
  * p0, for rows [i, i + MR) and columns [j, j + NR) (i and j multiples of MR and NR; c is
  * row-major with ldc, NR wide). The first slice (accumulate 0) writes the product, later ones
  * add to it. Rows past `rows` (<= MR) are not wanted: with the AVX-512 kernel only those rows
  * are computed and written, otherwise all MR are (so c must have room for them). With
  * `prefetch` (NULL: none), the AVX-512 kernel also fetches into L2 one line from there a depth
  * step (as many lines as the slice is deep), for a later call; the others ignore it. */
-void rt_gemm_f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
-                                   int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
-                                   float *c, int64_t ldc, int accumulate, int64_t rows,
-                                   const float *prefetch);
+void rt_gemm__f32_packed_rows_block(const float *packed_a, int64_t m, const float *packed_b,
+                                    int64_t n, int64_t k, int64_t i, int64_t j, int64_t p0,
+                                    float *c, int64_t ldc, int accumulate, int64_t rows,
+                                    const float *prefetch);
 
 /* The micro-kernel chosen for this CPU ("avx512_pairs" on Intel CPUs with AVX-512, "avx512"
  * on others, "avx2_fma" or "portable"). The environment variable RT_GEMM_KERNEL (one of those
  * names) read at first use forces one the CPU supports;
  * RT_PORTABLE_KERNELS=1 forces the portable one. Packed layouts follow the kernel's tile, so
  * they are made and used in the same process. */
-const char *rt_gemm_f32_variant(void);
+const char *rt_gemm__f32_variant(void);
 
 /* Whether that kernel is an AVX-512 one (either form): other AVX-512 loops (the depthwise
  * convolutions) follow the same choice, so the same variables force them off. */
-bool rt_gemm_f32_avx512(void);
+bool rt_gemm__f32_avx512(void);
 
 /* ---- micro-kernels (gemm_*.c) ------------------------------------------------------------ */
 
@@ -162,13 +162,13 @@ typedef void (*rt_gemm_f32_cols_fn)(int64_t k, const float *a, const float *b,
 /* The clamp {lo, hi} an activation is, for the kernels' epilogue: Relu (0, +inf) and Clip
  * with lo <= hi (whose scalar form then agrees with min(max(x, lo), hi), NaN included);
  * false for the others, which take a pass over each finished tile. */
-bool rt_gemm_f32_clamp_of(const rt_activation *act, float clamp[2]);
+bool rt_gemm__f32_clamp_of(const rt_activation *act, float clamp[2]);
 
 /* The largest tile any kernel has (edge blocks are computed in a buffer this big). */
 #define RT_GEMM_MR_MAX 8
 #define RT_GEMM_NR_MAX 32
 
-/* Rows of a tall panel (rt_gemm_f32_pack_a_tall), where the kernel has that form. */
+/* Rows of a tall panel (rt_gemm__f32_pack_a_tall), where the kernel has that form. */
 #define RT_GEMM_TALL 12
 
 /* The portable kernel's tile, also the AVX2 one's. */

@@ -25,8 +25,8 @@
 /* Masks of the first `cols` (<= 32) of a row's two 16-float vectors. */
 static inline __attribute__((always_inline, target("avx512f"))) void column_masks(
     int64_t cols, __mmask16 *m0, __mmask16 *m1) {
-    *m0 = rt_lane_mask16(0, cols);
-    *m1 = rt_lane_mask16(0, cols - 16);
+    *m0 = rt_lane_mask__16(0, cols);
+    *m1 = rt_lane_mask__16(0, cols - 16);
 }
 
 /* A finished row of C: the clamp (max and min return their second operand for a NaN, so it
@@ -141,7 +141,7 @@ static inline __attribute__((always_inline, target("avx512f"))) __m512 row_pair(
  * 4 B vectors and 4 A pairs for 16 multiply-adds instead of 2 and 8 (the same products summed
  * in the same order: the results are identical). The paired sums are unshuffled into rows
  * once, at the end. On a Xeon (Sapphire Rapids family) the paired kernel ran 4 to 8% faster in
- * L1 by the medians, and rt_gemm_f32 3 to 6% faster at n = 128 to 1024 against OpenBLAS in
+ * L1 by the medians, and rt_gemm__f32 3 to 6% faster at n = 128 to 1024 against OpenBLAS in
  * the same process. The direct convolution's tall panels take a 12-row tile (below); the
  * pixel rows (conv_pixels.c), whose B is in L1, took 0.95 to 1.02 of the time with it (not
  * taken). The duplicating loads are shuffles, which AMD's CPUs run beside their FMAs,
