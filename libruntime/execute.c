@@ -8,18 +8,15 @@
 #include "core/clock.h"
 #include "method.h"
 
-#define METHOD_ERROR(m, code, ...) \
-    (rt_error__set((code), __VA_ARGS__), rt_error__prefix("method '%s': ", (m)->name), (code))
-
 /* A method is used by one thread at a time; a second caller is told so, never let in. */
 static rt_status enter(rt_method *m, const char *call) {
     if (m == NULL)
         return rt_error__set(RT_INVALID_ARGUMENT, "%s: method is NULL", call);
     int expected = 0;
     if (!atomic_compare_exchange_strong(&m->busy, &expected, 1))
-        return METHOD_ERROR(m, RT_INVALID_STATE, "%s while another thread is using the method; "
-                            "a method instance is one thread at a time (load one per thread)",
-                            call);
+        return RT_METHOD_ERROR(m, RT_INVALID_STATE, "%s while another thread is using the method; "
+                               "a method instance is one thread at a time (load one per thread)",
+                               call);
     return RT_OK;
 }
 
@@ -155,8 +152,8 @@ RT_API rt_status rt_method_set_input(rt_method *m, size_t index, const rt_tensor
     RT_RETURN_IF_ERROR(enter(m, "set_input"));
     rt_status status;
     if (index >= m->num_inputs)
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
-                              "method has %u inputs)", index, m->num_inputs);
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
+                                 "method has %u inputs)", index, m->num_inputs);
     else
         status = set_input_entered(m, index, tensor, flags);
     leave(m);
@@ -210,8 +207,8 @@ RT_API rt_status rt_method_set_input_scalar(rt_method *m, size_t index, const rt
     RT_RETURN_IF_ERROR(enter(m, "set_input_scalar"));
     rt_status status;
     if (index >= m->num_inputs)
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
-                              "method has %u inputs)", index, m->num_inputs);
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "input index %zu is out of range (the "
+                                 "method has %u inputs)", index, m->num_inputs);
     else
         status = set_scalar_entered(m, index, s);
     leave(m);
@@ -259,9 +256,9 @@ static rt_status run_instructions(rt_method *m) {
     uint32_t pc = 0;
     while (pc < m->num_instructions) {
         if (max_steps != 0 && ++steps > max_steps)
-            return METHOD_ERROR(m, RT_INVALID_STATE, "execution stopped at instruction %u after "
-                                "%llu steps, the method's max_steps limit", pc,
-                                (unsigned long long)max_steps);
+            return RT_METHOD_ERROR(m, RT_INVALID_STATE, "execution stopped at instruction %u after "
+                                   "%llu steps, the method's max_steps limit", pc,
+                                   (unsigned long long)max_steps);
         rt_instruction *ins = &m->instructions[pc];
         switch (ins->kind) {
         case RT_INSTR_KERNEL: {
@@ -285,8 +282,8 @@ static rt_status run_instructions(rt_method *m) {
             break;
         }
         default:
-            return METHOD_ERROR(m, RT_INTERNAL, "instruction %u has unverified kind %u", pc,
-                                ins->kind);
+            return RT_METHOD_ERROR(m, RT_INTERNAL, "instruction %u has unverified kind %u", pc,
+                                   ins->kind);
         }
     }
     return RT_OK;
@@ -331,11 +328,11 @@ static void tensor_view(rt_tensor *out, const rt_method *m, rt_tensor_value *t) 
 
 static rt_status output_value(rt_method *m, size_t index, rt_value **out) {
     if (index >= m->num_outputs)
-        return METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output index %zu is out of range (the "
-                            "method has %u outputs)", index, m->num_outputs);
+        return RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output index %zu is out of range (the "
+                               "method has %u outputs)", index, m->num_outputs);
     if (!m->has_outputs)
-        return METHOD_ERROR(m, RT_INVALID_STATE, "output %zu is not available: execute the "
-                            "method successfully first", index);
+        return RT_METHOD_ERROR(m, RT_INVALID_STATE, "output %zu is not available: execute the "
+                               "method successfully first", index);
     *out = m->outputs[index].value;
     return RT_OK;
 }
@@ -347,8 +344,8 @@ RT_API rt_status rt_method_output(rt_tensor *out, rt_method *m, size_t index) {
     rt_value *v = NULL;
     rt_status status = output_value(m, index, &v);
     if (status == RT_OK && v->kind != RT_VALUE_TENSOR)
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output %zu is a %s scalar; read it with "
-                              "rt_method_output_scalar", index, rt_value__kind_name(v->kind));
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output %zu is a %s scalar; read it with "
+                                 "rt_method_output_scalar", index, rt_value__kind_name(v->kind));
     if (status == RT_OK)
         tensor_view(out, m, v->u.t);
     leave(m);
@@ -369,8 +366,8 @@ RT_API rt_status rt_method_output_scalar(rt_scalar *out, rt_method *m, size_t in
         case RT_VALUE_BOOL: out->i = v->u.b; break;
         case RT_VALUE_DOUBLE: out->d = v->u.d; break;
         default:
-            status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output %zu is a %s; read it with "
-                                  "rt_method_output", index, rt_value__kind_name(v->kind));
+            status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "output %zu is a %s; read it with "
+                                     "rt_method_output", index, rt_value__kind_name(v->kind));
         }
     }
     leave(m);
@@ -460,20 +457,20 @@ RT_API rt_status rt_method_run(rt_method *m, const rt_run_io *io) {
     rt_status status = RT_OK;
     size_t num_inputs = io->num_inputs, num_outputs = io->num_outputs;
     if (num_inputs != 0 && num_inputs != m->num_inputs)
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given %zu inputs; the "
-                              "method takes %u (or 0 to run on the bound inputs)", num_inputs,
-                              m->num_inputs);
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given %zu inputs; the "
+                                 "method takes %u (or 0 to run on the bound inputs)", num_inputs,
+                                 m->num_inputs);
     else if (num_outputs != 0 && num_outputs != m->num_outputs)
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given room for %zu "
-                              "outputs; the method has %u (or 0 for none)", num_outputs,
-                              m->num_outputs);
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run was given room for %zu "
+                                 "outputs; the method has %u (or 0 for none)", num_outputs,
+                                 m->num_outputs);
     else if ((num_inputs != 0 && io->inputs == NULL) ||
              (num_outputs != 0 && io->outputs == NULL))
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: inputs or outputs is "
-                              "NULL with a nonzero count");
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: inputs or outputs is "
+                                 "NULL with a nonzero count");
     else if (io->flags & ~(uint32_t)(RT_INPUT_COPY | RT_INPUT_ALLOW_MUTATE) || io->reserved)
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: unknown flags 0x%x or "
-                              "nonzero reserved field", io->flags);
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "rt_method_run: unknown flags 0x%x or "
+                                 "nonzero reserved field", io->flags);
     /* In order, as set_input calls would: a failure leaves the inputs before it bound, it
      * unset, and those after it as they were. */
     for (size_t i = 0; i < num_inputs && status == RT_OK; i++)
@@ -496,8 +493,8 @@ RT_API rt_status rt_method_attribute(rt_tensor *out, rt_method *m, const char *n
     while (a < m->num_attributes && strcmp(m->attributes[a].name, name) != 0)
         a++;
     if (a == m->num_attributes)
-        status = METHOD_ERROR(m, RT_NOT_FOUND, "no attribute named '%s' (the method has %u "
-                              "attributes)", name, m->num_attributes);
+        status = RT_METHOD_ERROR(m, RT_NOT_FOUND, "no attribute named '%s' (the method has %u "
+                                 "attributes)", name, m->num_attributes);
     else
         tensor_view(out, m, m->attributes[a].tensor);
     leave(m);
@@ -524,10 +521,10 @@ RT_API rt_status rt_method_profile_event(rt_profile_event *out, const rt_method 
     RT_RETURN_IF_ERROR(enter(busy_flag_owner(m), "profile_event"));
     rt_status status = RT_OK;
     if (index >= m->num_events)
-        status = METHOD_ERROR(m, RT_INVALID_ARGUMENT, "profile event %zu is out of range (%zu "
-                              "recorded%s)", index, m->num_events,
-                              (m->options.flags & RT_METHOD_PROFILE) ? "" :
-                              "; load the method with RT_METHOD_PROFILE");
+        status = RT_METHOD_ERROR(m, RT_INVALID_ARGUMENT, "profile event %zu is out of range (%zu "
+                                 "recorded%s)", index, m->num_events,
+                                 (m->options.flags & RT_METHOD_PROFILE) ? "" :
+                                 "; load the method with RT_METHOD_PROFILE");
     else
         *out = m->events[index];
     leave(busy_flag_owner(m));

@@ -13,9 +13,6 @@
 #include "core/log.h"
 #include "core/threadpool.h"
 
-#define METHOD_ERROR(m, code, ...) \
-    (rt_error__set((code), __VA_ARGS__), rt_error__prefix("method '%s': ", (m)->name), (code))
-
 RT_API void rt_method_options_init(rt_method_options *out) {
     if (out == NULL)
         return;
@@ -66,9 +63,9 @@ static rt_status check_memory_limit(rt_method *m) {
     m->memory_used = total;
     uint64_t limit = m->options.memory_limit;
     if (limit != 0 && total > limit)
-        return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "needs %llu bytes of planned and state memory, "
-                            "more than its memory limit of %llu bytes",
-                            (unsigned long long)total, (unsigned long long)limit);
+        return RT_METHOD_ERROR(m, RT_OUT_OF_MEMORY, "needs %llu bytes of planned and state memory, "
+                               "more than its memory limit of %llu bytes",
+                               (unsigned long long)total, (unsigned long long)limit);
     return RT_OK;
 }
 
@@ -83,8 +80,8 @@ static rt_status allocate_arenas(rt_method *m) {
         char what[32];
         snprintf(what, sizeof what, "arena %u", a);
         if (size > SIZE_MAX)
-            return METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate %s (%llu bytes)", what,
-                                (unsigned long long)size);
+            return RT_METHOD_ERROR(m, RT_OUT_OF_MEMORY, "cannot allocate %s (%llu bytes)", what,
+                                   (unsigned long long)size);
         RT_RETURN_IF_ERROR(m->backend->alloc(m, (size_t)size, NULL, what, &m->arenas[a]));
     }
     return RT_OK;
@@ -127,7 +124,7 @@ static rt_status init_tensor(rt_method *m, rt_tensor_value *t, const rt_file_val
         RT_RETURN_IF_ERROR(allocate_state(m, fv, nbytes, index, &t->home));
         break;
     default:
-        return METHOD_ERROR(m, RT_INTERNAL, "value %u has unverified storage", index);
+        return RT_METHOD_ERROR(m, RT_INTERNAL, "value %u has unverified storage", index);
     }
     t->data = t->home;
     return RT_OK;
@@ -193,8 +190,8 @@ static rt_status prepare_kernel(rt_method *m, rt_instruction *ins, const rt_file
     const char *op_name = rt_format__string(f, f->ops[fi->a]);
     ins->op = rt_ops__find(op_name);
     if (ins->op == NULL)
-        return METHOD_ERROR(m, RT_NOT_FOUND, "instruction %u calls op '%s', which this build "
-                            "of libruntime does not have", index, op_name);
+        return RT_METHOD_ERROR(m, RT_NOT_FOUND, "instruction %u calls op '%s', which this build "
+                               "of libruntime does not have", index, op_name);
     for (uint32_t k = 0; k < fi->c; k++)
         args[k] = &m->values[f->words[fi->b + k]];
     rt_op_ctx *ctx = &ins->ctx;
@@ -234,8 +231,8 @@ static rt_status check_condition(rt_method *m, const rt_value *cond, uint32_t in
             rt_tensor__numel(t) >= 1)
             return RT_OK;
     }
-    return METHOD_ERROR(m, RT_INVALID_PROGRAM, "instruction %u: a jump condition must be a bool "
-                        "or int scalar, or a non-empty bool or integer tensor", index);
+    return RT_METHOD_ERROR(m, RT_INVALID_PROGRAM, "instruction %u: a jump condition must be a bool "
+                           "or int scalar, or a non-empty bool or integer tensor", index);
 }
 
 static rt_status prepare_instructions(rt_method *m) {

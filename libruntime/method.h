@@ -7,6 +7,10 @@
 #include "ops/op.h"
 #include "program.h"
 
+/* Record an error of method m ("method 'name': ...") and evaluate to its code. */
+#define RT_METHOD_ERROR(m, code, ...)                                                     \
+    (rt_error__set((code), __VA_ARGS__), rt_error__prefix("method '%s': ", (m)->name), (code))
+
 typedef struct rt_instruction {
     uint32_t kind;            /* rt_instruction_kind */
     uint32_t target;          /* jumps */

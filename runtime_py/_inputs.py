@@ -36,12 +36,12 @@ import struct
 from typing import Any, Optional, Tuple
 
 from . import _capsule, _dlpack
+from . import _values as _v
 from . import dtypes as _dt
 from ._ffi import ffi, from_buffer
 from .errors import InvalidArgument, Unsupported
 from .tensor import Tensor, numel, parse_device
 
-RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL, RT_VALUE_TENSOR = 1, 2, 3, 7
 _CPU = (1, 0)
 # The repeated-array short paths (_repeated, prepare) read arr.dtype and arr.shape, which on PyPy
 # (numpy through cpyext) leak about 100 bytes per read; PyPy's JIT makes the full path fast.
@@ -93,8 +93,8 @@ class Slot:
         self.last_device: Optional[Tuple[int, int]] = None
         self.copy: Any = None  # the buffer a resizable input is copied into (_COPY_RESIZABLE)
         self.scalar = ffi.new("rt_scalar *")
-        if self.kind in (RT_VALUE_INT, RT_VALUE_DOUBLE, RT_VALUE_BOOL):
-            double = self.kind == RT_VALUE_DOUBLE
+        if self.kind in (_v.INT, _v.DOUBLE, _v.BOOL):
+            double = self.kind == _v.DOUBLE
             t.data = ffi.addressof(self.scalar[0], "d" if double else "i")
             t.dtype.code, t.dtype.bits = (2, 64) if double else (0, 64)  # float64 / int64
             t.rank = 0
@@ -117,11 +117,11 @@ def scalar_value(slot: Slot, value: Any) -> Any:
     s = slot.scalar
     kind = slot.kind
     try:
-        if kind == RT_VALUE_DOUBLE:
+        if kind == _v.DOUBLE:
             s.d = float(value)
-        elif kind == RT_VALUE_INT:
+        elif kind == _v.INT:
             s.i = operator.index(value)
-        elif kind == RT_VALUE_BOOL:
+        elif kind == _v.BOOL:
             flag = operator.index(value) if not hasattr(value, "dtype") else int(bool(value))
             if flag not in (0, 1):
                 raise ValueError(flag)
@@ -129,7 +129,7 @@ def scalar_value(slot: Slot, value: Any) -> Any:
         else:
             raise Unsupported(f"{slot.label} is of a kind runtime_py cannot pass ({kind})")
     except (TypeError, ValueError, OverflowError) as exc:
-        want = {RT_VALUE_DOUBLE: "a float", RT_VALUE_INT: "an int", RT_VALUE_BOOL: "a bool"}[kind]
+        want = {_v.DOUBLE: "a float", _v.INT: "an int", _v.BOOL: "a bool"}[kind]
         raise InvalidArgument(f"{slot.label} expects {want}, got {value!r}") from exc
     s.kind = kind
     return s
@@ -141,9 +141,7 @@ def _pack(slot: Slot, values: list, shape: Tuple[int, ...]) -> Tuple[Any, str, T
     count = len(values)
     try:
         if dtype == "bfloat16":
-            bits = struct.unpack(f"={count}I", struct.pack(f"={count}f", *values))
-            data = bytearray(struct.pack(f"={count}H", *(
-                (b + 0x7FFF + ((b >> 16) & 1)) >> 16 for b in bits)))
+            data = bytearray(struct.pack(f"={count}H", *map(_dt.bfloat16_bits, values)))
         else:
             data = bytearray(struct.pack(f"={count}{_dt.DTYPES[dtype].format}", *values))
     except (struct.error, OverflowError) as exc:
@@ -519,7 +517,7 @@ def prepare(slots: Tuple[Slot, ...], values: Tuple[Any, ...]) -> Optional[list]:
                                 slot.last = (value, keep)
                         keeps.append(keep)
                         continue
-            if slot.kind == RT_VALUE_TENSOR:
+            if slot.kind == _v.TENSOR:
                 keep = tensor_value(slot, value, True)[1]
                 if keep is None:
                     return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Tuple
 
 from .errors import InvalidArgument
 
@@ -174,16 +174,16 @@ def itemsize(dtype: Any) -> int:
     return DTYPES[normalize(dtype)].bits // 8
 
 
-def format_char(dtype: Any) -> str:
-    """struct format char of a dtype ("H" for bfloat16, holding its raw bits)."""
-    return DTYPES[normalize(dtype)].format
-
-
 def typestr(dtype: Any) -> str:
     """numpy typestr of a dtype."""
     return DTYPES[normalize(dtype)].typestr
 
 
-def from_any(value: Optional[Any]) -> Optional[str]:
-    """normalize(), passing None through."""
-    return None if value is None else normalize(value)
+def bfloat16_bits(value: float) -> int:
+    """The bits of float `value` as bfloat16: through float32, rounded to nearest even, as the
+    library's cast does; a NaN stays a NaN (quiet, with its sign), where rounding its mantissa
+    alone could carry into the sign or exponent."""
+    (bits,) = struct.unpack("=I", struct.pack("=f", value))
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+        return (bits >> 16) | 0x0040
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF

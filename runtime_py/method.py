@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, List, NamedTuple, NoReturn, Optional, Tuple
 
 from . import _inputs
+from . import _values as _v
 from . import dtypes as _dt
 from ._ffi import ffi, get_lib, to_str
 from .errors import (ClosedError, Error, InvalidArgument, InvalidState, NotFound, _check,
@@ -23,9 +24,6 @@ _view = Tensor._view
 
 __all__ = ["TensorInfo", "MethodMeta", "Method", "ProfileEvent"]
 
-KIND_NAMES = ("none", "int", "double", "bool", "string", "int_list", "double_list", "tensor",
-              "tensor_list")
-_TENSOR, _INT, _DOUBLE, _BOOL = 7, 1, 2, 3
 _ALLOW_MUTATE = 2  # RT_INPUT_ALLOW_MUTATE
 
 
@@ -45,7 +43,7 @@ class TensorInfo:
 
     @property
     def kind_code(self) -> int:
-        return KIND_NAMES.index(self.kind) if self.kind in KIND_NAMES else -1
+        return _v.KIND_NAMES.index(self.kind) if self.kind in _v.KIND_NAMES else -1
 
     @property
     def ndim(self) -> int:
@@ -55,7 +53,7 @@ class TensorInfo:
     def _from_rt(cls, info: Any) -> "TensorInfo":
         kind = int(info.kind)
         rank = max(0, min(int(info.rank), 16))
-        is_tensor = kind in (_TENSOR, 8)
+        is_tensor = kind in (_v.TENSOR, _v.TENSOR_LIST)
         dtype = None
         if is_tensor:
             try:
@@ -64,7 +62,7 @@ class TensorInfo:
                 dtype = None
         return cls(
             name=to_str(info.name),
-            kind=KIND_NAMES[kind] if 0 <= kind < len(KIND_NAMES) else f"kind{kind}",
+            kind=_v.KIND_NAMES[kind] if 0 <= kind < len(_v.KIND_NAMES) else f"kind{kind}",
             dtype=dtype,
             shape=tuple(info.sizes[0:rank]) if is_tensor else (),
             dynamic=bool(info.dynamic),
@@ -309,7 +307,7 @@ class Method:
 
     def _bind(self, ptr: Any, index: int, value: Any, flags: int = 0) -> None:
         slot = self._slots[index]
-        if slot.kind == _TENSOR:
+        if slot.kind == _v.TENSOR:
             t, keep = _inputs.tensor_value(slot, value)
             if flags & _ALLOW_MUTATE and slot.readonly:
                 self._bound[index] = None
@@ -385,11 +383,11 @@ class Method:
         outputs: List[Any] = []
         t, s, raw = self._out_t, self._out_s, self._out_raw
         for index, kind in enumerate(self._out_kinds):
-            if kind in (_INT, _DOUBLE, _BOOL):
+            if kind in (_v.INT, _v.DOUBLE, _v.BOOL):
                 status = self._output_scalar(s, ptr, index)
                 if status:
                     raise_status(status)
-                outputs.append(s.d if s.kind == _DOUBLE else bool(s.i) if s.kind == _BOOL
+                outputs.append(s.d if s.kind == _v.DOUBLE else bool(s.i) if s.kind == _v.BOOL
                                else int(s.i))
             else:
                 status = self._output(t, ptr, index)
@@ -404,11 +402,11 @@ class Method:
         outputs = []
         for index, (t, raw) in enumerate(self._out_views):
             kind = self._out_kinds[index]
-            if kind == _DOUBLE:
+            if kind == _v.DOUBLE:
                 outputs.append(ffi.cast("double *", t.data)[0])
-            elif kind == _BOOL:
+            elif kind == _v.BOOL:
                 outputs.append(ffi.cast("uint8_t *", t.data)[0] != 0)
-            elif kind == _INT:
+            elif kind == _v.INT:
                 outputs.append(int(ffi.cast("int64_t *", t.data)[0]))
             else:
                 outputs.append(self._tensor_output(index, t, raw, clone))

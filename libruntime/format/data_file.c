@@ -19,10 +19,6 @@ static rt_status bad_data(size_t offset, const char *fmt, ...) {
     return RT_INVALID_PROGRAM;
 }
 
-static int range_ok(uint64_t start, uint64_t count, uint64_t limit) {
-    return start <= limit && count <= limit - start;
-}
-
 const char *rt_data_file__key(const rt_data_file *f, const rt_data_entry *e) {
     return (const char *)f->table + e->key;
 }
@@ -54,7 +50,7 @@ static rt_status read_header(rt_data_file *f, uint32_t flags) {
         return bad_data(24, "%u entries; at most %u are allowed", h->entry_count,
                         RT_DATA_MAX_ENTRIES);
     if (h->table_offset % 8 != 0 || h->table_offset < RT_DATA_HEADER_SIZE ||
-        !range_ok(h->table_offset, h->table_size, f->size) ||
+        !rt_format__range_ok(h->table_offset, h->table_size, f->size) ||
         (uint64_t)h->entry_count * sizeof(rt_data_entry) > h->table_size ||
         h->table_size > UINT32_MAX)
         return bad_data(32, "key table (offset %llu, %llu bytes, %u entries) is misaligned, "
@@ -90,7 +86,8 @@ static rt_status verify_entry(const rt_data_file *f, uint32_t i) {
     uint64_t table_size = f->header->table_size;
     if (e->reserved != 0)
         return bad_data(at, "entry %u has a nonzero reserved field", i);
-    if (e->key_length == 0 || !range_ok(e->key, (uint64_t)e->key_length + 1, table_size))
+    if (e->key_length == 0 ||
+        !rt_format__range_ok(e->key, (uint64_t)e->key_length + 1, table_size))
         return bad_data(at, "entry %u: key (offset %u, length %u) is empty or runs past the "
                         "table", i, e->key, e->key_length);
     const uint8_t *key = f->table + e->key;
@@ -102,7 +99,7 @@ static rt_status verify_entry(const rt_data_file *f, uint32_t i) {
         return bad_data(at, "entry '%s' has unknown dtype (code %u, bits %u, lanes %u)",
                         (const char *)key, e->dtype.code, e->dtype.bits, e->dtype.lanes);
     if (e->rank > RT_MAX_RANK || e->shape % 8 != 0 ||
-        !range_ok(e->shape, (uint64_t)e->rank * 8, table_size))
+        !rt_format__range_ok(e->shape, (uint64_t)e->rank * 8, table_size))
         return bad_data(at, "entry '%s': shape (rank %u at offset %u) is misaligned, too long "
                         "or outside the table", (const char *)key, e->rank, e->shape);
     const int64_t *shape = rt_data_file__shape(f, e);
@@ -119,7 +116,8 @@ static rt_status verify_entry(const rt_data_file *f, uint32_t i) {
         return bad_data(at, "entry '%s' holds %llu bytes, but its dtype and shape make %llu",
                         (const char *)key, (unsigned long long)e->nbytes,
                         (unsigned long long)nbytes);
-    if (e->offset % RT_FORMAT_CONSTANT_ALIGN != 0 || !range_ok(e->offset, e->nbytes, f->data_size))
+    if (e->offset % RT_FORMAT_CONSTANT_ALIGN != 0 ||
+        !rt_format__range_ok(e->offset, e->nbytes, f->data_size))
         return bad_data(at, "entry '%s' (offset %llu, %llu bytes) is misaligned or outside the "
                         "%llu-byte data segment", (const char *)key,
                         (unsigned long long)e->offset, (unsigned long long)e->nbytes,

@@ -18,6 +18,11 @@
 #define RT_FORMAT_HEADER_SIZE 64
 #define RT_FORMAT_CONSTANT_ALIGN 64
 #define RT_FORMAT_MAX_SECTIONS 64
+
+/* [start, start + count) lies within [0, limit), without overflowing. */
+static inline int rt_format__range_ok(uint64_t start, uint64_t count, uint64_t limit) {
+    return start <= limit && count <= limit - start;
+}
 #define RT_FORMAT_NO_INDEX 0xFFFFFFFFu
 
 enum rt_section_kind {

@@ -41,11 +41,6 @@ static rt_status bad_program(const rt_format *f, size_t offset, const char *fmt,
     return RT_INVALID_PROGRAM;
 }
 
-/* [start, start + count) lies within [0, limit). */
-static int range_ok(uint64_t start, uint64_t count, uint64_t limit) {
-    return start <= limit && count <= limit - start;
-}
-
 size_t rt_format__dtype_size(rt_dtype d) {
     if (d.lanes != 1)
         return 0;
@@ -104,7 +99,7 @@ static rt_status read_section_table(rt_reader *r) {
                            RT_FORMAT_MAX_SECTIONS);
     uint64_t table_bytes = (uint64_t)h->section_count * sizeof(rt_file_section);
     if (h->section_table_offset % 8 != 0 || h->section_table_offset < RT_FORMAT_HEADER_SIZE ||
-        !range_ok(h->section_table_offset, table_bytes, f->size))
+        !rt_format__range_ok(h->section_table_offset, table_bytes, f->size))
         return bad_program(f, 32, "section table (offset %llu, %u entries) is misaligned or "
                            "outside the file",
                            (unsigned long long)h->section_table_offset, h->section_count);
@@ -113,7 +108,7 @@ static rt_status read_section_table(rt_reader *r) {
         const rt_file_section *s = &table[i];
         uint64_t align = s->kind == RT_SECTION_SEGMENT ? RT_FORMAT_CONSTANT_ALIGN : 8;
         if (s->offset % align != 0 || s->offset < RT_FORMAT_HEADER_SIZE ||
-            !range_ok(s->offset, s->size, f->size))
+            !rt_format__range_ok(s->offset, s->size, f->size))
             return BAD(f, s, "section %u (kind %u): offset %llu size %llu is misaligned or "
                        "outside the file", i, s->kind, (unsigned long long)s->offset,
                        (unsigned long long)s->size);
@@ -197,7 +192,7 @@ static rt_status read_strings(rt_reader *r) {
     f->strings_base = f->base + s->offset;
     for (uint32_t i = 0; i < f->num_strings; i++) {
         const rt_file_string *e = &f->strings[i];
-        if (!range_ok(e->offset, (uint64_t)e->length + 1, s->size))
+        if (!rt_format__range_ok(e->offset, (uint64_t)e->length + 1, s->size))
             return BAD(f, e, "string %u (offset %u, length %u) runs past its section", i,
                        e->offset, e->length);
         const uint8_t *text = f->strings_base + e->offset;
@@ -248,7 +243,7 @@ static rt_status read_constants(rt_reader *r) {
             continue;
         }
         if (c->offset % RT_FORMAT_CONSTANT_ALIGN != 0 ||
-            !range_ok(c->offset, c->nbytes, f->segment_size))
+            !rt_format__range_ok(c->offset, c->nbytes, f->segment_size))
             return BAD(f, c, "constant %u (offset %llu, %llu bytes) is misaligned or outside "
                        "the %llu-byte constant segment", i, (unsigned long long)c->offset,
                        (unsigned long long)c->nbytes, (unsigned long long)f->segment_size);
@@ -287,7 +282,8 @@ static rt_status verify_tensor(const rt_format *f, const rt_method_scope *sc, ui
                     RT_MAX_RANK);
     if (v->flags & ~RT_VALUE_FLAG_DYNAMIC)
         return MBAD(f, sc, v, "value %u has unknown flags 0x%x", index, v->flags);
-    if (!range_ok(v->a, v->rank, f->num_words) || !range_ok(v->b, v->rank, f->num_words))
+    if (!rt_format__range_ok(v->a, v->rank, f->num_words) ||
+        !rt_format__range_ok(v->b, v->rank, f->num_words))
         return MBAD(f, sc, v, "value %u: sizes or dim order lie outside the word table", index);
     const int64_t *sizes = f->words + v->a;
     const int64_t *order = f->words + v->b;
@@ -318,7 +314,7 @@ static rt_status verify_tensor(const rt_format *f, const rt_method_scope *sc, ui
             return MBAD(f, sc, v, "value %u uses arena %u of %u", index, v->c, m->num_arenas);
         uint64_t arena = (uint64_t)sc->arena_sizes[v->c];
         if (v->payload < 0 || (uint64_t)v->payload % elem != 0 ||
-            !range_ok((uint64_t)v->payload, nbytes, arena))
+            !rt_format__range_ok((uint64_t)v->payload, nbytes, arena))
             return MBAD(f, sc, v, "value %u: %llu bytes at offset %lld do not fit arena %u "
                         "(%llu bytes) or are misaligned", index, (unsigned long long)nbytes,
                         (long long)v->payload, v->c, (unsigned long long)arena);
@@ -362,11 +358,11 @@ static rt_status verify_value(const rt_format *f, const rt_method_scope *sc, uin
         return RT_OK;
     case RT_VALUE_INT_LIST:
     case RT_VALUE_DOUBLE_LIST:
-        if (!range_ok(v->a, v->b, f->num_words))
+        if (!rt_format__range_ok(v->a, v->b, f->num_words))
             return MBAD(f, sc, v, "list value %u lies outside the word table", index);
         return RT_OK;
     case RT_VALUE_TENSOR_LIST:
-        if (!range_ok(v->a, v->b, f->num_words))
+        if (!rt_format__range_ok(v->a, v->b, f->num_words))
             return MBAD(f, sc, v, "tensor list value %u lies outside the word table", index);
         for (uint32_t k = 0; k < v->b; k++) {
             int64_t item = f->words[v->a + k];
@@ -391,7 +387,7 @@ static rt_status verify_instruction(const rt_format *f, const rt_method_scope *s
     case RT_INSTR_KERNEL:
         if (in->a >= f->num_ops)
             return MBAD(f, sc, in, "instruction %u calls op %u of %u", index, in->a, f->num_ops);
-        if (!range_ok(in->b, in->c, f->num_words))
+        if (!rt_format__range_ok(in->b, in->c, f->num_words))
             return MBAD(f, sc, in, "instruction %u: arguments lie outside the word table",
                         index);
         for (uint32_t k = 0; k < in->c; k++) {
@@ -456,13 +452,13 @@ static rt_status verify_method(const rt_format *f, uint32_t index) {
             return MBAD(f, sc, m, "two methods share this name");
     if (m->flags != 0 || m->reserved[0] != 0 || m->reserved[1] != 0)
         return MBAD(f, sc, m, "unknown method flags or nonzero reserved fields");
-    if (!range_ok(m->values, m->num_values, f->num_values) ||
-        !range_ok(m->instructions, m->num_instructions, f->num_instructions))
+    if (!rt_format__range_ok(m->values, m->num_values, f->num_values) ||
+        !rt_format__range_ok(m->instructions, m->num_instructions, f->num_instructions))
         return MBAD(f, sc, m, "value or instruction range lies outside its table");
-    if (!range_ok(m->inputs, 2 * (uint64_t)m->num_inputs, f->num_words) ||
-        !range_ok(m->outputs, 2 * (uint64_t)m->num_outputs, f->num_words) ||
-        !range_ok(m->arenas, m->num_arenas, f->num_words) ||
-        !range_ok(m->attributes, 2 * (uint64_t)m->num_attributes, f->num_words))
+    if (!rt_format__range_ok(m->inputs, 2 * (uint64_t)m->num_inputs, f->num_words) ||
+        !rt_format__range_ok(m->outputs, 2 * (uint64_t)m->num_outputs, f->num_words) ||
+        !rt_format__range_ok(m->arenas, m->num_arenas, f->num_words) ||
+        !rt_format__range_ok(m->attributes, 2 * (uint64_t)m->num_attributes, f->num_words))
         return MBAD(f, sc, m, "input, output, arena or attribute list lies outside the word "
                     "table");
     scope.arena_sizes = f->words + m->arenas;
@@ -516,7 +512,7 @@ static rt_status verify_bundle_value(const rt_format *f, const rt_method_scope *
                     "and rank %u; the method's has (code %u, bits %u) and rank %u", case_index,
                     what, index, b->dtype.code, b->dtype.bits, b->dtype.lanes, b->rank,
                     v->dtype.code, v->dtype.bits, v->rank);
-    if (!range_ok(b->sizes, b->rank, f->num_words))
+    if (!rt_format__range_ok(b->sizes, b->rank, f->num_words))
         return MBAD(f, sc, b, "bundled case %u: %s %u: sizes lie outside the word table",
                     case_index, what, index);
     const int64_t *sizes = f->words + b->sizes;
@@ -575,7 +571,7 @@ static rt_status read_bundle(rt_reader *r) {
             return MBAD(f, sc, c, "bundled case %u has %u inputs and %u outputs; the method "
                         "has %u and %u", i, c->num_inputs, c->num_outputs, m->num_inputs,
                         m->num_outputs);
-        if (!range_ok(c->values, (uint64_t)c->num_inputs + c->num_outputs, values))
+        if (!rt_format__range_ok(c->values, (uint64_t)c->num_inputs + c->num_outputs, values))
             return MBAD(f, sc, c, "bundled case %u: values %u..+%llu lie outside the %u bundle "
                         "values", i, c->values,
                         (unsigned long long)c->num_inputs + c->num_outputs, values);

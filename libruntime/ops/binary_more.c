@@ -7,73 +7,14 @@
 #include <string.h>
 
 #include "ops/binary_more_kernels.h"
+#include "ops/broadcast.h"
 #include "ops/elementwise_kernels.h" /* rt_ops__any_zero */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-#define MAX_INPUTS 3
+#define MAX_INPUTS RT_BROADCAST_MAX_INPUTS
 
-/* ---- broadcasting plan ------------------------------------------------------------------ */
-
-/* The result's shape with each input's strides (0 where it is broadcast), after dropping
- * size-1 dimensions and merging dimensions every input walks contiguously. */
-typedef struct nary_plan {
-    int32_t rank; /* >= 1 */
-    int32_t inputs;
-    int64_t sizes[RT_MAX_RANK];
-    int64_t strides[MAX_INPUTS][RT_MAX_RANK];
-} nary_plan;
-
-/* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank`. */
-static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
-    int64_t dense[RT_MAX_RANK];
-    rt_tensor__dense_strides(dense, t->rank, t->sizes, NULL);
-    int32_t lead = rank - t->rank;
-    for (int32_t i = 0; i < rank; i++) {
-        int32_t d = i - lead;
-        out[i] = d >= 0 && t->sizes[d] != 1 ? dense[d] : 0;
-    }
-}
-
-static bool mergeable(const nary_plan *plan, int32_t n, int64_t s[][RT_MAX_RANK], int32_t i,
-                      int64_t size) {
-    if (n == 0)
-        return false;
-    for (int32_t k = 0; k < plan->inputs; k++)
-        if (plan->strides[k][n - 1] != s[k][i] * size)
-            return false;
-    return true;
-}
-
-static void plan_broadcast(nary_plan *plan, rt_tensor_value *const *in, int32_t inputs,
-                           int32_t rank, const int64_t *sizes) {
-    int64_t s[MAX_INPUTS][RT_MAX_RANK];
-    plan->inputs = inputs;
-    for (int32_t k = 0; k < inputs; k++)
-        aligned_strides(s[k], in[k], rank);
-    int32_t n = 0;
-    for (int32_t i = 0; i < rank; i++) {
-        if (sizes[i] == 1)
-            continue;
-        if (mergeable(plan, n, s, i, sizes[i])) {
-            plan->sizes[n - 1] *= sizes[i];
-            for (int32_t k = 0; k < inputs; k++)
-                plan->strides[k][n - 1] = s[k][i];
-            continue;
-        }
-        plan->sizes[n] = sizes[i];
-        for (int32_t k = 0; k < inputs; k++)
-            plan->strides[k][n] = s[k][i];
-        n++;
-    }
-    if (n == 0) { /* a single element */
-        plan->sizes[0] = 1;
-        for (int32_t k = 0; k < inputs; k++)
-            plan->strides[k][0] = 0;
-        n = 1;
-    }
-    plan->rank = n;
-}
+/* ---- broadcasting ------------------------------------------------------------------------ */
 
 static rt_status broadcast_fail(rt_op_ctx *ctx, rt_tensor_value *const *in,
                                 const char *const *what, int32_t j, int32_t k, int32_t dim,
@@ -114,7 +55,7 @@ static rt_status broadcast_all(rt_op_ctx *ctx, rt_tensor_value *const *in, const
 /* ---- parallel driver -------------------------------------------------------------------- */
 
 typedef struct nary_job {
-    const nary_plan *plan;
+    const rt_broadcast_plan *plan;
     rt_nary_kernel kernel;
     char *out;
     size_t out_size; /* element bytes */
@@ -125,7 +66,7 @@ typedef struct nary_job {
 /* Result elements [begin, end) in row-major order, one innermost run at a time. */
 static void nary_range(void *arg, size_t begin, size_t end) {
     const nary_job *job = arg;
-    const nary_plan *plan = job->plan;
+    const rt_broadcast_plan *plan = job->plan;
     int32_t last = plan->rank - 1, inputs = plan->inputs;
     int64_t index[RT_MAX_RANK], off[MAX_INPUTS] = {0}, inner[MAX_INPUTS];
     int64_t rest = (int64_t)begin;
@@ -202,8 +143,9 @@ static rt_status run_kernel(rt_op_ctx *ctx, const nary_args *args, rt_nary_kerne
     if (!kernel) /* the type checks in setup make this unreachable */
         return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
                            rt_tensor__type_name(args->in[args->inputs - 1]->type));
-    nary_plan plan;
-    plan_broadcast(&plan, args->in, args->inputs, out->rank, out->sizes);
+    rt_broadcast_plan plan;
+    rt_broadcast__plan(&plan, (const rt_tensor_value *const *)args->in, args->inputs, out->rank,
+                       out->sizes);
     nary_job job = {.plan = &plan, .kernel = kernel, .out = out->data,
                     .out_size = out->elem_size};
     for (int32_t k = 0; k < args->inputs; k++) {

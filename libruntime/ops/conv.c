@@ -27,17 +27,6 @@ typedef struct conv_job {
     int64_t bands;
 } conv_job;
 
-/* Output positions o in [0, count) whose tap o * stride + offset falls in [0, size). */
-static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t *lo,
-                      int64_t *hi) {
-    *lo = rt_op__ceil_div(-offset, stride);
-    *hi = rt_op__floor_div(size - 1 - offset, stride) + 1;
-    if (*lo < 0)
-        *lo = 0;
-    if (*hi > count)
-        *hi = count;
-}
-
 #define DEFINE_CONV_BANDS(sfx, T)                                                            \
     RT_MULTIVERSION static void conv_bands__##sfx(void *arg, size_t begin, size_t end)       \
     {                                                                                        \
@@ -65,7 +54,7 @@ static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t coun
                 for (int64_t kh = 0; kh < d->kernel_h; kh++) {                               \
                     int64_t off_h = kh * d->dilation[0] - d->pad[0];                         \
                     int64_t oh0, oh1;                                                        \
-                    tap_range(off_h, sh, d->height, d->out_h, &oh0, &oh1);                   \
+                    rt_conv__output_range(off_h, sh, d->height, d->out_h, &oh0, &oh1);                   \
                     if (oh0 < row0)                                                          \
                         oh0 = row0;                                                          \
                     if (oh1 > row1)                                                          \
@@ -73,7 +62,7 @@ static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t coun
                     for (int64_t kw = 0; kw < d->kernel_w; kw++) {                           \
                         int64_t off_w = kw * d->dilation[1] - d->pad[1];                     \
                         int64_t ow0, ow1;                                                    \
-                        tap_range(off_w, sw, d->width, d->out_w, &ow0, &ow1);                \
+                        rt_conv__output_range(off_w, sw, d->width, d->out_w, &ow0, &ow1);                \
                         const T wv = wp[kh * d->kernel_w + kw];                              \
                         for (int64_t oh = oh0; oh < oh1; oh++) {                             \
                             const T *xr = xp + (oh * sh + off_h) * d->width;                 \
@@ -133,8 +122,8 @@ static void im2col_rows(void *arg, size_t begin, size_t end) {
         float *row = job->columns + (int64_t)r * plane;
         int64_t off_h = kh * d->dilation[0] - d->pad[0], off_w = kw * d->dilation[1] - d->pad[1];
         int64_t oh0, oh1, ow0, ow1;
-        tap_range(off_h, d->stride[0], d->height, d->out_h, &oh0, &oh1);
-        tap_range(off_w, d->stride[1], d->width, d->out_w, &ow0, &ow1);
+        rt_conv__output_range(off_h, d->stride[0], d->height, d->out_h, &oh0, &oh1);
+        rt_conv__output_range(off_w, d->stride[1], d->width, d->out_w, &ow0, &ow1);
         /* Each element is written once: zeros where the tap falls in the padding. */
         if (oh0 >= oh1 || ow0 >= ow1) {
             memset(row, 0, (size_t)plane * sizeof(float));

@@ -8,6 +8,7 @@
 
 #include "ops/fused_activation.h"
 #include "ops/op.h"
+#include "ops/op_util.h"
 #include "ops/pool.h"
 
 typedef struct conv_dims {
@@ -18,6 +19,17 @@ typedef struct conv_dims {
     int64_t stride[2], dilation[2];
     int64_t pad[4]; /* top, left, bottom, right */
 } conv_dims;
+
+/* Output positions o in [0, count) whose tap o * stride + offset falls in [0, size). */
+static inline void rt_conv__output_range(int64_t offset, int64_t stride, int64_t size,
+                                         int64_t count, int64_t *lo, int64_t *hi) {
+    *lo = rt_op__ceil_div(-offset, stride);
+    *hi = rt_op__floor_div(size - 1 - offset, stride) + 1;
+    if (*lo < 0)
+        *lo = 0;
+    if (*hi > count)
+        *hi = count;
+}
 
 /* A 1x1 kernel with stride 1 and no padding: each output pixel reads its own input pixel, so
  * x itself is the GEMM's B (or, transposed, its A), with nothing copied. Any groups. */

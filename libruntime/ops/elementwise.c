@@ -4,66 +4,15 @@
  * shape and element size. The typed loops are in elementwise_kernels.c. */
 #include <string.h>
 
+#include "ops/broadcast.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-/* ---- broadcasting plan ------------------------------------------------------------------ */
-
-/* The result's shape with each operand's strides (0 where it is broadcast), after dropping
- * size-1 dimensions and merging dimensions both operands walk contiguously. */
-typedef struct broadcast_plan {
-    int32_t rank; /* >= 1 */
-    int64_t sizes[RT_MAX_RANK];
-    int64_t a_strides[RT_MAX_RANK];
-    int64_t b_strides[RT_MAX_RANK];
-} broadcast_plan;
-
-/* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank`. */
-static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
-    int64_t dense[RT_MAX_RANK];
-    rt_tensor__dense_strides(dense, t->rank, t->sizes, NULL);
-    int32_t lead = rank - t->rank;
-    for (int32_t i = 0; i < rank; i++) {
-        int32_t d = i - lead;
-        out[i] = d >= 0 && t->sizes[d] != 1 ? dense[d] : 0;
-    }
-}
-
-static void plan_broadcast(broadcast_plan *plan, const rt_tensor_value *a,
-                           const rt_tensor_value *b, int32_t rank, const int64_t *sizes) {
-    int64_t sa[RT_MAX_RANK], sb[RT_MAX_RANK];
-    aligned_strides(sa, a, rank);
-    aligned_strides(sb, b, rank);
-    int32_t n = 0;
-    for (int32_t i = 0; i < rank; i++) {
-        if (sizes[i] == 1)
-            continue;
-        bool mergeable = n > 0 && plan->a_strides[n - 1] == sa[i] * sizes[i] &&
-                         plan->b_strides[n - 1] == sb[i] * sizes[i];
-        if (mergeable) {
-            plan->sizes[n - 1] *= sizes[i];
-            plan->a_strides[n - 1] = sa[i];
-            plan->b_strides[n - 1] = sb[i];
-            continue;
-        }
-        plan->sizes[n] = sizes[i];
-        plan->a_strides[n] = sa[i];
-        plan->b_strides[n] = sb[i];
-        n++;
-    }
-    if (n == 0) { /* a single element */
-        plan->sizes[0] = 1;
-        plan->a_strides[0] = plan->b_strides[0] = 0;
-        n = 1;
-    }
-    plan->rank = n;
-}
-
 /* ---- parallel driver -------------------------------------------------------------------- */
 
 typedef struct binary_job {
-    const broadcast_plan *plan;
+    const rt_broadcast_plan *plan;
     rt_binary_kernel kernel;
     char *out;
     const char *a;
@@ -74,35 +23,35 @@ typedef struct binary_job {
 /* Result elements [begin, end) in row-major order, one innermost run at a time. */
 static void binary_range(void *arg, size_t begin, size_t end) {
     const binary_job *job = arg;
-    const broadcast_plan *plan = job->plan;
+    const rt_broadcast_plan *plan = job->plan;
     int32_t last = plan->rank - 1;
     int64_t index[RT_MAX_RANK];
     int64_t a_off = 0, b_off = 0, rest = (int64_t)begin;
     for (int32_t d = last; d >= 0; d--) {
         index[d] = rest % plan->sizes[d];
         rest /= plan->sizes[d];
-        a_off += index[d] * plan->a_strides[d];
-        b_off += index[d] * plan->b_strides[d];
+        a_off += index[d] * plan->strides[0][d];
+        b_off += index[d] * plan->strides[1][d];
     }
     for (int64_t pos = (int64_t)begin; pos < (int64_t)end;) {
         int64_t n = plan->sizes[last] - index[last];
         if (n > (int64_t)end - pos)
             n = (int64_t)end - pos;
         job->kernel(job->out + (size_t)pos * job->out_size, job->a + (size_t)a_off * job->a_size,
-                    plan->a_strides[last], job->b + (size_t)b_off * job->b_size,
-                    plan->b_strides[last], n);
+                    plan->strides[0][last], job->b + (size_t)b_off * job->b_size,
+                    plan->strides[1][last], n);
         pos += n;
         index[last] += n;
-        a_off += n * plan->a_strides[last];
-        b_off += n * plan->b_strides[last];
+        a_off += n * plan->strides[0][last];
+        b_off += n * plan->strides[1][last];
         /* Carry into the outer dimensions. */
         for (int32_t d = last; d > 0 && index[d] == plan->sizes[d]; d--) {
             index[d] = 0;
-            a_off -= plan->sizes[d] * plan->a_strides[d];
-            b_off -= plan->sizes[d] * plan->b_strides[d];
+            a_off -= plan->sizes[d] * plan->strides[0][d];
+            b_off -= plan->sizes[d] * plan->strides[1][d];
             index[d - 1]++;
-            a_off += plan->a_strides[d - 1];
-            b_off += plan->b_strides[d - 1];
+            a_off += plan->strides[0][d - 1];
+            b_off += plan->strides[1][d - 1];
         }
     }
 }
@@ -172,8 +121,9 @@ static rt_status binary_run(rt_op_ctx *ctx, rt_binary_op op) {
         rt_ops__any_zero(b->data, b->elem_size, rt_tensor__numel(b)))
         return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "integer division by zero (b holds a 0)");
 
-    broadcast_plan plan;
-    plan_broadcast(&plan, a, b, out->rank, out->sizes);
+    rt_broadcast_plan plan;
+    const rt_tensor_value *operands[2] = {a, b};
+    rt_broadcast__plan(&plan, operands, 2, out->rank, out->sizes);
     binary_job job = {
         .plan = &plan,
         .kernel = rt_ops__binary_kernel(op, a->type),

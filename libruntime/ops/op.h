@@ -58,6 +58,9 @@ rt_status rt_op__double(rt_op_ctx *ctx, size_t i, const char *what, double *out)
 rt_status rt_op__bool(rt_op_ctx *ctx, size_t i, const char *what, bool *out);
 rt_status rt_op__int_list(rt_op_ctx *ctx, size_t i, const char *what, const int64_t **items,
                           size_t *count);
+/* A double list; an empty int list (how [] may be written) reads as an empty one. */
+rt_status rt_op__double_list(rt_op_ctx *ctx, size_t i, const char *what, const double **items,
+                             size_t *count);
 rt_status rt_op__tensor_list(rt_op_ctx *ctx, size_t i, const char *what,
                              rt_tensor_value ***items, size_t *count);
 

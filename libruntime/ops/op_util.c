@@ -165,6 +165,22 @@ rt_status rt_op__int_list(rt_op_ctx *ctx, size_t i, const char *what, const int6
     return RT_OK;
 }
 
+rt_status rt_op__double_list(rt_op_ctx *ctx, size_t i, const char *what, const double **items,
+                             size_t *count) {
+    rt_value *v = NULL;
+    RT_RETURN_IF_ERROR(arg_value(ctx, i, what, &v));
+    if (v->kind == RT_VALUE_INT_LIST && v->u.ints.count == 0) { /* [] written as ints */
+        *items = NULL;
+        *count = 0;
+        return RT_OK;
+    }
+    if (v->kind != RT_VALUE_DOUBLE_LIST || (v->u.doubles.count > 0 && !v->u.doubles.items))
+        return wrong_kind(ctx, i, what, "a double list", v);
+    *items = v->u.doubles.items;
+    *count = v->u.doubles.count;
+    return RT_OK;
+}
+
 rt_status rt_op__tensor_list(rt_op_ctx *ctx, size_t i, const char *what,
                              rt_tensor_value ***items, size_t *count) {
     rt_value *v = NULL;

@@ -3,33 +3,14 @@
  * 2-D cross-correlation of int8/uint8 x and w minus their zero points (x's per tensor, w's per
  * tensor or per output channel), summed in int32 with wrap-around; taps in the padding
  * contribute nothing (as if padded with x's zero point). conv_integer stores the int32 sums;
- * qlinear_conv adds an int32 bias and requantizes to int8/uint8. Shapes follow conv2d (the
- * helpers below are copies of conv.c's). Work items are tiles of one output plane summed in a
+ * qlinear_conv adds an int32 bias and requantizes to int8/uint8. Shapes follow conv2d (its
+ * conv_dims and output ranges, conv.h). Work items are tiles of one output plane summed in a
  * local buffer, so requantizing needs no scratch. */
 #include <string.h>
 
+#include "ops/conv.h"
 #include "ops/ops.h"
 #include "ops/quant.h"
-
-typedef struct qconv_dims {
-    int64_t batch, channels, height, width;   /* x */
-    int64_t out_channels, kernel_h, kernel_w; /* w */
-    int64_t out_h, out_w;
-    int64_t groups;
-    int64_t stride[2], dilation[2];
-    int64_t pad[4]; /* top, left, bottom, right */
-} qconv_dims;
-
-/* Output positions o in [0, count) whose tap o * stride + offset falls in [0, size). */
-static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t *lo,
-                      int64_t *hi) {
-    *lo = rt_op__ceil_div(-offset, stride);
-    *hi = rt_op__floor_div(size - 1 - offset, stride) + 1;
-    if (*lo < 0)
-        *lo = 0;
-    if (*hi > count)
-        *hi = count;
-}
 
 /* ---- kernel ----------------------------------------------------------------------------- */
 
@@ -38,7 +19,7 @@ static void tap_range(int64_t offset, int64_t stride, int64_t size, int64_t coun
 #define QC_COLS 256
 
 typedef struct qconv_job {
-    const qconv_dims *d;
+    const conv_dims *d;
     const void *x, *w;
     rt_type x_type, w_type;
     int32_t x_zero;
@@ -63,7 +44,7 @@ typedef struct qconv_tile {
 
 #define DEFINE_QCONV_SUM(sfx, TX, TW)                                                       \
     static void tile_sum__##sfx(const qconv_job *job, qconv_tile *t) {                      \
-        const qconv_dims *d = job->d;                                                       \
+        const conv_dims *d = job->d;                                                       \
         int64_t group_in = d->channels / d->groups, group_out = d->out_channels / d->groups; \
         int64_t plane_in = d->height * d->width, taps = d->kernel_h * d->kernel_w;          \
         int64_t sh = d->stride[0], sw = d->stride[1], cols = job->tile_cols;                \
@@ -74,12 +55,12 @@ typedef struct qconv_tile {
             const TW *wp = (const TW *)job->w + (t->o * group_in + c) * taps;               \
             for (int64_t kh = 0; kh < d->kernel_h; kh++) {                                  \
                 int64_t off_h = kh * d->dilation[0] - d->pad[0], oh0, oh1;                  \
-                tap_range(off_h, sh, d->height, d->out_h, &oh0, &oh1);                      \
+                rt_conv__output_range(off_h, sh, d->height, d->out_h, &oh0, &oh1);                      \
                 oh0 = oh0 < t->r0 ? t->r0 : oh0;                                            \
                 oh1 = oh1 > t->r1 ? t->r1 : oh1;                                            \
                 for (int64_t kw = 0; kw < d->kernel_w; kw++) {                              \
                     int64_t off_w = kw * d->dilation[1] - d->pad[1], ow0, ow1;              \
-                    tap_range(off_w, sw, d->width, d->out_w, &ow0, &ow1);                   \
+                    rt_conv__output_range(off_w, sw, d->width, d->out_w, &ow0, &ow1);                   \
                     ow0 = ow0 < t->c0 ? t->c0 : ow0;                                        \
                     ow1 = ow1 > t->c1 ? t->c1 : ow1;                                        \
                     int16_t wv = (int16_t)(wp[kh * d->kernel_w + kw] - t->w_zero);          \
@@ -118,7 +99,7 @@ static int64_t channel_index(const rt_tensor_value *p, int64_t o) {
 }
 
 static void tile_store(const qconv_job *job, const qconv_tile *t) {
-    const qconv_dims *d = job->d;
+    const conv_dims *d = job->d;
     int64_t plane = (t->n * d->out_channels + t->o) * d->out_h * d->out_w;
     double mult = 0.0;
     uint32_t bias = job->bias ? (uint32_t)job->bias[t->o] : 0u;
@@ -144,7 +125,7 @@ static void tile_store(const qconv_job *job, const qconv_tile *t) {
 
 static void qconv_tiles(void *arg, size_t begin, size_t end) {
     const qconv_job *job = arg;
-    const qconv_dims *d = job->d;
+    const conv_dims *d = job->d;
     qconv_tile t;
     int64_t tiles = job->row_tiles * job->col_tiles;
     for (size_t item = begin; item < end; item++) {
@@ -167,7 +148,7 @@ static void qconv_tiles(void *arg, size_t begin, size_t end) {
 
 typedef struct qconv_args {
     rt_tensor_value *x, *w, *xz, *wz, *xs, *ws, *ys, *yz, *bias, *out;
-    qconv_dims dims;
+    conv_dims dims;
     qconv_job job;
 } qconv_args;
 
@@ -227,7 +208,7 @@ static rt_status check_per_channel(rt_op_ctx *ctx, const rt_tensor_value *p, con
 
 /* Channel counts of x and w against groups, for the current sizes. */
 static rt_status check_channels(rt_op_ctx *ctx, const qconv_args *q) {
-    const qconv_dims *d = &q->dims;
+    const conv_dims *d = &q->dims;
     RT_RETURN_IF_ERROR(rt_op__check_conv_groups(ctx, q->x, q->w, d->groups));
     RT_RETURN_IF_ERROR(rt_quant__check_single(ctx, q->xz, "x_zero_point"));
     RT_RETURN_IF_ERROR(check_per_channel(ctx, q->wz, "w_zero_point", d->out_channels, true));
@@ -239,7 +220,7 @@ static rt_status check_channels(rt_op_ctx *ctx, const qconv_args *q) {
 
 /* Tiles of up to QC_TILE outputs. */
 static void plan_tiles(qconv_job *job) {
-    const qconv_dims *d = job->d;
+    const conv_dims *d = job->d;
     job->tile_cols = d->out_w < QC_COLS ? (d->out_w > 0 ? d->out_w : 1) : QC_COLS;
     job->tile_rows = QC_TILE / job->tile_cols;
     job->row_tiles = (d->out_h + job->tile_rows - 1) / job->tile_rows;
@@ -268,7 +249,7 @@ static void fill_job(const rt_op_ctx *ctx, qconv_args *q, bool requant) {
 
 /* Shared by both ops once the arguments are read; `first_param` indexes stride. */
 static rt_status qconv_setup(rt_op_ctx *ctx, qconv_args *q, size_t first_param, bool requant) {
-    qconv_dims *d = &q->dims;
+    conv_dims *d = &q->dims;
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first_param, "stride", 1, d->stride));
     RT_RETURN_IF_ERROR(rt_op__padding(ctx, first_param + 1, "padding", d->pad));
     RT_RETURN_IF_ERROR(rt_op__int_pair(ctx, first_param + 2, "dilation", 1, d->dilation));
@@ -297,7 +278,7 @@ static rt_status qconv_setup(rt_op_ctx *ctx, qconv_args *q, size_t first_param, 
 }
 
 static rt_status qconv_run(rt_op_ctx *ctx, qconv_args *q) {
-    const qconv_dims *d = &q->dims;
+    const conv_dims *d = &q->dims;
     if (rt_tensor__numel(q->out) == 0)
         return RT_OK;
     q->job.d = d;
@@ -369,7 +350,7 @@ rt_status rt_ops__qlinear_conv_run(rt_op_ctx *ctx) {
 rt_status rt_quant__conv_plan(rt_op_ctx *ctx, bool requant, rt_quant_conv_plan *plan) {
     qconv_args q;
     RT_RETURN_IF_ERROR(requant ? qlinear_conv_setup(ctx, &q) : conv_integer_setup(ctx, &q));
-    const qconv_dims *d = &q.dims;
+    const conv_dims *d = &q.dims;
     const qconv_job *job = &q.job;
     memset(plan, 0, sizeof *plan);
     plan->batch = d->batch, plan->channels = d->channels;

@@ -46,23 +46,6 @@ typedef struct resize_args {
     bool identity[RT_MAX_RANK];
 } resize_args;
 
-static rt_status double_list(rt_op_ctx *ctx, size_t i, const char *what, const double **items,
-                             size_t *count) {
-    const rt_value *v = i < ctx->nargs && ctx->args ? ctx->args[i] : NULL;
-    if (v && v->kind == RT_VALUE_DOUBLE_LIST && (v->u.doubles.count == 0 || v->u.doubles.items)) {
-        *items = v->u.doubles.items;
-        *count = v->u.doubles.count;
-        return RT_OK;
-    }
-    if (v && v->kind == RT_VALUE_INT_LIST && v->u.ints.count == 0) { /* [] written as ints */
-        *items = NULL;
-        *count = 0;
-        return RT_OK;
-    }
-    return rt_op__fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s) must be a double list", i,
-                       what);
-}
-
 /* Taps per output coordinate for a filter of half-width `support` (1 linear, 2 cubic). */
 static int64_t filter_taps(double support, double s) {
     double start = floor(-support / s) + 1;
@@ -155,8 +138,8 @@ static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
     RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 12));
     RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
     RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 1, "sizes", &a->sizes, &a->num_sizes));
-    RT_RETURN_IF_ERROR(double_list(ctx, 2, "scales", &a->scales, &a->num_scales));
-    RT_RETURN_IF_ERROR(double_list(ctx, 3, "roi", &a->roi, &a->num_roi));
+    RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 2, "scales", &a->scales, &a->num_scales));
+    RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 3, "roi", &a->roi, &a->num_roi));
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "mode", &a->mode));
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 5, "coordinate_mode", &a->coord));
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 6, "nearest_mode", &a->nearest));

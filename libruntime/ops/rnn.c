@@ -21,23 +21,6 @@
 static const int64_t cell_gates[] = {1, 3, 4};
 static const size_t cell_acts[] = {1, 2, 3};
 
-static rt_status double_list(rt_op_ctx *ctx, size_t i, const char *what, const double **items,
-                             size_t *count) {
-    const rt_value *v = i < ctx->nargs && ctx->args ? ctx->args[i] : NULL;
-    if (v && v->kind == RT_VALUE_DOUBLE_LIST && (v->u.doubles.count == 0 || v->u.doubles.items)) {
-        *items = v->u.doubles.items;
-        *count = v->u.doubles.count;
-        return RT_OK;
-    }
-    if (v && v->kind == RT_VALUE_INT_LIST && v->u.ints.count == 0) { /* [] written as ints */
-        *items = NULL;
-        *count = 0;
-        return RT_OK;
-    }
-    return rt_op__fail(ctx, RT_INVALID_PROGRAM, "argument %zu (%s) must be a double list", i,
-                       what);
-}
-
 /* activations (int list: kinds) and activation_params (double list: alpha, beta per
  * activation), one set per direction. */
 static rt_status parse_activations(rt_op_ctx *ctx, rt_rnn_args *a, size_t index) {
@@ -45,7 +28,8 @@ static rt_status parse_activations(rt_op_ctx *ctx, rt_rnn_args *a, size_t index)
     const double *params = NULL;
     size_t count = 0, nparams = 0, per = cell_acts[a->cell];
     RT_RETURN_IF_ERROR(rt_op__int_list(ctx, index, "activations", &kinds, &count));
-    RT_RETURN_IF_ERROR(double_list(ctx, index + 1, "activation_params", &params, &nparams));
+    RT_RETURN_IF_ERROR(rt_op__double_list(ctx, index + 1, "activation_params", &params,
+                                          &nparams));
     if (count != per * (size_t)a->dirs)
         return rt_op__fail(ctx, RT_INVALID_PROGRAM,
                            "activations has %zu items; this cell with %" PRId64

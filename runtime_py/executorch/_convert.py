@@ -55,12 +55,9 @@ def supported_ops() -> List[str]:
 
 def pack_scalar(value: Any, dtype: str) -> bytes:
     """One element of dtype holding value (Python int, float or bool)."""
-    if dtype == "bfloat16":
-        bits = struct.unpack("<I", pack_scalar(value, "float32"))[0]
-        if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
-            return struct.pack("<H", 0x7FC0)  # NaN
-        bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
-        return struct.pack("<H", (bits >> 16) & 0xFFFF)
+    if dtype == "bfloat16":  # through float32, whose packing saturates to infinity
+        (as_float32,) = struct.unpack("<f", pack_scalar(value, "float32"))
+        return struct.pack("<H", _dtypes.bfloat16_bits(as_float32))
     code = _PACK[dtype]
     if code in "fde":
         try:

@@ -10,9 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CM_ERROR(m, code, ...) \
-    (rt_error__set((code), __VA_ARGS__), rt_error__prefix("method '%s': ", (m)->name), (code))
-
 /* Adds the method's name (and device) in front of a backend error already recorded. */
 static rt_status method_error(rt_method *m, rt_status status) {
     if (status != RT_OK)
@@ -32,8 +29,8 @@ static rt_status cuda_open(rt_method *m) {
     if (status != RT_OK) {
         char reason[512]; /* the last error is overwritten below */
         snprintf(reason, sizeof reason, "%s", rt_last_error());
-        return CM_ERROR(m, status, "cannot run on cuda:%d: %s", m->options.device.index,
-                        reason);
+        return RT_METHOD_ERROR(m, status, "cannot run on cuda:%d: %s", m->options.device.index,
+                               reason);
     }
     RT_RETURN_IF_ERROR(method_error(m, rt_cuda__push(cm->device)));
     status = rt_cuda__check(cm->device->cu->stream_create(&cm->stream, CU_STREAM_NON_BLOCKING),
@@ -130,9 +127,9 @@ static rt_status cuda_finish_load(rt_method *m) {
             continue;
         cm->ops[i] = rt_cuda__op_of(ins->op);
         if (cm->ops[i] == NULL || cm->ops[i]->run == NULL)
-            return CM_ERROR(m, RT_UNSUPPORTED, "instruction %u calls op '%s', which has no CUDA "
-                            "kernel in this build (see docs/cuda.md); load the method on the "
-                            "cpu", i, ins->op->name);
+            return RT_METHOD_ERROR(m, RT_UNSUPPORTED, "instruction %u calls op '%s', which has "
+                                   "no CUDA kernel in this build (see docs/cuda.md); load the "
+                                   "method on the cpu", i, ins->op->name);
         ins->ctx.backend = cm;
         ins->ctx.scratch = NULL; /* the kernels use no host scratch */
         ins->ctx.scratch_bytes = 0;
