@@ -5,8 +5,7 @@
 
 #include "tensor.h"
 
-/* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank`. */
-static void aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
+void rt_broadcast__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
     int64_t dense[RT_MAX_RANK];
     rt_tensor__dense_strides(dense, t->rank, t->sizes, NULL);
     int32_t lead = rank - t->rank;
@@ -31,7 +30,7 @@ void rt_broadcast__plan(rt_broadcast_plan *plan, const rt_tensor_value *const *i
     int64_t s[RT_BROADCAST_MAX_INPUTS][RT_MAX_RANK];
     plan->inputs = inputs;
     for (int32_t k = 0; k < inputs; k++)
-        aligned_strides(s[k], in[k], rank);
+        rt_broadcast__aligned_strides(s[k], in[k], rank);
     int32_t n = 0;
     for (int32_t i = 0; i < rank; i++) {
         if (sizes[i] == 1)

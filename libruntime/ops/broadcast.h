@@ -15,6 +15,10 @@ typedef struct rt_broadcast_plan {
     int64_t strides[RT_BROADCAST_MAX_INPUTS][RT_MAX_RANK];
 } rt_broadcast_plan;
 
+/* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank` (0
+ * where t is broadcast). */
+void rt_broadcast__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank);
+
 /* The plan of `inputs` dense tensors broadcast to a result of the given rank and sizes
  * (which they must broadcast to). */
 void rt_broadcast__plan(rt_broadcast_plan *plan, const rt_tensor_value *const *in,

@@ -131,16 +131,6 @@ static rt_status check_numeric_x(rt_op_ctx *ctx) {
 
 /* ---- binary ------------------------------------------------------------------------- */
 
-void rt_cuda__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank) {
-    int64_t dense[RT_MAX_RANK];
-    rt_tensor__dense_strides(dense, t->rank, t->sizes, NULL);
-    int32_t lead = rank - t->rank;
-    for (int32_t i = 0; i < rank; i++) {
-        int32_t d = i - lead;
-        out[i] = d >= 0 && t->sizes[d] != 1 ? dense[d] : 0;
-    }
-}
-
 /* a op b into the last argument, the output (not: a is also b). */
 static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     const rt_tensor_value *a = ARG_T(ctx, 0), *b = ARG_T(ctx, kind == RT_CUDA_NOT ? 0 : 1);
@@ -152,8 +142,8 @@ static rt_status binary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
         return RT_OK;
     p.kind = kind;
     int64_t sa[RT_MAX_RANK], sb[RT_MAX_RANK];
-    rt_cuda__aligned_strides(sa, a, out->rank);
-    rt_cuda__aligned_strides(sb, b, out->rank);
+    rt_broadcast__aligned_strides(sa, a, out->rank);
+    rt_broadcast__aligned_strides(sb, b, out->rank);
     /* Size-1 dimensions drop out; the kernel walks the rest in row-major order. */
     for (int32_t d = 0; d < out->rank; d++) {
         if (out->sizes[d] == 1)
@@ -347,7 +337,7 @@ static rt_status run_where(rt_op_ctx *ctx, rt_cuda_method *cm) {
         return RT_OK;
     int64_t strides[3][RT_MAX_RANK];
     for (int k = 0; k < 3; k++)
-        rt_cuda__aligned_strides(strides[k], ARG_T(ctx, k), out->rank);
+        rt_broadcast__aligned_strides(strides[k], ARG_T(ctx, k), out->rank);
     for (int32_t d = 0; d < out->rank; d++) {
         if (out->sizes[d] == 1)
             continue;

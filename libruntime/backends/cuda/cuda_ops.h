@@ -3,15 +3,12 @@
 #define RT_CUDA_OPS_H
 
 #include "backends/cuda/cuda_method.h"
+#include "ops/broadcast.h"
 #include "ops/fused_activation.h"
 
 /* Fails with RT_UNSUPPORTED naming the dtype unless t's type is in `types` (RT_TYPE_BIT). */
 rt_status rt_cuda__check_types(rt_op_ctx *ctx, const rt_tensor_value *t, const char *what,
                                uint32_t types, const char *expected);
-
-/* Row-major strides of t aligned to the trailing dimensions of a result of rank `rank`, 0
- * where t is broadcast (numpy broadcasting). */
-void rt_cuda__aligned_strides(int64_t *out, const rt_tensor_value *t, int32_t rank);
 
 #define RT_CUDA_HOST_PARAMS 4 /* the most such arguments of one op (slice) */
 

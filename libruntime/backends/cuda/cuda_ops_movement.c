@@ -94,7 +94,7 @@ rt_status rt_cuda__run_expand(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__expand_prepare(ctx));
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 2);
     int64_t src_strides[RT_MAX_RANK], dst_strides[RT_MAX_RANK];
-    rt_cuda__aligned_strides(src_strides, x, out->rank);
+    rt_broadcast__aligned_strides(src_strides, x, out->rank);
     rt_tensor__dense_strides(dst_strides, out->rank, out->sizes, NULL);
     return strided(ctx, cm, out->data, dst_strides, x->data, src_strides, out);
 }
