@@ -1,4 +1,4 @@
-"""The Winograd F(4x4, 3x3) convolution (libruntime/ops/conv_winograd.c).
+"""The Winograd F(4x4, 3x3) convolution (libruntime/ops/conv/conv_winograd.c).
 
 Float32 3x3 stride-1 convolutions with constant weights and enough channels take it when it
 saves work. Each case is checked against numpy in float64 with a bound on the error scaled by

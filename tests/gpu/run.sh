@@ -82,7 +82,8 @@ else  # no CMake on the machine: the same build by hand (what CMakeLists.txt doe
       -fno-trapping-math -fno-math-errno -Iinclude -Ilibruntime \
       -DRT_CUDA_FATBIN_PATH='\"'\$PWD/$BUILD/rt_cuda_kernels.fatbin'\"' \
       libruntime/*.c libruntime/core/*.c libruntime/format/*.c libruntime/ops/*.c \
-      libruntime/ops/gemm/*.c libruntime/backends/*.c libruntime/backends/cpu/*.c \
+      libruntime/ops/*/*.c libruntime/ops/matmul/gemm/*.c libruntime/backends/*.c \
+      libruntime/backends/cpu/*.c \
       libruntime/backends/cuda/*.c libruntime/backends/cuda/fatbin.S \
       -Wl,--no-undefined -lpthread -lm -ldl -o $BUILD/libruntime.so; } >'$RESULTS/build.log' 2>&1 \
     && cp $BUILD/libruntime.so runtime_py/libruntime.so \

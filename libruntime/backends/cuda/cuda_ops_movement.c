@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
-#include "ops/movement.h"
+#include "ops/movement/movement.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -397,7 +397,7 @@ rt_status rt_cuda__run_scatter_nd(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- depth_to_space, space_to_depth ------------------------------------------------- */
 
-/* Both are a 6-D transpose, as on the CPU (ops/layout.c): out viewed in 6-D reads x's 6-D view
+/* Both are a 6-D transpose, as on the CPU (ops/movement/layout.c): out viewed in 6-D reads x's 6-D view
  * through permuted strides (perm: out dimension -> x6 dimension). */
 static rt_status block_transpose(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_tensor_value *x,
                                  const rt_tensor_value *out, const int64_t *x6,

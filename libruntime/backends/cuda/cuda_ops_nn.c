@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
-#include "ops/conv.h"
-#include "ops/matmul_shape.h"
+#include "ops/conv/conv.h"
+#include "ops/matmul/matmul_shape.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 

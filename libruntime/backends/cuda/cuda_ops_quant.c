@@ -1,11 +1,11 @@
 /* cuda_ops_quant.c: the quantized ops on CUDA (kernels/quant.cu): the
  * arguments are checked by the CPU ops' own prepares; the parameter layouts are worked out
- * here as ops/quant.c does, or taken from the CPU ops' own plans (ops/quant.h). */
+ * here as ops/quant/quant.c does, or taken from the CPU ops' own plans (ops/quant/quant.h). */
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
 #include "ops/ops.h"
-#include "ops/quant.h"
+#include "ops/quant/quant.h"
 
 #define ARG_T(ctx, i) ((ctx)->args[i]->u.t)
 

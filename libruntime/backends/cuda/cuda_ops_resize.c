@@ -1,12 +1,12 @@
 /* cuda_ops_resize.c: resize on CUDA. The host builds the interpolation tables with the CPU
- * op's own code (ops/resize.h: the same coordinates, taps and weights, bit for bit), uploads
+ * op's own code (ops/movement/resize.h: the same coordinates, taps and weights, bit for bit), uploads
  * them into the method's device scratch and one kernel interpolates every output element. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
 #include "ops/ops.h"
-#include "ops/resize.h"
+#include "ops/movement/resize.h"
 
 /* Load: reserve device scratch for the tables at out's bounds (what prepare plans). */
 rt_status rt_cuda__check_resize(rt_op_ctx *ctx) {

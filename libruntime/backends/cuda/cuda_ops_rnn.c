@@ -1,5 +1,5 @@
 /* cuda_ops_rnn.c: lstm, gru and rnn on CUDA (float32). The host loops over time as the CPU
- * op does (ops/rnn_kernels.c): per direction one GEMM projects every step's input, then each
+ * op does (ops/rnn/rnn_kernels.c): per direction one GEMM projects every step's input, then each
  * step multiplies the batch's state by R^T (a GEMM, cuBLAS when installed) and one kernel
  * (kernels/rnn.cu) applies the gates; gru without linear_before_reset needs a second product
  * and kernel per step. Working memory is the method's device scratch, reserved at load.
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
-#include "ops/rnn.h"
+#include "ops/rnn/rnn.h"
 
 /* Scratch pieces, each on a 64-byte boundary (floats unless said). */
 typedef struct rnn_scratch {

@@ -1,4 +1,4 @@
-"""LSTM, GRU and RNN onto the runtime's lstm, gru and rnn ops (libruntime/ops/rnn.c).
+"""LSTM, GRU and RNN onto the runtime's lstm, gru and rnn ops (libruntime/ops/rnn/rnn.c).
 
 The ops take ONNX's inputs as they are (x, W, R, B, sequence_lens, initial_h, initial_c, P),
 direction and layout as ints, the activations as kind codes with an (alpha, beta) pair each,
@@ -13,7 +13,7 @@ from ...builder import Value
 from .._registry import lowers
 from .common import check_attrs, optional
 
-# Kind codes of libruntime/ops/rnn.h, with ONNX's default (alpha, beta) and which of the two
+# Kind codes of libruntime/ops/rnn/rnn.h, with ONNX's default (alpha, beta) and which of the two
 # each activation reads from activation_alpha / activation_beta.
 _ACTIVATIONS = {
     "sigmoid": (0, (0.0, 0.0), (False, False)),

@@ -1,6 +1,6 @@
 // conv_pool.cu: direct 2-D convolution (any groups, so depthwise too), transposed convolution
 // and max / average pooling over [N, C, H, W], one thread per output element. Window rules
-// follow ops/conv.c, ops/conv_transpose.c and ops/pool.c (PyTorch's).
+// follow ops/conv/conv.c, ops/conv/conv_transpose.c and ops/pool/pool.c (PyTorch's).
 #include "common.cuh"
 
 template <typename T>
@@ -106,7 +106,7 @@ extern "C" __global__ void rt_k_conv2d_f32_narrow8(rt_cuda_conv_params p) {
 // Transposed convolution gathered per output element: w is [C, O / groups, kH, kW]; output
 // (oh, ow) takes tap (kh, kw) of input channel c from x[c, ih, iw] when
 // oh = ih * stride - top + kh * dilation lands exactly (likewise for ow). Sums in T, starting
-// from the bias, like ops/conv_transpose.c (whose order of terms differs).
+// from the bias, like ops/conv/conv_transpose.c (whose order of terms differs).
 template <typename T>
 __device__ inline void conv_transpose2d(const rt_cuda_conv_params &p) {
     const T *x = (const T *)p.x, *w = (const T *)p.w, *bias = (const T *)p.bias;

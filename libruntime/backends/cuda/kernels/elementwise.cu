@@ -5,7 +5,7 @@
 
 #include "common.cuh"
 
-// ---- unary: the formulas of ops/unary_kernels.c, in T's own precision ----
+// ---- unary: the formulas of ops/elementwise/unary_kernels.c, in T's own precision ----
 
 template <typename T>
 __device__ inline T clamp01(T t) { return t < (T)0 ? (T)0 : t > (T)1 ? (T)1 : t; }
@@ -127,8 +127,8 @@ extern "C" __global__ void rt_k_unary_int_u64(rt_cuda_unary_int_params p) {
 
 // ---- binary with broadcasting ----
 
-// div, pow, prelu and mod per type, the rules of ops/elementwise_kernels.c and
-// ops/binary_more_kernels.c. Floats: IEEE division; pow in double, rounded to T; the remainder
+// div, pow, prelu and mod per type, the rules of ops/elementwise/elementwise_kernels.c and
+// ops/elementwise/binary_more_kernels.c. Floats: IEEE division; pow in double, rounded to T; the remainder
 // of fmod, moved into the divisor's sign for the floored form (x mod 0 is NaN). Integers (the
 // host has checked that no divisor is 0): division truncates and MIN / -1 wraps to MIN;
 // MIN mod -1 is 0; pow squares and multiplies, wrapping, a negative exponent giving the
@@ -290,7 +290,7 @@ extern "C" __global__ void rt_k_binary_u16(rt_cuda_binary_params p) { binary<uin
 extern "C" __global__ void rt_k_binary_u32(rt_cuda_binary_params p) { binary<uint32_t>(p); }
 extern "C" __global__ void rt_k_binary_u64(rt_cuda_binary_params p) { binary<uint64_t>(p); }
 
-// ---- pow with an exponent of another dtype, as ops/binary_more_kernels.c: a float base in
+// ---- pow with an exponent of another dtype, as ops/elementwise/binary_more_kernels.c: a float base in
 // double; an integer base exact and wrapping for integer exponents (unsigned ones never
 // negative), through double for float ones, truncated and saturated (NaN gives 0) ----
 
@@ -386,7 +386,7 @@ extern "C" __global__ void rt_k_pow_mixed_i64(rt_cuda_binary_params p) {
     pow_mixed<int64_t, false>(p);
 }
 
-// ---- bit shifts, as ops/binary_more_kernels.c ----
+// ---- bit shifts, as ops/elementwise/binary_more_kernels.c ----
 
 // Left shifts wrap (done in uint64); a shift by the width or more (or, signed, a negative
 // amount) gives 0, and right shifts of signed values are arithmetic (-1 for a negative value
@@ -461,7 +461,7 @@ __device__ inline void bias_act(const rt_cuda_bias_act_params &p) {
 extern "C" __global__ void rt_k_bias_act_f32(rt_cuda_bias_act_params p) { bias_act<float>(p); }
 extern "C" __global__ void rt_k_bias_act_f64(rt_cuda_bias_act_params p) { bias_act<double>(p); }
 
-// ---- cast: the rules of ops/cast.c ----
+// ---- cast: the rules of ops/elementwise/cast.c ----
 // Each element is read into one lossless carrier (double for floats, int64 for signed, uint64
 // for unsigned and bool) and converted once to the destination.
 
@@ -549,7 +549,7 @@ __device__ inline uint64_t to_unsigned(const carrier &c, uint64_t hi) {
 __device__ inline void store(void *base, int64_t i, int type, const carrier &c) {
     if (c.kind == 0 && c.d != c.d) {
         // NaN: the quiet NaN of the format with the sign, whatever the payload (GPUs and CPUs
-        // disagree on payloads; ops/cast.c writes these).
+        // disagree on payloads; ops/elementwise/cast.c writes these).
         uint16_t sign16 = signbit(c.d) ? 0x8000 : 0;
         switch (type) {
         case RT_CUDA_F16: ((uint16_t *)base)[i] = sign16 | 0x7E00; return;

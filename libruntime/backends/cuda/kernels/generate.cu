@@ -22,7 +22,7 @@ extern "C" __global__ void rt_k_fill_2(rt_cuda_fill_params p) { fill<uint16_t>(p
 extern "C" __global__ void rt_k_fill_4(rt_cuda_fill_params p) { fill<uint32_t>(p); }
 extern "C" __global__ void rt_k_fill_8(rt_cuda_fill_params p) { fill<uint64_t>(p); }
 
-// Position of index element i in [0, depth), or -1, with the rules of ops/generate.c.
+// Position of index element i in [0, depth), or -1, with the rules of ops/generate/generate.c.
 __device__ inline int64_t one_hot_position(const rt_cuda_one_hot_params &p, int64_t i) {
     int64_t v, depth = p.depth;
     double f;

@@ -153,7 +153,7 @@ extern "C" __global__ void rt_k_gather_elements_8(rt_cuda_gather_elements_params
 }
 
 // W: the type add and mul run in (uint64_t for integers: they wrap). NaN wins max and min, as
-// numpy and ops/scatter.c.
+// numpy and ops/movement/scatter.c.
 template <typename T, typename W>
 __device__ inline void scatter_apply(int reduction, T *d, T s) {
     switch (reduction) {

@@ -1,4 +1,4 @@
-// non_zero.cu: the indices of x's nonzero elements in row-major order (ops/introspect.c's
+// non_zero.cu: the indices of x's nonzero elements in row-major order (ops/generate/introspect.c's
 // rules), in two launches of one block: count per chunk, then write (the host reads the total
 // in between to give the output its size).
 #include "common.cuh"

@@ -37,7 +37,7 @@ __device__ inline void softmax(const rt_cuda_softmax_params &p) {
 extern "C" __global__ void rt_k_softmax_f32(rt_cuda_softmax_params p) { softmax<float>(p); }
 extern "C" __global__ void rt_k_softmax_f64(rt_cuda_softmax_params p) { softmax<double>(p); }
 
-// A row's mean and 1 / std from sums shifted by its first element (as ops/norm.c); every
+// A row's mean and 1 / std from sums shifted by its first element (as ops/norm/norm.c); every
 // thread of the block gets them. An empty row gives NaN.
 template <typename T>
 __device__ inline void row_stats(const T *x, int64_t len, double eps, double *shared,
@@ -59,7 +59,7 @@ __device__ inline void row_stats(const T *x, int64_t len, double eps, double *sh
 }
 
 // instance_norm and group_norm: (x - mean) * (inv_std * scale[p]) + bias[p], p the channel or
-// the group, in ops/norm.c's order of operations. Rows are contiguous, so out may be x.
+// the group, in ops/norm/norm.c's order of operations. Rows are contiguous, so out may be x.
 template <typename T>
 __device__ inline void channel_norm(const rt_cuda_channel_norm_params &p) {
     __shared__ double shared[RT_BLOCK];

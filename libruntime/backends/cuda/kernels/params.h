@@ -14,7 +14,7 @@ enum {
     RT_CUDA_I32, RT_CUDA_I64, RT_CUDA_U8, RT_CUDA_U16, RT_CUDA_U32, RT_CUDA_U64, RT_CUDA_BOOL
 };
 
-/* Unary kinds; the formulas are those of ops/unary_kernels.c. */
+/* Unary kinds; the formulas are those of ops/elementwise/unary_kernels.c. */
 enum {
     RT_CUDA_ABS = 0, RT_CUDA_NEG, RT_CUDA_EXP, RT_CUDA_LOG, RT_CUDA_SQRT, RT_CUDA_RECIPROCAL,
     RT_CUDA_FLOOR, RT_CUDA_CEIL, RT_CUDA_ROUND, RT_CUDA_SIGN, RT_CUDA_SIN, RT_CUDA_COS,
@@ -41,7 +41,7 @@ enum {
     RT_CUDA_ACT_GELU, RT_CUDA_ACT_HARDSWISH
 };
 
-/* Reductions, with the rules of ops/reduce_kernels.c. */
+/* Reductions, with the rules of ops/reduce/reduce_kernels.c. */
 enum {
     RT_CUDA_RSUM = 0, RT_CUDA_RMEAN, RT_CUDA_RPROD, RT_CUDA_RMAX, RT_CUDA_RMIN, RT_CUDA_RL1,
     RT_CUDA_RL2, RT_CUDA_RLOG_SUM, RT_CUDA_RLOG_SUM_EXP, RT_CUDA_RSUM_SQUARE
@@ -59,7 +59,7 @@ typedef struct rt_cuda_unary_params {
 } rt_cuda_unary_params;
 
 /* abs, neg, sign, relu and clip of an integer x (kernels unary_int_i8 ... _u64), the rules of
- * ops/unary_kernels.c: abs and neg wrap (the most negative value maps to itself), unsigned abs
+ * ops/elementwise/unary_kernels.c: abs and neg wrap (the most negative value maps to itself), unsigned abs
  * is x and sign x != 0. clip's bounds are in x's dtype, held in lo / hi as int64 (signed
  * types) or as the bits of a uint64 (unsigned). */
 typedef struct rt_cuda_unary_int_params {
@@ -128,7 +128,7 @@ typedef struct rt_cuda_trilu_params {
 
 /* pad: along dimension d, out index i reads x at skip[d] + j, j = i - lead[d]; j outside
  * [0, kept[d]) reads *value (zero when NULL) in mode 0 (constant), else the source of modes 1
- * (reflect), 2 (edge) and 3 (wrap), as ops/pad.c maps it. */
+ * (reflect), 2 (edge) and 3 (wrap), as ops/movement/pad.c maps it. */
 typedef struct rt_cuda_pad_params {
     int64_t n;
     int32_t rank, mode;
@@ -359,7 +359,7 @@ typedef struct rt_cuda_pool_params {
     void *out;
 } rt_cuda_pool_params;
 
-/* resize: out (dense, row-major over out_sizes) from the host-built tables of ops/resize.h,
+/* resize: out (dense, row-major over out_sizes) from the host-built tables of ops/movement/resize.h,
  * whose per-dimension parts start at the given int64 indices of `table`. Nearest (kernels
  * resize_nearest_*) reads one tap and writes `fill` where a dimension is outside; linear and
  * cubic (resize_f32 / _f64) sum the products of every dimension's taps in double. */
@@ -378,7 +378,7 @@ typedef struct rt_cuda_resize_params {
 } rt_cuda_resize_params;
 
 /* lstm, gru, rnn: one step's cell arithmetic for one direction, one thread per (batch entry,
- * hidden unit), the rules of ops/rnn_kernels.c. proj [rows, gates * hidden] holds X @ W^T of
+ * hidden unit), the rules of ops/rnn/rnn_kernels.c. proj [rows, gates * hidden] holds X @ W^T of
  * every step (rows in x's order), rec [batch, rec_stride] H' @ R^T (gru phase 1: only z and
  * r; afterwards z), rec2 [batch, hidden] gru's (r * H') @ Rh^T; h, c, tmp are [batch, hidden].
  * Kernels: rnn_init (states from initial_h / c or zero), rnn_step (phase 0: the whole step;
@@ -416,7 +416,7 @@ typedef struct rt_cuda_non_zero_params {
     int64_t *out;
 } rt_cuda_non_zero_params;
 
-/* quantize_linear (quantize 1) and dequantize_linear (0), the rules of ops/quant.c: x viewed
+/* quantize_linear (quantize 1) and dequantize_linear (0), the rules of ops/quant/quant.c: x viewed
  * as [outer, length, inner] around the quantization axis; a parameter is single (one element)
  * or indexed by the axis position (block 0) or by (outer, axis position / block, inner) with
  * `blocks` blocks. float_type and int_type are RT_CUDA_* codes; zero may be NULL. */
@@ -438,7 +438,7 @@ typedef struct rt_cuda_quant_range_params {
 } rt_cuda_quant_range_params;
 
 /* A zero point or scale of qmatmul: element (batch, row or column j) at
- * data[sum(batch index * batch_strides) + j * stride] (ops/quant.h's rt_quant_mm_param). */
+ * data[sum(batch index * batch_strides) + j * stride] (ops/quant/quant.h's rt_quant_mm_param). */
 typedef struct rt_cuda_qparam {
     const void *data; /* NULL: absent (0) */
     int32_t type;

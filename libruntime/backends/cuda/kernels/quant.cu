@@ -1,6 +1,6 @@
 // quant.cu: quantize_linear, dequantize_linear, dynamic_quantize_linear, the integer matrix
 // products (matmul_integer, qlinear_matmul) and convolutions (conv_integer, qlinear_conv),
-// with the rules of ops/quant.h, ops/quant.c, ops/quant_matmul.c and ops/quant_conv.c: round
+// with the rules of ops/quant/quant.h, ops/quant/quant.c, ops/quant/quant_matmul.c and ops/quant/quant_conv.c: round
 // half to even, saturation, NaN giving the zero point, int32 sums that wrap.
 #include "common.cuh"
 

@@ -1,5 +1,5 @@
-// resize.cu: resize from the interpolation tables the host builds with ops/resize.c's own code
-// (ops/resize.h), one thread per output element.
+// resize.cu: resize from the interpolation tables the host builds with ops/movement/resize.c's own code
+// (ops/movement/resize.h), one thread per output element.
 #include "common.cuh"
 
 // The multi-index of output element i, and whether some dimension puts it outside the input

@@ -1,11 +1,11 @@
-// rnn.cu: the cell arithmetic of lstm, gru and rnn (ops/rnn_kernels.c's rules), one thread
+// rnn.cu: the cell arithmetic of lstm, gru and rnn (ops/rnn/rnn_kernels.c's rules), one thread
 // per (batch entry, hidden unit) of one direction; the products around it are GEMMs launched
 // by the host at every step (backends/cuda/cuda_ops_rnn.c).
 #include "common.cuh"
 
 enum { RNN_CELL = 0, GRU_CELL = 1, LSTM_CELL = 2 };
 
-// ops/rnn.h's activation kinds.
+// ops/rnn/rnn.h's activation kinds.
 __device__ inline float rnn_act(int kind, float al, float be, float x) {
     switch (kind) {
     case 0: return 1.0f / (1.0f + expf(-x));

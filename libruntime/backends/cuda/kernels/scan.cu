@@ -82,7 +82,7 @@ extern "C" __global__ void rt_k_lp_norm_f32(rt_cuda_scan_params p) { lp_norm<flo
 extern "C" __global__ void rt_k_lp_norm_f64(rt_cuda_scan_params p) { lp_norm<double>(p); }
 
 // Whether element i (value a) comes before element j (value b) in topk's order, that of
-// ops/scan.c.
+// ops/reduce/scan.c.
 template <typename T>
 __device__ inline bool topk_before(T a, int64_t i, T b, int64_t j, bool largest) {
     bool na = a != a, nb = b != b;

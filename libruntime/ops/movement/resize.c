@@ -1,0 +1,537 @@
+/* resize.c: resize (ONNX Resize): nearest, linear and cubic interpolation over any
+ * dimensions, with ONNX's coordinate transformations, nearest rounding modes, antialiasing
+ * and exclude_outside.
+ *
+ * Interpolation is separable: every output coordinate of every dimension gets a few source
+ * taps (indices and weights), computed per run into scratch; an output element sums the
+ * products of its dimensions' taps (in float64). Nearest has one tap with weight 1, so it is a
+ * plain gather that works on any dtype. The arithmetic follows onnx's reference implementation
+ * (onnx/reference/ops/op_resize.py) operation by operation. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/movement/movement.h"
+#include "ops/ops.h"
+#include "ops/movement/resize.h"
+
+enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC, MODE_COUNT };
+enum {
+    COORD_HALF_PIXEL,
+    COORD_HALF_PIXEL_SYMMETRIC,
+    COORD_PYTORCH_HALF_PIXEL,
+    COORD_ALIGN_CORNERS,
+    COORD_ASYMMETRIC,
+    COORD_TF_CROP_AND_RESIZE,
+    COORD_COUNT
+};
+enum { NEAREST_ROUND_PREFER_FLOOR, NEAREST_ROUND_PREFER_CEIL, NEAREST_FLOOR, NEAREST_CEIL,
+       NEAREST_COUNT };
+
+/* Antialiased downscaling widens the filter; its taps per dimension are capped here. */
+#define MAX_TAPS 4096
+
+typedef struct resize_args {
+    rt_tensor_value *x, *out;
+    const int64_t *sizes;
+    const double *scales, *roi;
+    size_t num_sizes, num_scales, num_roi;
+    int64_t mode, coord, nearest;
+    double cubic_a, extrapolation;
+    bool exclude_outside, antialias;
+    double scale[RT_MAX_RANK]; /* per dimension, as the coordinate transform uses it */
+    int64_t taps[RT_MAX_RANK];
+    bool identity[RT_MAX_RANK];
+} resize_args;
+
+/* Taps per output coordinate for a filter of half-width `support` (1 linear, 2 cubic). */
+static int64_t filter_taps(double support, double s) {
+    double start = floor(-support / s) + 1;
+    return (int64_t)(2 - 2 * start);
+}
+
+/* Output sizes, transform scales and taps per dimension, all checked. */
+static rt_status resize_plan(rt_op_ctx *ctx, resize_args *a, int64_t *sizes) {
+    const rt_tensor_value *x = a->x;
+    rt_status code = rt_op__shape_code(ctx);
+    for (int32_t d = 0; d < x->rank; d++) {
+        int64_t in = x->sizes[d];
+        double scale = a->num_scales ? a->scales[d] : 0;
+        if (a->num_sizes) {
+            sizes[d] = a->sizes[d] == -1 ? in : a->sizes[d];
+        } else {
+            double product = scale * (double)in;
+            if (!(product < 9.0e18))
+                return rt_op__fail(ctx, code, "dimension %" PRId32 " scaled by %g overflows", d,
+                                   scale);
+            sizes[d] = (int64_t)product;
+        }
+        if (!a->num_scales)
+            scale = in > 0 ? (double)sizes[d] / (double)in : 1.0;
+        if (in == 0 && sizes[d] > 0)
+            return rt_op__fail(ctx, code, "dimension %" PRId32 " of x is empty; it cannot be "
+                               "resized to %" PRId64, d, sizes[d]);
+        a->scale[d] = scale;
+        bool unit = fabs(scale - 1.0) <= 1e-9 * fmax(1.0, fabs(scale));
+        bool whole_roi = a->coord != COORD_TF_CROP_AND_RESIZE ||
+                         (fabs(a->roi[d]) <= 1e-9 && fabs(a->roi[d + x->rank] - 1.0) <= 1e-9);
+        a->identity[d] = unit && sizes[d] == in && whole_roi;
+        a->taps[d] = 1;
+        if (a->mode != MODE_NEAREST && !a->identity[d]) {
+            double s = a->antialias ? fmin(scale, 1.0) : 1.0;
+            double support = a->mode == MODE_LINEAR ? 1.0 : 2.0;
+            if (!(support / s < MAX_TAPS / 2))
+                return rt_op__fail(ctx, code, "antialiasing dimension %" PRId32 " at scale %g "
+                                   "needs more than %d taps", d, scale, MAX_TAPS);
+            a->taps[d] = filter_taps(support, s);
+        }
+    }
+    return RT_OK;
+}
+
+static rt_status resize_check_params(rt_op_ctx *ctx, const resize_args *a) {
+    int32_t rank = a->x->rank;
+    if (a->mode < 0 || a->mode >= MODE_COUNT)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "mode %" PRId64 " must be 0 (nearest), 1 "
+                           "(linear) or 2 (cubic)", a->mode);
+    if (a->coord < 0 || a->coord >= COORD_COUNT)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "coordinate_mode %" PRId64 " must be in [0, 5]",
+                           a->coord);
+    if (a->nearest < 0 || a->nearest >= NEAREST_COUNT)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "nearest_mode %" PRId64 " must be in [0, 3]",
+                           a->nearest);
+    if (a->antialias && a->mode == MODE_NEAREST)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "antialias needs mode linear or cubic");
+    if ((a->num_sizes != 0 && a->num_sizes != (size_t)rank) ||
+        (a->num_scales != 0 && a->num_scales != (size_t)rank) ||
+        (a->num_sizes == 0 && a->num_scales == 0))
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "sizes (%zu items) and scales (%zu items) "
+                           "need %" PRId32 " items each; at least one must be given",
+                           a->num_sizes, a->num_scales, rank);
+    if (a->coord == COORD_TF_CROP_AND_RESIZE ? a->num_roi != 2 * (size_t)rank : a->num_roi != 0)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "roi has %zu items; it needs %" PRId32
+                           " (starts, then ends) with tf_crop_and_resize and none otherwise",
+                           a->num_roi, 2 * rank);
+    for (size_t i = 0; i < a->num_sizes; i++)
+        if (a->sizes[i] < -1)
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "sizes item %zu is %" PRId64 "; sizes "
+                               "must be >= 0 (or -1: x's size)", i, a->sizes[i]);
+    for (size_t i = 0; i < a->num_scales; i++)
+        if (!(a->scales[i] > 0) || !isfinite(a->scales[i]))
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "scales item %zu is %g; scales must be "
+                               "finite and > 0", i, a->scales[i]);
+    for (size_t i = 0; i < a->num_roi; i++)
+        if (!isfinite(a->roi[i]))
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "roi item %zu is not finite", i);
+    if (a->mode != MODE_NEAREST)
+        return rt_op__check_type_in(ctx, a->x, "x", RT_TYPES_FLOAT,
+                                    "float32 and float64 for linear and cubic modes");
+    return rt_op__check_type_in(ctx, a->x, "x", RT_TYPES_ALL, "any dtype");
+}
+
+/* resize(x, sizes: int list, scales: double list, roi: double list, mode: int,
+ *        coordinate_mode: int, nearest_mode: int, cubic_a: double, exclude_outside: bool,
+ *        antialias: bool, extrapolation_value: double, out) */
+static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 12));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 1, "sizes", &a->sizes, &a->num_sizes));
+    RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 2, "scales", &a->scales, &a->num_scales));
+    RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 3, "roi", &a->roi, &a->num_roi));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "mode", &a->mode));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 5, "coordinate_mode", &a->coord));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 6, "nearest_mode", &a->nearest));
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, 7, "cubic_a", &a->cubic_a));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 8, "exclude_outside", &a->exclude_outside));
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 9, "antialias", &a->antialias));
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, 10, "extrapolation_value", &a->extrapolation));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 11, "out", &a->out));
+    RT_RETURN_IF_ERROR(resize_check_params(ctx, a));
+    RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, a->x, "x", a->out));
+    RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->x, "x"));
+    int64_t sizes[RT_MAX_RANK];
+    RT_RETURN_IF_ERROR(resize_plan(ctx, a, sizes));
+    return rt_op__set_output_sizes(ctx, a->out, "out", a->x->rank, sizes);
+}
+
+/* Scratch per dimension: taps * out offsets (int64) and weights (double), plus one
+ * extrapolation flag per output coordinate (as int64, keeping everything 8-byte aligned). */
+static bool scratch_bytes(const resize_args *a, const int64_t *out_sizes, size_t *bytes) {
+    int64_t total = 0;
+    for (int32_t d = 0; d < a->x->rank; d++) {
+        int64_t entries;
+        if (!rt_op__mul(out_sizes[d], 2 * a->taps[d] + 1, &entries) ||
+            !rt_op__add(total, entries, &total))
+            return false;
+    }
+    if (!rt_op__mul(total, 8, &total) || (uint64_t)total > SIZE_MAX)
+        return false;
+    *bytes = (size_t)total;
+    return true;
+}
+
+rt_status rt_ops__resize_prepare(rt_op_ctx *ctx) {
+    resize_args a;
+    RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
+    if (!scratch_bytes(&a, a.out->bounds, &ctx->scratch_bytes))
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
+    return RT_OK;
+}
+
+/* Source coordinate of output coordinate o of dimension d (ONNX's transforms); sets
+ * *outside for tf_crop_and_resize positions beyond the input. */
+static double source_coordinate(const resize_args *a, int32_t d, int64_t o, bool *outside) {
+    double in = (double)a->x->sizes[d], scale = a->scale[d], y = (double)o;
+    double width = scale * in; /* the unrounded output size */
+    double x;
+    *outside = false;
+    switch (a->coord) {
+    case COORD_ALIGN_CORNERS: return width == 1 ? 0.0 : y * (in - 1) / (width - 1);
+    case COORD_ASYMMETRIC: return y / scale;
+    case COORD_TF_CROP_AND_RESIZE: {
+        double start = a->roi[d], end = a->roi[d + a->x->rank];
+        x = width == 1 ? (end - start) * (in - 1) / 2 : y * (end - start) * (in - 1) / (width - 1);
+        x = x + start * (in - 1);
+        *outside = x < 0 || x > in - 1;
+        return x;
+    }
+    case COORD_PYTORCH_HALF_PIXEL: return width == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+    case COORD_HALF_PIXEL_SYMMETRIC: {
+        double adjustment = (double)a->out->sizes[d] / width;
+        double offset = in / 2 * (1 - adjustment);
+        return offset + (y + 0.5) / scale - 0.5;
+    }
+    default: return (y + 0.5) / scale - 0.5;
+    }
+}
+
+static double cubic_kernel(double x, double A) {
+    x = fabs(x);
+    if (x <= 1)
+        return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2)
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0.0;
+}
+
+/* Taps of output coordinate o: source indices (clamped, times `stride`) and weights. */
+static void coordinate_taps(const resize_args *a, int32_t d, int64_t o, int64_t stride,
+                            int64_t *offsets, double *weights, int64_t *outside_flag) {
+    int64_t in = a->x->sizes[d], n = a->taps[d];
+    bool outside;
+    double x = source_coordinate(a, d, o, &outside);
+    *outside_flag = outside;
+    /* Far outside the input every tap clamps to an edge: bound x so floor() fits int64. */
+    double far = (double)in + 2.0 * MAX_TAPS;
+    x = x != x ? 0.0 : x < -far ? -far : x > far ? far : x;
+    /* ratio in (0, 1]: an exact integer coordinate x counts as base x - 1 with ratio 1 */
+    double fl = floor(x);
+    int64_t base = (int64_t)fl;
+    double ratio = x - fl;
+    if (x == fl) {
+        base -= 1;
+        ratio = 1.0;
+    }
+    if (a->mode == MODE_NEAREST) {
+        bool up = ratio == 1.0 || a->nearest == NEAREST_CEIL ||
+                  (a->nearest == NEAREST_ROUND_PREFER_FLOOR && ratio > 0.5) ||
+                  (a->nearest == NEAREST_ROUND_PREFER_CEIL && ratio >= 0.5);
+        int64_t i = base + (up ? 1 : 0);
+        offsets[0] = (i < 0 ? 0 : i >= in ? in - 1 : i) * stride;
+        weights[0] = 1.0;
+        return;
+    }
+    double s = a->antialias ? fmin(a->scale[d], 1.0) : 1.0;
+    int64_t start = 1 - n / 2;
+    double sum = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double t = ((double)(start + k) - ratio) * s;
+        double w = a->mode == MODE_LINEAR ? fmax(0.0, fmin(1.0, 1 - fabs(t)))
+                                          : cubic_kernel(t, a->cubic_a);
+        int64_t i = base + start + k;
+        if (a->exclude_outside && (i < 0 || i >= in))
+            w = 0;
+        weights[k] = w;
+        sum += w;
+        offsets[k] = (i < 0 ? 0 : i >= in ? in - 1 : i) * stride;
+    }
+    if (a->antialias || a->exclude_outside) {
+        sum = sum == 0 ? 1 : sum;
+        for (int64_t k = 0; k < n; k++)
+            weights[k] /= sum;
+    }
+}
+
+typedef struct resize_job {
+    const resize_args *a;
+    int64_t *offsets[RT_MAX_RANK];
+    double *weights[RT_MAX_RANK];
+    int64_t *outside[RT_MAX_RANK];
+    int32_t active[RT_MAX_RANK]; /* dimensions with more than one tap */
+    int32_t num_active;
+} resize_job;
+
+/* Out element at multi-index o: sum over the active dimensions' taps. */
+static double interpolate(const resize_job *job, const int64_t *o, const char *x, bool is_f32) {
+    const resize_args *a = job->a;
+    int32_t rank = a->x->rank;
+    int64_t fixed = 0;
+    for (int32_t d = 0; d < rank; d++) {
+        if (job->outside[d][o[d]])
+            return a->extrapolation;
+        if (a->taps[d] == 1)
+            fixed += job->offsets[d][o[d]];
+    }
+    int64_t k[RT_MAX_RANK] = {0};
+    double acc = 0;
+    for (;;) {
+        int64_t offset = fixed;
+        double w = 1;
+        for (int32_t i = 0; i < job->num_active; i++) {
+            int32_t d = job->active[i];
+            int64_t at = o[d] * a->taps[d] + k[i];
+            offset += job->offsets[d][at];
+            w *= job->weights[d][at];
+        }
+        acc += w * (is_f32 ? (double)((const float *)(const void *)x)[offset]
+                           : ((const double *)(const void *)x)[offset]);
+        int32_t i = job->num_active - 1;
+        for (; i >= 0; i--) {
+            if (++k[i] < a->taps[job->active[i]])
+                break;
+            k[i] = 0;
+        }
+        if (i < 0)
+            return acc;
+    }
+}
+
+/* The taps of every dimension but the last, multiplied out for one row of the output. */
+#define ROW_COMBOS 256
+
+typedef struct row_taps {
+    int64_t offset[ROW_COMBOS];
+    double weight[ROW_COMBOS];
+    int64_t count;
+} row_taps;
+
+/* false when the row needs more than ROW_COMBOS combinations; *outside for a row that some
+ * outer dimension extrapolates. */
+static bool row_combos(const resize_job *job, const int64_t *o, row_taps *t, bool *outside) {
+    const resize_args *a = job->a;
+    t->count = 1;
+    t->offset[0] = 0;
+    t->weight[0] = 1;
+    *outside = false;
+    for (int32_t d = 0; d < a->x->rank - 1; d++) {
+        if (job->outside[d][o[d]]) {
+            *outside = true;
+            return true;
+        }
+        int64_t n = a->taps[d];
+        const int64_t *off = job->offsets[d] + o[d] * n;
+        const double *w = job->weights[d] + o[d] * n;
+        if (n == 1) {
+            for (int64_t c = 0; c < t->count; c++)
+                t->offset[c] += off[0];
+            continue;
+        }
+        if (t->count * n > ROW_COMBOS)
+            return false;
+        /* Expand in place from the end: entry c becomes entries c * n ... c * n + n - 1. */
+        for (int64_t c = t->count - 1; c >= 0; c--) {
+            int64_t base = t->offset[c];
+            double weight = t->weight[c];
+            for (int64_t k = n - 1; k >= 0; k--) {
+                t->offset[c * n + k] = base + off[k];
+                t->weight[c * n + k] = weight * w[k];
+            }
+        }
+        t->count *= n;
+    }
+    return true;
+}
+
+/* One output row of the last dimension: the row's combinations times the last one's taps. */
+#define DEFINE_RESIZE_ROW(sfx, T)                                                            \
+    static void resize_row__##sfx(const resize_job *job, const row_taps *t, T *dst) {       \
+        const resize_args *a = job->a;                                                      \
+        int32_t last = a->x->rank - 1;                                                      \
+        int64_t width = a->out->sizes[last], n = a->taps[last];                             \
+        const T *x = a->x->data;                                                            \
+        for (int64_t j = 0; j < width; j++) {                                               \
+            if (job->outside[last][j]) {                                                    \
+                dst[j] = (T)a->extrapolation;                                               \
+                continue;                                                                   \
+            }                                                                               \
+            const int64_t *off = job->offsets[last] + j * n;                                \
+            const double *w = job->weights[last] + j * n;                                   \
+            double acc = 0;                                                                 \
+            for (int64_t c = 0; c < t->count; c++) {                                        \
+                const T *src = x + t->offset[c];                                            \
+                double part = 0;                                                            \
+                for (int64_t k = 0; k < n; k++)                                             \
+                    part += w[k] * (double)src[off[k]];                                     \
+                acc += t->weight[c] * part;                                                 \
+            }                                                                               \
+            dst[j] = (T)acc;                                                                \
+        }                                                                                   \
+    }
+DEFINE_RESIZE_ROW(f32, float)
+DEFINE_RESIZE_ROW(f64, double)
+
+/* Rows of the output's last dimension. */
+static void resize_range(void *arg, size_t begin, size_t end) {
+    const resize_job *job = arg;
+    const rt_tensor_value *out = job->a->out;
+    int32_t last = out->rank - 1;
+    int64_t width = out->sizes[last];
+    bool is_f32 = out->type == RT_F32;
+    row_taps taps;
+    for (size_t row = begin; row < end; row++) {
+        int64_t o[RT_MAX_RANK], rest = (int64_t)row;
+        for (int32_t d = last - 1; d >= 0; d--) {
+            o[d] = rest % out->sizes[d];
+            rest /= out->sizes[d];
+        }
+        bool outside;
+        size_t first = row * (size_t)width;
+        if (row_combos(job, o, &taps, &outside) && !outside) {
+            if (is_f32)
+                resize_row__f32(job, &taps, (float *)out->data + first);
+            else
+                resize_row__f64(job, &taps, (double *)out->data + first);
+            continue;
+        }
+        /* An extrapolated row, or too many combinations: element by element. */
+        for (int64_t j = 0; j < width; j++) {
+            o[last] = j;
+            double v = interpolate(job, o, job->a->x->data, is_f32);
+            if (is_f32)
+                ((float *)out->data)[first + (size_t)j] = (float)v;
+            else
+                ((double *)out->data)[first + (size_t)j] = v;
+        }
+    }
+}
+
+/* extrapolation_value in the dtype of x, for the nearest gather's fill. */
+static void fill_value(rt_type type, double v, uint64_t *bits) {
+    union {
+        float f;
+        double d;
+        int8_t i8;
+        int16_t i16;
+        int32_t i32;
+        int64_t i64;
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+    } u = {.u64 = 0};
+    bool finite = isfinite(v);
+    switch (type) {
+    case RT_F32: u.f = (float)v; break;
+    case RT_F64: u.d = v; break;
+    case RT_I8: u.i8 = finite && v > -129 && v < 128 ? (int8_t)v : 0; break;
+    case RT_I16: u.i16 = finite && v > -32769 && v < 32768 ? (int16_t)v : 0; break;
+    case RT_I32: u.i32 = finite && fabs(v) < 2147483648.0 ? (int32_t)v : 0; break;
+    case RT_I64: u.i64 = finite && fabs(v) < 9.2e18 ? (int64_t)v : 0; break;
+    case RT_U8: case RT_BOOL: u.u8 = finite && v >= 0 && v < 256 ? (uint8_t)v : 0; break;
+    case RT_U16: u.u16 = finite && v >= 0 && v < 65536 ? (uint16_t)v : 0; break;
+    case RT_U32: u.u32 = finite && v >= 0 && v < 4294967296.0 ? (uint32_t)v : 0; break;
+    case RT_U64: u.u64 = finite && v >= 0 && v < 1.8e19 ? (uint64_t)v : 0; break;
+    default: break; /* float16 and bfloat16 fill with 0 */
+    }
+    *bits = u.u64;
+}
+
+/* The tables at `next` (scratch_bytes for out's current sizes) for the current sizes. */
+static void build_tables(const resize_args *a, int64_t *next, resize_job *job) {
+    const rt_tensor_value *x = a->x, *out = a->out;
+    int64_t strides[RT_MAX_RANK];
+    rt_tensor__dense_strides(strides, x->rank, x->sizes, NULL);
+    job->a = a;
+    job->num_active = 0;
+    for (int32_t d = 0; d < x->rank; d++) {
+        int64_t n = a->taps[d], size = out->sizes[d];
+        job->offsets[d] = next;
+        job->weights[d] = (double *)(void *)(next + size * n);
+        job->outside[d] = next + 2 * size * n;
+        next += size * (2 * n + 1);
+        for (int64_t o = 0; o < size; o++) {
+            if (a->identity[d]) {
+                job->offsets[d][o] = o * strides[d];
+                job->weights[d][o] = 1.0;
+                job->outside[d][o] = 0;
+            } else {
+                coordinate_taps(a, d, o, strides[d], job->offsets[d] + o * n,
+                                job->weights[d] + o * n, &job->outside[d][o]);
+            }
+        }
+        if (n > 1)
+            job->active[job->num_active++] = d;
+    }
+}
+
+rt_status rt_ops__resize_tables(rt_op_ctx *ctx, rt_resize_tables *t) {
+    resize_args a;
+    memset(t, 0, sizeof *t);
+    RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
+    size_t need;
+    if (!scratch_bytes(&a, a.out->sizes, &need))
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
+    t->rank = a.x->rank;
+    t->nearest = a.mode == MODE_NEAREST;
+    t->extrapolation = a.extrapolation;
+    fill_value(a.x->type, a.extrapolation, &t->fill);
+    if (rt_tensor__numel(a.out) == 0)
+        return RT_OK;
+    t->table = malloc(need > 0 ? need : 8);
+    if (t->table == NULL)
+        return rt_error__oom("resize tables");
+    t->table_bytes = need;
+    resize_job job;
+    build_tables(&a, t->table, &job);
+    for (int32_t d = 0; d < t->rank; d++) {
+        t->taps[d] = a.taps[d];
+        t->offsets_at[d] = job.offsets[d] - t->table;
+        t->weights_at[d] = (int64_t *)(void *)job.weights[d] - t->table;
+        t->outside_at[d] = job.outside[d] - t->table;
+    }
+    return RT_OK;
+}
+
+rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
+    resize_args a;
+    RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
+    const rt_tensor_value *x = a.x, *out = a.out;
+    if (rt_tensor__numel(out) == 0)
+        return RT_OK;
+    size_t need;
+    if (!scratch_bytes(&a, out->sizes, &need) || need > ctx->scratch_bytes || !ctx->scratch)
+        return rt_op__fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
+    resize_job job;
+    build_tables(&a, ctx->scratch, &job);
+    if (a.mode == MODE_NEAREST) {
+        /* One tap each: a gather through the offsets, -1 marking extrapolated positions. */
+        for (int32_t d = 0; d < x->rank; d++)
+            for (int64_t o = 0; o < out->sizes[d]; o++)
+                if (job.outside[d][o])
+                    job.offsets[d][o] = -1;
+        uint64_t fill;
+        fill_value(x->type, a.extrapolation, &fill);
+        rt_mv__map_copy(ctx, out->data, x->data, out->rank, out->sizes, job.offsets, &fill,
+                        out->elem_size);
+        return RT_OK;
+    }
+    int64_t work = 1;
+    for (int32_t i = 0; i < job.num_active; i++)
+        work = rt_op__mul_sat(work, a.taps[job.active[i]]);
+    int64_t width = out->sizes[out->rank - 1];
+    rt_parallel__for(rt_op__threads(ctx), (size_t)(rt_tensor__numel(out) / width),
+                     rt_op__grain(rt_op__mul_sat(work * 2, width)), resize_range, &job);
+    return RT_OK;
+}
