@@ -17,6 +17,8 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from ._files import write_atomically
+
 
 def _parse_shapes(items: Sequence[str]) -> Dict[str, List[int]]:
     """NAME=1,3,224,224 -> {NAME: [1, 3, 224, 224]}."""
@@ -61,8 +63,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
         data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
                           dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse,
                           bundle_inputs=cases, external_data=args.external_data)
-    with open(args.output, "wb") as f:
-        f.write(data)
+    # Renamed into place: a process serving the old file keeps its mapping (writing in place
+    # would truncate it under that process).
+    write_atomically(args.output, data)
     extra = f", {len(cases)} bundled case(s)" if cases else ""
     print(f"wrote {args.output} ({len(data):,} bytes{extra})")
     if args.external_data:

@@ -503,6 +503,23 @@ def install_log_callback() -> None:
     lib.rt_set_log_callback(_log_callback, ffi.NULL, _min_level())
 
 
+_cuda_driver: Any = None
+
+
+def cuda_stream_synchronize(stream: int) -> int:
+    """cuStreamSynchronize(stream) through the NVIDIA driver, loaded on first use (libruntime
+    loads its own copy for its backend; this one serves producers' streams handed to us);
+    the CUresult. OSError when the driver cannot be loaded."""
+    global _cuda_driver
+    with _lock:
+        if _cuda_driver is None:
+            driver = cffi.FFI()
+            driver.cdef("int cuStreamSynchronize(void *stream);")
+            _cuda_driver = (driver, driver.dlopen("libcuda.so.1"))
+    driver, lib = _cuda_driver
+    return int(lib.cuStreamSynchronize(driver.cast("void *", stream)))
+
+
 def from_buffer(obj: Any) -> Any:
     """(keepalive, char pointer) of a C-contiguous buffer, never exporting from a memoryview.
 

@@ -38,7 +38,7 @@ from typing import Any, Optional, Tuple
 from . import _capsule, _dlpack
 from . import _values as _v
 from . import dtypes as _dt
-from ._ffi import ffi, from_buffer
+from ._ffi import cuda_stream_synchronize, ffi, from_buffer
 from .errors import InvalidArgument, Unsupported
 from .tensor import Tensor, numel, parse_device
 
@@ -221,24 +221,13 @@ def _interface(slot: Slot, iface: dict, obj: Any, on_device: bool = False
     return addr, dtype, shape, tuple(s // itemsize for s in strides), keep, readonly
 
 
-_CUDA_SYNC: Any = None
-
-
 def _cuda_stream_sync(slot: Slot, stream: int) -> None:
     """Wait for the producer's CUDA stream (CUDA array interface v3), with the driver API."""
-    global _CUDA_SYNC
-    if _CUDA_SYNC is None:
-        import cffi
-
-        cuda = cffi.FFI()
-        cuda.cdef("int cuStreamSynchronize(void *stream);")
-        try:
-            _CUDA_SYNC = (cuda, cuda.dlopen("libcuda.so.1"))
-        except OSError as exc:
-            raise InvalidArgument(f"{slot.label}: cannot load the CUDA driver to synchronize "
-                                  f"stream {stream:#x}: {exc}") from None
-    cuda, lib = _CUDA_SYNC
-    status = lib.cuStreamSynchronize(cuda.cast("void *", stream))
+    try:
+        status = cuda_stream_synchronize(stream)
+    except OSError as exc:
+        raise InvalidArgument(f"{slot.label}: cannot load the CUDA driver to synchronize "
+                              f"stream {stream:#x}: {exc}") from None
     if status:
         raise InvalidArgument(f"{slot.label}: cuStreamSynchronize(stream {stream:#x}) failed "
                               f"with CUDA error {status}")

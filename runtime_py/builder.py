@@ -689,19 +689,9 @@ class ProgramBuilder:
         """Write the program to `path` atomically: a process that has the old file mapped keeps
         reading the old bytes (rewriting a mapped file in place would change them under it).
         `external_data` as for to_bytes()."""
-        import os
-        import tempfile
+        from ._files import write_atomically
 
-        path = os.fspath(path)
-        data = self.to_bytes(external_data=external_data)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_atomically(path, self.to_bytes(external_data=external_data))
 
 
 # ---- helpers --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import zlib
 from typing import Any, Dict, NamedTuple, Tuple
 
 from . import dtypes as _dtypes
+from ._files import write_atomically
 from .errors import InvalidProgram
 
 __all__ = ["DataEntry", "encode_data_file", "decode_data_file", "read_data_file",
@@ -123,8 +124,6 @@ def write_data_file(path: Any, entries: Dict[str, DataEntry], merge: bool = True
     """Write `entries` to `path` atomically (a process that has the old file mapped keeps
     reading the old bytes). With merge, the entries of an existing file are kept; a key present
     in both must hold the same dtype, shape and bytes."""
-    import tempfile
-
     path = os.fspath(path)
     combined: Dict[str, DataEntry] = {}
     if merge and os.path.exists(path):
@@ -135,12 +134,5 @@ def write_data_file(path: Any, entries: Dict[str, DataEntry], merge: bool = True
             raise ValueError(f"data file '{path}' already holds key '{key}' with other "
                              f"contents ({old.dtype}{list(old.shape)})")
         combined[key] = entry
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(encode_data_file(combined))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomically(path, encode_data_file(combined))
 

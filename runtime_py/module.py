@@ -5,14 +5,18 @@
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ._files import write_atomically
 from .errors import ClosedError
 from .method import Method, MethodMeta
 from .program import Program, data_file_paths
 
 __all__ = ["Module", "load"]
+
+_LOGGER = logging.getLogger("runtime_py")
 
 _METHOD_OPTIONS = ("device", "num_threads", "profile", "memory_limit", "max_steps",
                    "clone_outputs")
@@ -129,18 +133,51 @@ class Module:
 
 
 def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = False,
-         data_files: Any = (), **method_options: Any) -> Module:
+         data_files: Any = (), cache: bool = False, **method_options: Any) -> Module:
     """A Module for a program file or buffer (and the data files holding its external
     constants); method_options go to every load_method().
 
-    An ExecuTorch program (.pte) or an ONNX model is converted first, the importer chosen by
-    the file's header (see _importers.py); the Module then holds the converted bytes."""
-    from ._importers import program_source
+    An ExecuTorch program (.pte) or an ONNX model is *converted* first, the importer chosen
+    by the file's header (see _importers.py). That runs a compiler, hundreds of times slower
+    than loading a converted program, and is logged at INFO on the "runtime_py" logger. Convert once with `python -m runtime_py convert`, or
+    pass cache=True for a model file: the converted program is then written beside it as
+    `<file>.rtp` (atomically) and reused while it is newer than the model."""
+    from ._importers import RUNTIME, kind_of
 
     if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
-        source = program_source(source)
+        kind = kind_of(source)
+        if kind != RUNTIME:
+            source = _converted(source, kind, cache)
     return Module(source, copy=copy, verify_constants=verify_constants, data_files=data_files,
                   **method_options)
+
+
+def _converted(source: Any, kind: str, cache: bool) -> Any:
+    """The program of a model of another format: read from its cache when asked and fresh,
+    else converted (and cached when asked)."""
+    from ._importers import program_source
+
+    is_path = isinstance(source, (str, os.PathLike))
+    what = os.fspath(source) if is_path else f"a {memoryview(source).nbytes}-byte buffer"
+    cached = os.fspath(source) + ".rtp" if cache and is_path else None
+    if cache and not is_path:
+        raise TypeError("load(cache=True) needs a model file to cache beside, not a buffer")
+    if cached is not None:
+        try:
+            if os.stat(cached).st_mtime_ns >= os.stat(source).st_mtime_ns:
+                _LOGGER.info("runtime_py.load: %s: using the converted program %s", what,
+                             cached)
+                return cached
+        except OSError:
+            pass  # no cache yet (or no model: the conversion says so)
+    _LOGGER.info("runtime_py.load: converting %s (%s) to a program%s", what, kind,
+                 f", cached as {cached}" if cached else
+                 "; convert once with `python -m runtime_py convert` or load(cache=True)")
+    program = program_source(source)
+    if cached is None:
+        return program
+    write_atomically(cached, program)  # a process serving the old cache keeps its bytes
+    return cached
 
 
 def _unpickle_module(source: Any, verify_constants: bool, method_options: Dict[str, Any],

@@ -63,3 +63,29 @@ def test_bench_and_profile(tmp_path):
     ops = [e["name"] for e in events if e["args"]["run"] == 0]
     assert ops[0] == "conv2d_act_max_pool2d" and len(events) == 3 * len(ops)
     assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+
+
+def test_convert_over_a_served_program_leaves_its_process_running(tmp_path):
+    """convert replaces its output by renaming a new file over it, so a process that has the
+    old program mapped keeps running on the old bytes (writing in place truncated the mapping
+    under it: SIGBUS at its next execute)."""
+    onnx.save(onnx_models.mlp(batch=2), tmp_path / "mlp.onnx")
+    out = tmp_path / "mlp.rtp"
+    assert cli("convert", str(tmp_path / "mlp.onnx"), "-o", str(out)).returncode == 0
+    server = (
+        "import sys, numpy as np, runtime_py as rt\n"
+        f"p = rt.Program.load({str(out)!r}); f = p.load_method()\n"
+        "x = np.ones((2, 256), np.float32); want = np.asarray(f(x)[0]).copy()\n"
+        "print('ready', flush=True); sys.stdin.readline()\n"
+        "np.testing.assert_array_equal(np.asarray(f(x)[0]), want); print('still serving')\n")
+    proc = subprocess.Popen([sys.executable, "-c", server], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        onnx.save(onnx_models.small_cnn(batch=1), tmp_path / "cnn.onnx")  # a smaller file
+        assert cli("convert", str(tmp_path / "cnn.onnx"), "-o", str(out)).returncode == 0
+        stdout, stderr = proc.communicate("go\n", timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "still serving" in stdout
