@@ -7,6 +7,7 @@ identifier "ET12" at bytes 4..8; an ONNX model (a protobuf, with no magic) is re
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 RUNTIME, EXECUTORCH, ONNX = "runtime", "executorch", "onnx"
@@ -16,6 +17,8 @@ _MAGIC = b"\x89RTP"
 def _head(source: Any) -> bytes:
     if isinstance(source, (str, os.PathLike)):
         try:
+            if not stat.S_ISREG(os.stat(source).st_mode):
+                return b""  # a FIFO would block the read: the loader refuses it by name
             with open(os.fspath(source), "rb") as f:
                 return f.read(16)
         except OSError:

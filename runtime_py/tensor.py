@@ -13,6 +13,7 @@ consumer's deleter runs: closing the method meanwhile defers freeing its memory 
 from __future__ import annotations
 
 import itertools
+import operator
 import platform
 import struct
 from typing import Any, Optional, Tuple
@@ -92,6 +93,22 @@ def is_contiguous(shape: Tuple[int, ...], strides: Optional[Tuple[int, ...]]) ->
             return False
         expected *= size
     return True
+
+
+MAX_RANK = 16  # RT_MAX_RANK
+
+
+def checked_shape(shape: Any, what: str) -> Tuple[int, ...]:
+    """`shape` as a tuple of ints, each >= 0, at most MAX_RANK of them; InvalidArgument
+    naming `what` otherwise."""
+    try:
+        sizes = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise InvalidArgument(f"{what}: shape {shape!r} is not a sequence of ints") from None
+    if len(sizes) > MAX_RANK or any(s < 0 for s in sizes):
+        raise InvalidArgument(f"{what}: shape {sizes} must have at most {MAX_RANK} "
+                              f"dimensions, none negative")
+    return sizes
 
 
 def numel(shape: Tuple[int, ...]) -> int:
@@ -208,7 +225,7 @@ class Tensor:
     def from_bytes(cls, data: Any, dtype: Any, shape: Any) -> "Tensor":
         """An owned tensor holding a copy of `data` (any buffer) read as dense dtype/shape."""
         name = _dt.normalize(dtype)
-        shape = tuple(int(s) for s in shape)
+        shape = checked_shape(shape, "Tensor.from_bytes")
         view = memoryview(data)
         raw = bytearray(view) if view.c_contiguous else bytearray(view.tobytes())
         if len(raw) != numel(shape) * _dt.DTYPES[name].itemsize:
@@ -487,4 +504,8 @@ def owned(data: bytearray, dtype: str, shape: Tuple[int, ...], _new: Any = objec
 
 
 def _unpickle_tensor(data: Any, dtype: str, shape: Tuple[int, ...]) -> Tensor:
-    return Tensor._owned(data if isinstance(data, bytearray) else bytearray(data), dtype, shape)
+    """A pickled Tensor, checked as any outside bytes are: a pickle can be written by hand,
+    and a shape its bytes do not fill would make a view reach past them."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise InvalidArgument(f"a Tensor pickle holds {type(data).__name__} data, not bytes")
+    return Tensor.from_bytes(data, dtype, shape)

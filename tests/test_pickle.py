@@ -262,3 +262,32 @@ def test_program_with_data_file_pickles_by_paths(tmp_path, by_path):
             assert pool.starmap(_run_program, [(module, 5)]) == [run(program, 5)]
         assert run(program, 5) == reference(batch(5))
         module.close()
+
+
+@pytest.mark.parametrize("dtype,shape,data,match", [
+    ("float32", (1 << 28,), b"\0" * 4, "bytes do not hold a float32 tensor of shape"),
+    ("float32", (-1, -1), b"\0" * 4, "none negative"),
+    ("float32", (1,) * 17, b"\0" * 4, "at most 16 dimensions"),
+    ("float32", ("1",), b"\0" * 4, "not a sequence of ints"),
+    ("not_a_dtype", (1,), b"\0" * 4, "not_a_dtype"),
+    ("float32", (1,), [0, 0, 0, 0], "holds list data"),
+])
+def test_a_tampered_tensor_pickle_is_refused(dtype, shape, data, match):
+    """A Tensor pickle is outside data: one whose shape its bytes do not fill used to be
+    accepted, a 1 GiB writable view over 4 bytes."""
+    good = pickle.dumps(rt.Tensor.from_bytes(b"\0" * 4, "float32", (1,)))
+    assert pickle.loads(good).shape == (1,)
+    func, _ = rt.Tensor.from_bytes(b"\0" * 4, "float32", (1,)).__reduce__()
+    tampered = pickle.dumps(_Reduce(func, (data, dtype, shape)))
+    with pytest.raises(rt.InvalidArgument, match=match):
+        pickle.loads(tampered)
+
+
+class _Reduce:
+    """Pickles as func(*args): how a hand-written pickle would call the unpickler."""
+
+    def __init__(self, func, args):
+        self.func, self.args = func, args
+
+    def __reduce__(self):
+        return self.func, self.args

@@ -13,7 +13,9 @@
 rt_status rt_map__file(const char *path, const char *what, void **map, size_t *size) {
     *map = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever; it has no
+     * effect on a regular file, and anything else is refused below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return rt_error__set(RT_IO_ERROR, "cannot open %s '%s': %s", what, path,
                              strerror(errno));
