@@ -6,8 +6,10 @@ methods are in use is safe.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._ffi import ffi, from_buffer, get_lib, to_str
 from .errors import ClosedError, InvalidArgument, _check
@@ -130,6 +132,9 @@ class Program:
         self._verify_constants = bool(verify_constants)
         self._data_files = paths
         self._lib = lib
+        self._users_lock = threading.Lock()
+        self._users = 0  # calls in progress (_using)
+        self._doomed: Any = None  # the handle close() left to the last of them
         self._metas: Dict[str, MethodMeta] = {}
         count = lib.rt_program_method_count(self._ptr)
         self._method_names = tuple(to_str(lib.rt_program_method_name(self._ptr, i))
@@ -141,6 +146,25 @@ class Program:
         if ptr is None:
             raise ClosedError("operation on closed program")
         return ptr
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[Any]:
+        """The program's handle, kept alive until the block ends even if another thread
+        closes the program meanwhile (close() then releases it when the last such block
+        ends; calls that start after close() raise ClosedError)."""
+        with self._users_lock:
+            ptr = self._live()
+            self._users += 1
+        try:
+            yield ptr
+        finally:
+            with self._users_lock:
+                self._users -= 1
+                doomed = self._doomed if self._users == 0 else None
+                if doomed is not None:
+                    self._doomed = None
+            if doomed is not None:
+                ffi.release(doomed)
 
     # ---- pickling -------------------------------------------------------------------------
 
@@ -186,33 +210,34 @@ class Program:
     @property
     def constant_bytes(self) -> int:
         """Bytes of the constant segment (weights held in the program; data files not counted)."""
-        return int(self._lib.rt_program_constant_bytes(self._live()))
+        with self._using() as ptr:
+            return int(self._lib.rt_program_constant_bytes(ptr))
 
     def method_meta(self, name: str = "forward") -> MethodMeta:
         """Metadata of a method, without loading it (NotFound when there is none)."""
-        ptr = self._live()
-        meta = self._metas.get(name)
-        if meta is None:
-            meta = self._metas[name] = MethodMeta._read(ptr, name)
-        return meta
+        with self._using() as ptr:
+            meta = self._metas.get(name)
+            if meta is None:
+                meta = self._metas[name] = MethodMeta._read(ptr, name)
+            return meta
 
     def bundled_tests(self, name: str = "forward") -> List[BundledTest]:
         """The test cases bundled with a method (inputs and expected outputs, copied out of
         the program); run one with Method.verify_bundled(index)."""
-        ptr = self._live()
-        meta = self.method_meta(name)
-        return [read_case(ptr, name, i, meta.num_inputs, meta.num_outputs)
-                for i in range(case_count(ptr, name))]
+        with self._using() as ptr:
+            meta = self.method_meta(name)
+            return [read_case(ptr, name, i, meta.num_inputs, meta.num_outputs)
+                    for i in range(case_count(ptr, name))]
 
     def instruction_ops(self, name: str = "forward") -> Tuple[Optional[str], ...]:
         """The op each instruction of a method calls (None for a jump)."""
-        ptr = self._live()
         cname = name.encode("utf-8")
         out = ffi.new("const char **")
         ops = []
-        for i in range(self.method_meta(name).num_instructions):
-            _check(self._lib.rt_program_instruction_op(out, ptr, cname, i))
-            ops.append(None if out[0] == ffi.NULL else to_str(out[0]))
+        with self._using() as ptr:
+            for i in range(self.method_meta(name).num_instructions):
+                _check(self._lib.rt_program_instruction_op(out, ptr, cname, i))
+                ops.append(None if out[0] == ffi.NULL else to_str(out[0]))
         return tuple(ops)
 
     def load_method(self, name: str = "forward", *, device: Any = "cpu", num_threads: int = 0,
@@ -224,7 +249,6 @@ class Program:
         next execute; num_threads=0 uses the global default; memory_limit=0 sets no limit;
         max_steps bounds the instructions one execute may run (0: none; for untrusted programs).
         """
-        ptr = self._live()
         meta = self.method_meta(name)
         lib = self._lib
         dev = parse_device(device)
@@ -240,17 +264,24 @@ class Program:
             raise InvalidArgument("max_steps must be >= 0 (0: no limit)")
         opts.max_steps = int(max_steps)
         out = ffi.new("rt_method **")
-        _check(lib.rt_method_load(out, ptr, name.encode("utf-8"), opts))
+        with self._using() as ptr:  # the method retains the program it is loaded from
+            _check(lib.rt_method_load(out, ptr, name.encode("utf-8"), opts))
         handle = ffi.gc(out[0], lib.rt_method_destroy)
         return Method(self, handle, meta, device=dev, clone_outputs=clone_outputs,
                       profile=profile)
 
     def close(self) -> None:
-        """Release the program now (idempotent); loaded methods keep working."""
-        ptr = self._ptr
-        if ptr is not None:
+        """Release the program now (idempotent); loaded methods keep working. A call another
+        thread is making on it finishes first: the handle is released when it ends."""
+        with self._users_lock:
+            ptr = self._ptr
+            if ptr is None:
+                return
             self._ptr = None
-            ffi.release(ptr)
+            if self._users:
+                self._doomed = ptr
+                return
+        ffi.release(ptr)
 
     def __enter__(self) -> "Program":
         self._live()

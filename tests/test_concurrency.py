@@ -422,3 +422,57 @@ def test_set_worker_wait_refuses_nan_and_takes_any_number():
     for seconds in (0, 1e-7, 0.25, 1e30, float("inf"), -1, float("-inf")):
         rt.set_worker_wait(seconds)
     rt.set_worker_wait(-1)
+
+
+PROGRAM_CALLS = """
+import os, random, sys, tempfile, threading, time, runtime_py as rt
+from tests.test_concurrency import mlp_program
+sys.setswitchinterval(1e-6)  # switch threads often: inside the calls, not between them
+# A mapped file: releasing the program unmaps its tables, so a use after release faults.
+fd, data = tempfile.mkstemp(suffix=".rtp")
+os.write(fd, mlp_program())
+os.close(fd)
+calls = [lambda p: p.method_meta("forward"), lambda p: p.instruction_ops("forward"),
+         lambda p: p.bundled_tests("forward"), lambda p: p.constant_bytes,
+         lambda p: p.load_method("forward").close()]
+errors = []
+for round_ in range(200):
+    program = rt.Program.load(data)
+    program._metas.clear()
+    start = threading.Barrier(4)
+
+    def work(call):
+        start.wait()
+        for _ in range(20):
+            try:
+                program._metas.clear()  # read from the C program each time
+                call(program)
+            except rt.ClosedError:
+                pass
+            except Exception as e:  # anything else is a failure
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(calls[(round_ + k) % len(calls)],))
+               for k in range(3)]
+    for t in threads:
+        t.start()
+    start.wait()
+    time.sleep(random.random() * 1e-3)
+    program.close()
+    for t in threads:
+        t.join()
+os.unlink(data)
+print("errors:", errors[:3], len(errors))
+sys.exit(1 if errors else 0)
+"""
+
+
+def test_program_close_while_other_threads_call_it():
+    """Closing a program while other threads are inside its calls (metadata, instruction
+    ops, bundled tests, load_method) lets those calls finish on a handle kept alive for them;
+    calls that start after close raise ClosedError. It was a SIGSEGV at the first try."""
+    result = subprocess.run([sys.executable, "-c", PROGRAM_CALLS],
+                            cwd=Path(__file__).resolve().parents[1],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (result.returncode, result.stdout[-2000:],
+                                    result.stderr[-2000:])
