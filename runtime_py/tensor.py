@@ -296,6 +296,29 @@ class Tensor:
             raise ClosedError(f"tensor is a view of closed method {getattr(owner, 'name', '?')!r}")
         return self._addr
 
+    def _pinned(self) -> Any:
+        """A char * at the data for an export that may outlive this call (a numpy array, a
+        memoryview). A view of a method's memory takes a hold on that memory first (as a DLPack
+        export does), released when the pin is collected: this tensor keeps it, and so does any
+        buffer made from it, so the method's close() frees the memory only after the last of
+        them (a numpy array of a view used after close read freed memory)."""
+        owner = self._owner
+        if isinstance(owner, bytearray):
+            self._address()
+            return self._cbuf
+        pin = self._cbuf
+        if pin is None:
+            hold = getattr(owner, "_hold_memory", None)
+            if hold is None:
+                return ffi.cast("char *", self._address())
+            try:
+                release = hold()
+            except ClosedError:
+                raise ClosedError(f"tensor is a view of closed method "
+                                  f"{getattr(owner, 'name', '?')!r}") from None
+            pin = self._cbuf = ffi.gc(ffi.cast("char *", self._addr), lambda _: release())
+        return pin
+
     def _require_cpu(self, what: str) -> None:
         if self._device != _CPU:
             raise Unsupported(f"{what} needs a CPU tensor; this one is on {self.device}")
@@ -314,7 +337,7 @@ class Tensor:
         nbytes = self.nbytes
         if nbytes == 0:
             return memoryview(b"")
-        mv = memoryview(ffi.buffer(ffi.cast("char *", addr), nbytes))
+        mv = memoryview(ffi.buffer(self._pinned(), nbytes))  # the buffer keeps the pin
         return mv.toreadonly() if self._readonly else mv
 
     @property
@@ -325,7 +348,8 @@ class Tensor:
         return {
             "version": 3,
             "typestr": _dt.DTYPES[self._dtype].typestr,
-            "data": (self._address(), self._readonly),
+            # numpy keeps this tensor (and so its pin) as the array's base
+            "data": (int(ffi.cast("uintptr_t", self._pinned())), self._readonly),
             "shape": self._shape,
             "strides": None if self._strides is None else tuple(s * itemsize for s in self._strides),
         }
@@ -338,7 +362,8 @@ class Tensor:
         return {
             "version": 3,
             "typestr": _dt.DTYPES[self._dtype].typestr,
-            "data": (self._address(), self._readonly),
+            # torch and cupy keep this tensor (and so its pin) alive with their array
+            "data": (int(ffi.cast("uintptr_t", self._pinned())), self._readonly),
             "shape": self._shape,
             "strides": None if self._strides is None else tuple(s * itemsize for s in self._strides),
             "stream": None,

@@ -611,3 +611,49 @@ def test_binding_like_arrays_in_a_loop_reads_each_one():
         with pytest.raises(rt.InvalidArgument, match="float32"):
             m(np.ones(3), b)
         assert np.asarray(m(a, b)[0]).tolist() == (a + b).tolist()
+
+
+LIFETIME_PROBE = """
+import gc, sys, numpy as np, runtime_py as rt
+from runtime_py.builder import ProgramBuilder
+n = 1 << 20  # 4 MiB: freed with munmap, so a read after free faults
+b = ProgramBuilder()
+m = b.method("forward")
+x = m.input("x", "float32", (n,))
+m.output(m.relu(x))
+m.output(m.attribute("state", "float32", (n,)))
+p = rt.Program.load(b.to_bytes())
+f = p.load_method(clone_outputs=False)
+y, state = f(np.full(n, 2.0, np.float32))
+kind = sys.argv[1]
+if kind == "numpy":
+    kept = np.asarray(y)
+elif kind == "attribute":
+    kept = np.asarray(f.get_attribute("state"))
+elif kind == "memoryview":
+    kept = y.memoryview()
+f.close()
+p.close()
+del y, state
+gc.collect()
+for _ in range(3):  # allocate and touch memory where the method's used to be
+    junk = np.ones(4 * n, np.float32)
+assert float(np.asarray(kept).astype(np.float64).sum()) in (2.0 * n, 0.0)
+if kind != "attribute":
+    assert np.asarray(kept)[7] == 2.0
+del kept
+gc.collect()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("kind", ["numpy", "attribute", "memoryview"])
+def test_an_export_of_a_view_outlives_its_method(kind):
+    """A numpy array of an output view or of get_attribute(), or a Tensor.memoryview(), keeps
+    the method's memory until it goes, like a DLPack export: used after Method.close() it
+    reads the last results, where it used to read freed memory (a SIGSEGV for 1 MiB and up)."""
+    pytest.importorskip("numpy")
+    result = subprocess.run([sys.executable, "-c", LIFETIME_PROBE, kind], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and "ok" in result.stdout, (result.returncode,
+                                                              result.stderr[-2000:])
