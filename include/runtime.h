@@ -223,7 +223,10 @@ RT_API const char *rt_status_string(rt_status status);
 /* Message of the last failed call on this thread; "" if none. Valid until the next call on
  * this thread. Never NULL. */
 RT_API const char *rt_last_error(void);
-/* Install (or, with NULL, remove) the log callback; messages below min_level are dropped. */
+/* Install (or, with NULL, remove) the log callback; messages below min_level are dropped.
+ * The callback may be called from any thread, several at once, and may itself log, load
+ * programs or call this. Once this returns the old callback is not called again; called from
+ * inside a callback it does not wait, and the old one may still be running elsewhere. */
 RT_API void rt_set_log_callback(rt_log_fn fn, void *user, int32_t min_level);
 /* Number of registered ops and their names (static storage; NULL when out of range). */
 RT_API size_t rt_op_count(void);

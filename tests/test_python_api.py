@@ -657,3 +657,46 @@ def test_an_export_of_a_view_outlives_its_method(kind):
                             text=True, timeout=120)
     assert result.returncode == 0 and "ok" in result.stdout, (result.returncode,
                                                               result.stderr[-2000:])
+
+
+LOG_PROBE = """
+import logging, sys, threading, runtime_py as rt
+from runtime_py import _ffi
+from runtime_py.builder import ProgramBuilder
+
+b = ProgramBuilder()
+m = b.method("forward")
+m.output(m.relu(m.input("x", "float32", (2,))))
+data = b.to_bytes()
+seen = []
+
+class Reentrant(logging.Handler):
+    def emit(self, record):
+        seen.append(record.getMessage())
+        if len(seen) < 20:
+            with rt.Program.load(data) as p, p.load_method():  # logs again, from the callback
+                pass
+            _ffi.install_log_callback()  # and replaces the hook from inside it
+
+log = logging.getLogger("runtime_py")
+log.setLevel(logging.DEBUG)
+log.addHandler(Reentrant())
+_ffi.install_log_callback()
+threads = [threading.Thread(target=lambda: rt.Program.load(data).load_method().close())
+           for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("messages:", len(seen))
+"""
+
+
+def test_a_log_handler_may_use_the_runtime():
+    """The log callback runs without the library's log lock: a logging handler that loads a
+    program, or replaces the hook, from inside the callback, in several threads, used to
+    deadlock."""
+    result = subprocess.run([sys.executable, "-c", LOG_PROBE], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout.split("messages:")[1]) >= 20
