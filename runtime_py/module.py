@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._files import write_atomically
-from .errors import ClosedError
+from .errors import ClosedError, InvalidState
 from .method import Method, MethodMeta
 from .program import Program, data_file_paths
 
@@ -23,7 +24,15 @@ _METHOD_OPTIONS = ("device", "num_threads", "profile", "memory_limit", "max_step
 
 
 class Module:
-    """A program and its methods, each loaded lazily with the same method options."""
+    """A program and its methods, each loaded lazily with the same method options.
+
+    forward() and run_method() are safe to call from many threads at once: each call takes an
+    idle instance of the method, loading another when every instance is busy (so a Module
+    holds as many instances of a method as it saw concurrent calls, each with its own memory).
+    With clone_outputs=False their outputs are views into the instance that ran the call,
+    valid until that instance runs again, which may be another thread's next call: copy what
+    must outlive it. load_method() gives the method's first instance, which forward() also
+    uses when it is idle; a Method itself is one thread at a time."""
 
     def __init__(self, source: Any, *, copy: Optional[bool] = None,
                  verify_constants: bool = False, data_files: Any = (),
@@ -39,18 +48,24 @@ class Module:
                               "data_files": data_file_paths(data_files)}
         self._method_options = method_options
         self._program: Optional[Program] = None
-        self._methods: Dict[str, Method] = {}
+        self._lock = threading.Lock()
+        self._methods: Dict[str, Method] = {}  # the first instance of each method
+        self._idle: Dict[str, List[Method]] = {}  # instances no call is using
         self._closed = False
+
+    def _closed_error(self) -> ClosedError:
+        return ClosedError("operation on closed module")
 
     @property
     def program(self) -> Program:
         """The Program, loaded on first use."""
-        if self._closed:
-            raise ClosedError("operation on closed module")
-        if self._program is None:
-            self._program = Program.load(self._source, **self._load_options)
-            self._source = None  # the Program keeps what it borrows
-        return self._program
+        with self._lock:
+            if self._closed:
+                raise self._closed_error()
+            if self._program is None:
+                self._program = Program.load(self._source, **self._load_options)
+                self._source = None  # the Program keeps what it borrows
+            return self._program
 
     @property
     def method_names(self) -> Tuple[str, ...]:
@@ -59,16 +74,49 @@ class Module:
     def method_meta(self, name: str = "forward") -> MethodMeta:
         return self.program.method_meta(name)
 
+    def _acquire(self, name: str) -> Method:
+        """An idle instance of method `name`, loading one when there is none."""
+        with self._lock:
+            if self._closed:
+                raise self._closed_error()
+            idle = self._idle.get(name)
+            if idle:
+                return idle.pop()
+        method = self.program.load_method(name, **self._method_options)
+        with self._lock:
+            self._methods.setdefault(name, method)
+            if not self._closed:
+                return method
+        method.close()
+        raise self._closed_error()
+
+    def _release(self, name: str, method: Method) -> None:
+        """Give back an instance _acquire gave: idle again, or closed if the module is."""
+        with self._lock:
+            if not self._closed:
+                self._idle.setdefault(name, []).append(method)
+                return
+        method.close()
+
     def load_method(self, name: str = "forward") -> Method:
-        """The loaded method `name` (loaded once, then cached)."""
-        method = self._methods.get(name)
+        """The first loaded instance of method `name` (loaded once, then cached)."""
+        with self._lock:
+            method = self._methods.get(name)
+            if self._closed:
+                raise self._closed_error()
         if method is None:
-            method = self._methods[name] = self.program.load_method(name, **self._method_options)
+            self._release(name, self._acquire(name))
+            method = self._methods[name]
         return method
 
     def run_method(self, name: str, inputs: Sequence[Any] = ()) -> List[Any]:
-        """Bind `inputs`, execute method `name` and return its outputs."""
-        return self.load_method(name)(*inputs)
+        """Bind `inputs`, execute method `name` and return its outputs (thread-safe: see the
+        class)."""
+        method = self._acquire(name)
+        try:
+            return method(*inputs)
+        finally:
+            self._release(name, method)
 
     def bundled_tests(self, name: str = "forward") -> List[Any]:
         """The test cases bundled with method `name` (Program.bundled_tests)."""
@@ -83,16 +131,17 @@ class Module:
 
     def forward(self, *inputs: Any) -> List[Any]:
         """run_method("forward", inputs)."""
-        return self.load_method("forward")(*inputs)
+        return self.run_method("forward", inputs)
 
     __call__ = forward
 
     def __reduce__(self) -> Any:
         """Pickled with its program (by path for a file, by bytes for a buffer; see
         Program.__reduce__) and its options; methods load again lazily on the other side."""
-        if self._closed:
-            raise ClosedError("cannot pickle a closed module")
-        source = self._program if self._program is not None else self._source
+        with self._lock:
+            if self._closed:
+                raise ClosedError("cannot pickle a closed module")
+            source = self._program if self._program is not None else self._source
         if not isinstance(source, (str, Program)):
             view = memoryview(source)
             source = view.tobytes()
@@ -106,20 +155,27 @@ class Module:
         return self._closed
 
     def close(self) -> None:
-        """Close every loaded method and the program (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        for method in self._methods.values():
-            method.close()
-        self._methods.clear()
-        if self._program is not None:
-            self._program.close()
-        self._source = None
+        """Close the module (idempotent): calls that start later raise ClosedError; idle
+        method instances are closed now, those running a call when that call ends, and the
+        program once none needs it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            idle = [m for methods in self._idle.values() for m in methods]
+            self._idle.clear()
+            program, self._program, self._source = self._program, None, None
+        for method in idle:
+            try:
+                method.close()
+            except InvalidState:  # load_method's instance, in a caller's own hands now
+                pass
+        if program is not None:
+            program.close()  # methods keep what they use of it
 
     def __enter__(self) -> "Module":
         if self._closed:
-            raise ClosedError("operation on closed module")
+            raise self._closed_error()
         return self
 
     def __exit__(self, *exc: Any) -> None:

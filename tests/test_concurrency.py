@@ -476,3 +476,71 @@ def test_program_close_while_other_threads_call_it():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, (result.returncode, result.stdout[-2000:],
                                     result.stderr[-2000:])
+
+
+def test_one_module_serves_many_threads():
+    """Module.forward from 8 threads at once: every call succeeds with the serial result
+    (each takes an idle method instance, loading another when all are busy); before, 86% of
+    the calls got InvalidState."""
+    module = rt.load(mlp_program())
+    xs = [np.random.default_rng(i).standard_normal((64, 96)).astype(np.float32)
+          for i in range(8)]
+    with rt.Program.load(mlp_program()) as p, p.load_method() as serial:
+        want = [np.asarray(serial(x)[0]) for x in xs]
+    start = threading.Barrier(8)
+    failures = []
+
+    def work(k):
+        start.wait()
+        for _ in range(50):
+            try:
+                y, _ = module.forward(xs[k])
+                np.testing.assert_array_equal(np.asarray(y), want[k])
+            except Exception as e:
+                failures.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    instances = module._idle["forward"]
+    assert 1 <= len(instances) <= 8
+    module.close()
+    assert all(m.closed for m in instances)
+
+
+def test_module_close_while_threads_call_it():
+    """Module.close() while other threads are inside forward(): calls that start later raise
+    ClosedError, the running ones finish, and every instance ends closed (before, close raised
+    and left the module marked closed with its method open and serving)."""
+    for _ in range(20):
+        module = rt.load(mlp_program())
+        x = np.ones((64, 96), np.float32)
+        module.forward(x)
+        seen = module._idle["forward"][:]
+        start, outcomes = threading.Barrier(5), []
+
+        def work():
+            start.wait()
+            for _ in range(30):
+                try:
+                    module.forward(x)
+                    outcomes.append("ok")
+                except rt.ClosedError:
+                    outcomes.append("closed")
+                except Exception as e:
+                    outcomes.append(repr(e))
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        start.wait()
+        module.close()
+        for t in threads:
+            t.join()
+        assert set(outcomes) <= {"ok", "closed"}, set(outcomes)
+        assert module.closed and all(m.closed for m in seen)
+        with pytest.raises(rt.ClosedError):
+            module.forward(x)
