@@ -12,15 +12,21 @@
 static rt_status enter(rt_method *m, const char *call) {
     if (m == NULL)
         return rt_error__set(RT_INVALID_ARGUMENT, "%s: method is NULL", call);
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&m->busy, &expected, 1))
+    int expected = RT_METHOD_IDLE;
+    if (!atomic_compare_exchange_strong(&m->busy, &expected, RT_METHOD_BUSY))
         return RT_METHOD_ERROR(m, RT_INVALID_STATE, "%s while another thread is using the method; "
                                "a method instance is one thread at a time (load one per thread)",
                                call);
     return RT_OK;
 }
 
-static void leave(rt_method *m) { atomic_store(&m->busy, 0); }
+/* The end of a call; frees the method when another thread destroyed it meanwhile, so the
+ * caller must not touch m after this. */
+static void leave(rt_method *m) {
+    int expected = RT_METHOD_BUSY;
+    if (!atomic_compare_exchange_strong(&m->busy, &expected, RT_METHOD_IDLE))
+        rt_method__free(m); /* RT_METHOD_DOOMED */
+}
 
 static const char *shape_text(char *buf, size_t size, int32_t rank, const int64_t *sizes) {
     size_t used = (size_t)snprintf(buf, size, "[");

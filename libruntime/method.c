@@ -322,7 +322,7 @@ RT_API rt_status rt_method_load(rt_method **out, rt_program *program, const char
     m->file = &program->format.methods[index];
     m->name = rt_format__string(&program->format, m->file->name);
     m->options = *options;
-    atomic_init(&m->busy, 0);
+    atomic_init(&m->busy, RT_METHOD_IDLE);
     m->backend = rt_backend__for_device((rt_device_type)options->device.type);
     rt_status status = check_memory_limit(m);
     if (status == RT_OK)
@@ -350,6 +350,18 @@ RT_API rt_status rt_method_load(rt_method **out, rt_program *program, const char
 RT_API void rt_method_destroy(rt_method *m) {
     if (m == NULL)
         return;
+    /* A call under way in another thread finishes first and frees the method as it leaves
+     * (execute.c); the docs promise no use after free for a destroy that races a call. */
+    int state = atomic_load(&m->busy);
+    do {
+        if (state == RT_METHOD_DOOMED)
+            return; /* a second destroy while the call runs: already pending */
+    } while (!atomic_compare_exchange_weak(&m->busy, &state, RT_METHOD_DOOMED));
+    if (state == RT_METHOD_IDLE)
+        rt_method__free(m);
+}
+
+void rt_method__free(rt_method *m) {
     if (m->instructions != NULL) {
         for (uint32_t i = 0; i < m->num_instructions; i++) {
             rt_op_ctx *ctx = &m->instructions[i].ctx;

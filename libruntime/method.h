@@ -11,6 +11,13 @@
 #define RT_METHOD_ERROR(m, code, ...)                                                     \
     (rt_error__set((code), __VA_ARGS__), rt_error__prefix("method '%s': ", (m)->name), (code))
 
+/* rt_method.busy: a call holds BUSY from entry to exit; rt_method_destroy during a call in
+ * another thread marks it DOOMED, and that call frees the method as it leaves. */
+enum rt_method_busy { RT_METHOD_IDLE = 0, RT_METHOD_BUSY = 1, RT_METHOD_DOOMED = 2 };
+
+/* Free everything the method holds (rt_method_destroy's work once no call is under way). */
+void rt_method__free(rt_method *m);
+
 typedef struct rt_instruction {
     uint32_t kind;            /* rt_instruction_kind */
     uint32_t target;          /* jumps */
@@ -41,7 +48,7 @@ struct rt_method {
     const rt_file_method *file;
     const char *name;
     rt_method_options options;
-    atomic_int busy;          /* guards against two threads using the method at once */
+    atomic_int busy;          /* rt_method_busy: one thread at a time, and destroy's wait */
 
     rt_value *values;
     uint32_t num_values;
