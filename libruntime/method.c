@@ -55,8 +55,10 @@ static rt_status check_memory_limit(rt_method *m) {
         const rt_file_value *fv = &f->values[m->file->values + v];
         if (fv->kind == RT_VALUE_TENSOR && fv->storage == RT_STORAGE_STATE) {
             uint64_t n = rt_format__dtype_size(fv->dtype);
-            for (uint32_t d = 0; d < fv->rank; d++)
-                n *= (uint64_t)f->words[fv->a + d];
+            for (uint32_t d = 0; d < fv->rank; d++) {
+                uint64_t size = (uint64_t)f->words[fv->a + d];
+                n = size != 0 && n > UINT64_MAX / size ? UINT64_MAX : n * size;
+            }
             total = saturating_add(total, n);
         }
     }

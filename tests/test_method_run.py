@@ -342,3 +342,29 @@ def test_run_needs_no_inputs_for_a_method_without_any():
         assert x.floats(0) == [2, 3, 4]
 
 
+
+
+def test_memory_limit_bounds_arenas_state_and_scratch_together():
+    """memory_limit covers the planned arenas, state, op state and the kernels' scratch
+    together: a limit that holds the arenas and not the GEMM's packing scratch beside them is
+    refused at load (before, each was held to the limit alone, so a load could use well
+    over it)."""
+    import re
+
+    import runtime_py as rt
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.matmul(m.input("a", "float32", (256, 256)), m.input("b", "float32", (256, 256))))
+    with rt.Program.load(b.to_bytes()) as p:
+        planned = p.method_meta().planned_bytes
+        with pytest.raises(rt.OutOfMemory) as refused:
+            p.load_method(memory_limit=planned)
+        found = re.search(r"kernels need (\d+) bytes of scratch beside (\d+) bytes",
+                          str(refused.value))
+        assert found and int(found.group(2)) == planned, str(refused.value)
+        scratch = int(found.group(1))
+        assert scratch > 0
+        with pytest.raises(rt.OutOfMemory):
+            p.load_method(memory_limit=planned + scratch - 1)
+        p.load_method(memory_limit=planned + scratch).close()

@@ -51,10 +51,15 @@ static rt_status cpu_alloc(rt_method *m, size_t bytes, const void *init, const c
 static rt_status cpu_finish_load(rt_method *m) {
     void *scratch = NULL;
     if (m->scratch_bytes > 0) {
-        if (m->options.memory_limit != 0 && m->scratch_bytes > m->options.memory_limit)
+        /* The limit bounds arenas, state, op state and scratch together. */
+        uint64_t limit = m->options.memory_limit;
+        if (limit != 0 && (m->memory_used > limit || m->scratch_bytes > limit - m->memory_used))
             return rt_error__set(RT_OUT_OF_MEMORY, "method '%s': kernels need %zu bytes of "
-                                 "scratch, more than the memory limit", m->name,
-                                 m->scratch_bytes);
+                                 "scratch beside %llu bytes of planned, state and op memory, "
+                                 "more than its memory limit of %llu bytes", m->name,
+                                 m->scratch_bytes, (unsigned long long)m->memory_used,
+                                 (unsigned long long)limit);
+        m->memory_used += m->scratch_bytes;
         RT_RETURN_IF_ERROR(cpu_alloc(m, m->scratch_bytes, NULL, "kernel scratch", &scratch));
     }
     for (uint32_t i = 0; i < m->num_instructions; i++) {
