@@ -10,13 +10,14 @@ before it is serialized.
 from __future__ import annotations
 
 import os
+import struct
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .. import dtypes as _dtypes
 from ..builder import MethodBuilder, ProgramBuilder, Value
-from ..errors import InvalidArgument
+from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
 from ._patterns import fuse_erf_gelu
 from ._registry import LOWERINGS, ConversionError
@@ -173,9 +174,20 @@ class Converter:
 
     # ---- graph ---------------------------------------------------------------------------
 
+    def initializer(self, init: Any) -> Any:
+        """An initializer as numpy, refused by name when its dims or data are malformed."""
+        if any(d < 0 for d in init.dims):
+            raise ConversionError(f"initializer '{init.name}' has negative dims "
+                                  f"{list(init.dims)}")
+        try:
+            return self._numpy_helper.to_array(init)
+        except (ValueError, TypeError, OverflowError, struct.error) as e:
+            raise ConversionError(f"initializer '{init.name}' (dims {list(init.dims)}) cannot "
+                                  f"be read: {e}") from None
+
     def add_inputs(self, graph: Any) -> None:
         for init in graph.initializer:
-            self.env[init.name] = self._numpy_helper.to_array(init)
+            self.env[init.name] = self.initializer(init)
         for init in graph.sparse_initializer:
             raise ConversionError(f"sparse initializer '{init.values.name}' is not supported")
         for inp in graph.input:
@@ -222,6 +234,12 @@ class Converter:
 
     @staticmethod
     def _check_known(name: str, shape: Sequence[int], dims: Optional[Sequence[Any]]) -> None:
+        elements = 1
+        for size in shape:
+            elements *= max(size, 1)
+        if elements >= 1 << 56:  # no tensor's bytes fit an address space
+            raise InvalidArgument(f"input '{name}' has shape {list(shape)}, too large for any "
+                                  f"tensor")
         for axis, size in enumerate(shape):
             if size < 0:
                 label = ""
@@ -241,22 +259,39 @@ class Converter:
                 raise self.fail(f"domain '{node.domain}' is not supported")
             inputs = [self.operand(name) if name else None for name in node.input]
             attrs = {a.name: _onnx().helper.get_attribute_value(a) for a in node.attribute}
-            known = all(x is None or not isinstance(x, Value) for x in inputs)
-            if known and node.op_type not in _NOT_FOLDABLE:
-                outputs = self._fold(node, inputs)
-            else:
-                outputs = self.fuse and try_fuse(self, node, inputs, attrs)
-                if not outputs:
-                    lowering = LOWERINGS.get(node.op_type)
-                    if lowering is None:
-                        raise self.fail("this op type is not supported by the runtime")
-                    outputs = self._lower(lowering, node, inputs, attrs)
+            for name in node.output:
+                if name and name in self.env:  # ONNX graphs assign each name once
+                    raise self.fail(f"output '{name}' is already defined (by an earlier node, an "
+                                    f"input or an initializer)")
+            try:
+                outputs = self._node_outputs(node, inputs, attrs)
+            except (ValueError, TypeError, OverflowError, ArithmeticError, IndexError,
+                    struct.error) as e:
+                if isinstance(e, Error):
+                    raise
+                # A shape or value the node's own arithmetic cannot take (an absurd Reshape, a
+                # size beyond int64): refused like an unsupported form, naming the node.
+                raise self.fail(f"cannot be converted: {e}") from None
             if len(outputs) < len([o for o in node.output if o]):
                 raise self.fail(f"produces {len(outputs)} outputs, the node names {len(node.output)}")
             for name, value in zip(node.output, outputs):
                 if name:
                     self.env[name] = value
         self.node = None
+
+    def _node_outputs(self, node: Any, inputs: List[Optional[Operand]],
+                      attrs: Dict[str, Any]) -> List[Operand]:
+        """The node folded (every input known), fused with what follows, or lowered."""
+        known = all(x is None or not isinstance(x, Value) for x in inputs)
+        if known and node.op_type not in _NOT_FOLDABLE:
+            return self._fold(node, inputs)
+        outputs = self.fuse and try_fuse(self, node, inputs, attrs)
+        if outputs:
+            return outputs
+        lowering = LOWERINGS.get(node.op_type)
+        if lowering is None:
+            raise self.fail("this op type is not supported by the runtime")
+        return self._lower(lowering, node, inputs, attrs)
 
     def lower_subgraph(self, graph: Any, bindings: Mapping[str, Operand],
                        what: str) -> List[Optional[Operand]]:
@@ -271,7 +306,7 @@ class Converter:
         self.env = dict(outer_env)
         try:
             for init in graph.initializer:
-                self.env[init.name] = self._numpy_helper.to_array(init)
+                self.env[init.name] = self.initializer(init)
             self.env.update(bindings)
             self.run_nodes(graph.node)
             self.node = outer_node
