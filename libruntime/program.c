@@ -60,6 +60,38 @@ static rt_status finish_load(rt_program **out, rt_program *p, const uint8_t *dat
     return RT_OK;
 }
 
+/* Everything the loader verifies becomes the process's own copy before it is verified, so a
+ * file rewritten in place afterwards (by another process) cannot change what was checked:
+ * every page but the constant segment's, which stays shared with the file (weights paged in
+ * on demand). What this reads before owning it is only used to find the segment; a lie there
+ * leaves more or less shared, never unchecked bytes in use. */
+static void own_all_but_constants(void *map, size_t size) {
+    rt_file_header h;
+    rt_map__own(map, size, 0, sizeof h);
+    uint64_t segment = 0, segment_size = 0;
+    if (map != NULL && size >= sizeof h) {
+        memcpy(&h, map, sizeof h);
+        uint64_t table = (uint64_t)h.section_count * sizeof(rt_file_section);
+        if (h.section_count <= RT_FORMAT_MAX_SECTIONS &&
+            rt_format__range_ok(h.section_table_offset, table, size)) {
+            rt_map__own(map, size, h.section_table_offset, table);
+            for (uint32_t i = 0; i < h.section_count; i++) {
+                rt_file_section sec;
+                memcpy(&sec, (const uint8_t *)map + h.section_table_offset + i * sizeof sec,
+                       sizeof sec);
+                if (sec.kind == RT_SECTION_SEGMENT &&
+                    rt_format__range_ok(sec.offset, sec.size, size)) {
+                    segment = sec.offset;
+                    segment_size = sec.size;
+                }
+            }
+        }
+    }
+    rt_map__own(map, size, 0, segment);
+    rt_map__own(map, size, segment + segment_size, size);
+    rt_map__seal(map, size);
+}
+
 RT_API rt_status rt_program_load_file_v2(rt_program **out, const char *path,
                                          const rt_program_options *options) {
     if (out == NULL || path == NULL)
@@ -78,6 +110,7 @@ RT_API rt_status rt_program_load_file_v2(rt_program **out, const char *path,
         free_program(p);
         return status;
     }
+    own_all_but_constants(p->mapping, p->mapping_size);
     const uint8_t *data = p->mapping != NULL ? p->mapping : (const uint8_t *)"";
     RT_RETURN_IF_ERROR(finish_load(out, p, data, p->mapping_size, o, path));
     rt_log__write(RT_LOG_DEBUG, "loaded program '%s' (%zu bytes, %u methods, %u data files)",

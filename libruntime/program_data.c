@@ -27,6 +27,19 @@ static void describe(char *buf, size_t size, rt_dtype dtype, uint32_t rank,
         snprintf(buf + n, size - (size_t)n, "]");
 }
 
+/* The header and the entry table become the process's own copy before they are verified,
+ * so rewriting the file in place cannot change them afterwards; the data stays shared with
+ * the file (see own_all_but_constants in program.c). */
+static void own_header_and_table(void *map, size_t size) {
+    rt_data_header h;
+    rt_map__own(map, size, 0, sizeof h);
+    if (map != NULL && size >= sizeof h) {
+        memcpy(&h, map, sizeof h);
+        rt_map__own(map, size, h.table_offset, h.table_size); /* clamped to the mapping */
+    }
+    rt_map__seal(map, size);
+}
+
 static rt_status open_data_file(rt_program_data *d, const char *path, uint32_t flags) {
     size_t len = strlen(path);
     d->path = malloc(len + 1);
@@ -34,6 +47,7 @@ static rt_status open_data_file(rt_program_data *d, const char *path, uint32_t f
         return rt_error__oom("data file path");
     memcpy(d->path, path, len + 1);
     RT_RETURN_IF_ERROR(rt_map__file(path, "data file", &d->mapping, &d->mapping_size));
+    own_header_and_table(d->mapping, d->mapping_size);
     const uint8_t *bytes = d->mapping != NULL ? d->mapping : (const uint8_t *)"";
     rt_status status = rt_data_file__read(&d->file, bytes, d->mapping_size, flags);
     if (status != RT_OK)

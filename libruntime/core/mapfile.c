@@ -1,4 +1,4 @@
-/* mapfile.c: read-only private mappings of whole files. */
+/* mapfile.c: private mappings of whole files, the verified parts copied into the process. */
 #include "core/mapfile.h"
 
 #include <errno.h>
@@ -26,8 +26,9 @@ rt_status rt_map__file(const char *path, const char *what, void **map, size_t *s
     }
     size_t n = (size_t)st.st_size;
     if (n > 0) {
-        /* Private and read-only: constants are used in place and paged in on demand. */
-        void *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+        /* Private: constants are used in place and paged in on demand; writable until
+         * rt_map__seal so that rt_map__own can copy the pages the loader verifies. */
+        void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             int err = errno;
             close(fd);
@@ -39,6 +40,23 @@ rt_status rt_map__file(const char *path, const char *what, void **map, size_t *s
     }
     close(fd);
     return RT_OK;
+}
+
+void rt_map__own(void *map, size_t size, uint64_t offset, uint64_t length) {
+    if (map == NULL || offset >= size || length == 0)
+        return;
+    uint64_t end = length > size - offset ? size : offset + length;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    /* Writing a byte of a private page makes the kernel copy it (copy on write). */
+    for (uint64_t at = offset - offset % page; at < end; at += page) {
+        volatile uint8_t *byte = (volatile uint8_t *)map + at;
+        *byte = *byte;
+    }
+}
+
+void rt_map__seal(void *map, size_t size) {
+    if (map != NULL)
+        mprotect(map, size, PROT_READ);
 }
 
 void rt_map__release(void *map, size_t size) {
