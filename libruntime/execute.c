@@ -99,6 +99,10 @@ static rt_status check_input_tensor(rt_method *m, rt_method_input_slot *in, size
                                t->dynamic ? "at most " : "",
                                shape_text(want_shape, sizeof want_shape, t->rank, t->bounds));
     }
+    if (src->strides != NULL &&
+        !rt_tensor__strides_fit(src->sizes, src->strides, src->rank, t->elem_size))
+        return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has strides that reach past any "
+                           "address (their byte offsets overflow int64)");
     int64_t numel;
     rt_tensor__checked_numel(src->sizes, src->rank, &numel);
     if (numel > 0 && src->data == NULL)

@@ -61,6 +61,23 @@ bool rt_tensor__type_is_float(rt_type type) {
 
 bool rt_tensor__type_is_integer(rt_type type) { return type >= RT_I8 && type <= RT_U64; }
 
+bool rt_tensor__strides_fit(const int64_t *sizes, const int64_t *strides, int32_t rank,
+                            size_t elem_size) {
+    int64_t span = (int64_t)elem_size;
+    for (int32_t d = 0; d < rank; d++) {
+        if (sizes[d] <= 1)
+            continue;
+        int64_t step, reach;
+        if (strides[d] == INT64_MIN ||
+            __builtin_mul_overflow(strides[d] < 0 ? -strides[d] : strides[d],
+                                   (int64_t)elem_size, &step) ||
+            __builtin_mul_overflow(step, sizes[d] - 1, &reach) ||
+            __builtin_add_overflow(span, reach, &span))
+            return false;
+    }
+    return true;
+}
+
 bool rt_tensor__checked_numel(const int64_t *sizes, int32_t rank, int64_t *out) {
     int64_t n = 1;
     bool empty = false;

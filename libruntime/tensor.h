@@ -67,5 +67,9 @@ void rt_tensor__copy_strided(void *dst, const int64_t *dst_strides, const void *
                              size_t elem_size);
 /* Multiply sizes into *out; false on overflow or a negative size. */
 bool rt_tensor__checked_numel(const int64_t *sizes, int32_t rank, int64_t *out);
+/* Whether every byte offset a walk of these sizes and strides (in elements) can reach fits in
+ * int64: strides from a caller are refused otherwise, before any arithmetic overflows. */
+bool rt_tensor__strides_fit(const int64_t *sizes, const int64_t *strides, int32_t rank,
+                            size_t elem_size);
 
 #endif

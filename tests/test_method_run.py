@@ -368,3 +368,40 @@ def test_memory_limit_bounds_arenas_state_and_scratch_together():
         with pytest.raises(rt.OutOfMemory):
             p.load_method(memory_limit=planned + scratch - 1)
         p.load_method(memory_limit=planned + scratch).close()
+
+
+@pytest.mark.parametrize("strides", [(2 ** 62, 1), (-(2 ** 62), 1), (2 ** 63 - 1,) * 2,
+                                     (3, -(2 ** 63))], ids=str)
+def test_strides_whose_offsets_overflow_are_refused(strides):
+    """Strides whose byte offsets overflow int64 are refused by set_input and rt_tensor_copy,
+    naming the input or side (the arithmetic on them overflowed: undefined behaviour, which
+    UBSan reported)."""
+    import runtime_py as rt
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    m.output(m.relu(m.input("x", "float32", (2, 3))))
+    data = array.array("f", [1.0] * 6)
+    address = data.buffer_info()[0]
+    with rt.Program.load(b.to_bytes()) as p, p.load_method() as f:
+        with pytest.raises(rt.InvalidArgument, match=r"input 0 \('x'\): has strides that reach"):
+            f.set_inputs((address, "float32", (2, 3), strides))
+    lib = get_lib()
+    sizes = ffi.new("int64_t[2]", [2, 3])
+    bad = ffi.new("int64_t[2]", list(strides))
+    out = array.array("f", [0.0] * 6)
+
+    def tensor(addr, strides_ptr):
+        t = ffi.new("rt_tensor *")
+        t.data = ffi.cast("void *", addr)
+        t.device.type, t.device.index = 1, 0
+        t.rank = 2
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = 2, 32, 1
+        t.sizes = sizes
+        t.strides = strides_ptr
+        return t
+
+    status = lib.rt_tensor_copy(tensor(out.buffer_info()[0], ffi.NULL), tensor(address, bad))
+    assert status != 0
+    assert "src has strides that reach past any address" in to_str(lib.rt_last_error())
+    assert list(out) == [0.0] * 6

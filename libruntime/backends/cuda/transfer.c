@@ -92,6 +92,10 @@ static rt_status describe(side *s, const rt_tensor *t, const char *what) {
         if (t->sizes[d] != 1 && s->strides[d] != dense[d])
             s->dense = false;
     }
+    size_t elem_size = rt_tensor__type_size(rt_tensor__type_of(t->dtype));
+    if (!rt_tensor__strides_fit(t->sizes, s->strides, t->rank, elem_size))
+        return rt_error__set(RT_INVALID_ARGUMENT, "rt_tensor_copy: %s has strides that reach "
+                             "past any address (their byte offsets overflow int64)", what);
     return RT_OK;
 }
 
