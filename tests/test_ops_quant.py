@@ -101,6 +101,15 @@ def test_quantize_linear(shape, pshape, axis, block, ftype, otype):
         same(got, quantize_ref(x, scale, zp if with_zp else None, axis, block, otype))
 
 
+def test_a_block_size_near_int64_max_is_one_block_per_line():
+    """block_size may be as large as int64 allows: one block covers the whole axis (the block
+    count's ceil(length / block) used to overflow in length + block - 1)."""
+    x = (RNG.standard_normal((2, 3)) * 50).astype(np.float32)
+    scale = RNG.uniform(0.5, 3, size=(2, 1)).astype(np.float32)
+    (got,) = run(lambda m, xv, sv: quantize(m, xv, sv, None, 1, 2 ** 63 - 1, np.int8), x, scale)
+    same(got, quantize_ref(x, scale, None, 1, 3, np.int8))
+
+
 def test_quantize_rounds_half_to_even_and_saturates():
     x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1e10, -1e10, np.inf, -np.inf, np.nan, 254.5,
                   -128.5, 127.5], np.float32)

@@ -63,7 +63,7 @@ static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const cha
     }
     bool ok = p->rank == x->rank;
     for (int32_t d = 0; ok && d < x->rank; d++) {
-        int64_t want = d == ax ? (x->sizes[d] + block - 1) / block : x->sizes[d];
+        int64_t want = d == ax ? rt_op__ceil_div(x->sizes[d], block) : x->sizes[d];
         ok = p->sizes[d] == want;
     }
     if (!ok)
@@ -88,7 +88,7 @@ static void layout_setup(const rt_tensor_value *x, int64_t axis, int64_t block,
         l->outer *= x->sizes[d];
     for (int32_t d = ax + 1; d < x->rank; d++)
         l->inner *= x->sizes[d];
-    l->blocks = block > 0 ? (l->length + block - 1) / block : 0;
+    l->blocks = block > 0 ? rt_op__ceil_div(l->length, block) : 0;
 }
 
 /* ---- kernels ---------------------------------------------------------------------------- */
