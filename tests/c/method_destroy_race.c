@@ -5,6 +5,8 @@
  * loop, forward(x: float32[64], n: int64[1]) = (x ** (n + 1), n). Prints "ok". */
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -14,22 +16,27 @@
 typedef struct job {
     rt_method *method;
     rt_status status;
+    atomic_int done; /* the thread's calls are over */
 } job;
+
+/* Inputs are bound before the thread starts (by main): the thread makes one call, so a
+ * destroy racing it can only race that call. */
+static rt_status bind(rt_method *method) {
+    static float x[64];
+    static int64_t n = 100000, x_sizes[1] = {64}, n_sizes[1] = {1};
+    for (int i = 0; i < 64; i++)
+        x[i] = 1.0f;
+    rt_tensor tx = {x, {RT_DEVICE_CPU, 0}, 1, {RT_DTYPE_FLOAT, 32, 1}, x_sizes, NULL};
+    rt_tensor tn = {&n, {RT_DEVICE_CPU, 0}, 1, {RT_DTYPE_INT, 64, 1}, n_sizes, NULL};
+    rt_status status = rt_method_set_input(method, 0, &tx, 0);
+    return status == RT_OK ? rt_method_set_input(method, 1, &tn, 0) : status;
+}
 
 static void *execute(void *arg) {
     job *j = arg;
-    static float x[64];
-    for (int i = 0; i < 64; i++)
-        x[i] = 1.0f;
-    int64_t n = 100000, x_sizes[1] = {64}, n_sizes[1] = {1};
-    rt_tensor tx = {x, {RT_DEVICE_CPU, 0}, 1, {RT_DTYPE_FLOAT, 32, 1}, x_sizes, NULL};
-    rt_tensor tn = {&n, {RT_DEVICE_CPU, 0}, 1, {RT_DTYPE_INT, 64, 1}, n_sizes, NULL};
-    j->status = rt_method_set_input(j->method, 0, &tx, 0);
-    if (j->status == RT_OK)
-        j->status = rt_method_set_input(j->method, 1, &tn, 0);
-    if (j->status == RT_OK)
-        j->status = rt_method_execute(j->method);
+    j->status = rt_method_execute(j->method);
     /* The method may be gone now: nothing of it is touched after execute returns. */
+    atomic_store(&j->done, 1);
     return NULL;
 }
 
@@ -45,9 +52,13 @@ int main(int argc, char **argv) {
     }
     int rounds = atoi(argv[2]), raced = 0;
     for (int r = 0; r < rounds; r++) {
-        job j = {NULL, RT_OK};
+        job j = {NULL, RT_OK, 0};
         if (rt_method_load(&j.method, program, "forward", NULL) != RT_OK) {
             fprintf(stderr, "load_method: %s\n", rt_last_error());
+            return 1;
+        }
+        if (bind(j.method) != RT_OK) {
+            fprintf(stderr, "set_input: %s\n", rt_last_error());
             return 1;
         }
         pthread_t thread;
@@ -57,8 +68,12 @@ int main(int argc, char **argv) {
          * destroy before the thread's first call would make that call the caller's use
          * after free, which no library can prevent. */
         rt_tensor attribute;
-        while (rt_method_attribute(&attribute, j.method, "no such attribute") != RT_INVALID_STATE)
+        bool busy = false;
+        while (!busy && !atomic_load(&j.done)) { /* a loaded machine may finish it first */
+            busy = rt_method_attribute(&attribute, j.method, "no such attribute") ==
+                   RT_INVALID_STATE;
             sched_yield();
+        }
         struct timespec pause = {0, (long)(r % 5) * 100000L}; /* 0 to 0.4 ms into the call */
         nanosleep(&pause, NULL);
         rt_method_destroy(j.method);
