@@ -38,7 +38,7 @@ CASES = {
     "a Reshape to an impossible shape": (
         _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [_vec("x")], [_vec("y")],
                [numpy_helper.from_array(np.array([2 ** 62, -1], np.int64), "s")]),
-        ro.ConversionError, r"node 'y' \(Reshape\): cannot be converted: .*cannot infer -1"),
+        ro.ConversionError, r"node 'y' \(Reshape\): cannot infer -1 in shape \[4611686018427387904, -1\]: 4 elements"),
     "an initializer with too few bytes": (
         _model([helper.make_node("Add", ["x", "w"], ["y"])], [_vec("x")], [_vec("y")],
                [_raw_initializer([4], b"\0" * 7)]),

@@ -21,6 +21,9 @@ from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
 from ._patterns import fuse_erf_gelu
 from ._registry import LOWERINGS, ConversionError
+from ._shape_tensor import SHAPE_AWARE, Materializer, ShapeTensor, evaluate, upper_bounds
+from ._symbolic import Size, SymbolSpace
+from . import _dims
 
 Operand = Union[np.ndarray, Value]
 
@@ -86,6 +89,11 @@ class Converter:
         self._dynamic_bounds = dict(dynamic_bounds)
         self.node: Any = None  # the node being lowered, for messages
         self.fuse = fuse
+        # Symbolic sizes (_symbolic.py): the dims of dynamic values, by id (value kept alive).
+        self.space = SymbolSpace()
+        self._dims: Dict[int, Tuple[Value, Tuple[Size, ...]]] = {}
+        self._named_sizes: Dict[str, Any] = {}  # ONNX dim_param -> its Dim
+        self.materializer = Materializer(self)
         graph = model.graph
         self.consumers: Dict[str, int] = {}  # value name -> nodes and graph outputs reading it
         self._count_consumers(graph)
@@ -139,6 +147,14 @@ class Converter:
         if isinstance(x, Value):
             return x
         key = id(x)
+        if isinstance(x, ShapeTensor):
+            if key not in self._materialized:
+                from ._lowerings.movement import set_int_bounds
+
+                value = self.materializer.tensor(x)
+                bounds = upper_bounds(self.space, x.items.reshape(-1), self.where())
+                self._materialized[key] = (x, set_int_bounds(self, value, bounds))
+            return self._materialized[key][1]
         if key not in self._materialized:
             # np.array(order='C'), not ascontiguousarray: the latter turns a 0-d array into 1-d.
             self._materialized[key] = (x, self.m.constant(np.array(x, order="C")))
@@ -157,7 +173,29 @@ class Converter:
 
     @staticmethod
     def dtype_of(x: Operand) -> str:
-        return x.dtype if isinstance(x, Value) else _dtypes.normalize(np.asarray(x).dtype)
+        if isinstance(x, (Value, ShapeTensor)):
+            return x.dtype
+        return _dtypes.normalize(np.asarray(x).dtype)
+
+    def dims_of(self, x: Any) -> Tuple[Size, ...]:
+        """The sizes of x as ints and symbolic Dims. A dynamic value whose dims no rule
+        recorded gets fresh sizes measured on it, bounded by its planned shape."""
+        if not isinstance(x, Value):
+            return tuple(int(s) for s in np.shape(x.items if isinstance(x, ShapeTensor) else x))
+        if not x.dynamic:
+            return tuple(x.shape)
+        entry = self._dims.get(id(x))
+        if entry is not None and entry[0] is x:
+            return entry[1]
+        dims = tuple(self.space.atom(f"%{x.index}[{a}]", 0, int(s), (x, a))
+                     for a, s in enumerate(x.shape))
+        self._dims[id(x)] = (x, dims)
+        return dims
+
+    def set_dims(self, value: Any, dims: Sequence[Size]) -> None:
+        """Record the symbolic sizes of a dynamic value (a lowering or _dims.py knows them)."""
+        if isinstance(value, Value) and value.dynamic and len(dims) == len(value.shape):
+            self._dims[id(value)] = (value, tuple(self.space.simplest(d) for d in dims))
 
     @staticmethod
     def is_dynamic(x: Operand) -> bool:
@@ -225,12 +263,45 @@ class Converter:
                     raise InvalidArgument(f"dynamic_bounds for input '{inp.name}' has rank "
                                           f"{len(maxes)}, the model says {rank}")
             self._check_known(inp.name, maxes, dims)
-            return self.m.input(inp.name, dtype, maxes, max_shape=maxes)
+            value = self.m.input(inp.name, dtype, maxes, max_shape=maxes)
+            if isinstance(bounds, dict):
+                dynamic_axes = {int(a) % max(len(maxes), 1) for a in bounds}
+            else:
+                dynamic_axes = {a for a in range(len(maxes))
+                                if dims is None or not dims[a].HasField("dim_value")
+                                or dims[a].dim_value != maxes[a]}
+            self._input_dims(value, inp.name, dims, dynamic_axes)
+            return value
         if shape is None:
             raise InvalidArgument(f"input '{inp.name}' has no shape in the model: pass "
                                   f"input_shapes={{'{inp.name}': (...)}} or dynamic_bounds")
         self._check_known(inp.name, shape, dims)
         return self.m.input(inp.name, dtype, shape)
+
+    def _input_dims(self, value: Value, name: str, dims: Optional[Sequence[Any]],
+                    dynamic_axes: Any) -> None:
+        """Symbolic sizes of a dynamic graph input: one per dynamic axis, shared by the axes
+        that the model names alike (its dim_param), so that inputs agreeing on `batch` agree
+        here; the other axes keep their fixed size."""
+        sizes: List[Size] = []
+        for axis, bound in enumerate(value.shape):
+            if axis not in dynamic_axes:
+                sizes.append(int(bound))
+                continue
+            param = dims[axis].dim_param if dims is not None and axis < len(dims) else ""
+            shared = self._named_sizes.get(param) if param else None
+            if shared is not None:
+                atom = self.space.atoms[next(iter(shared.terms))[0]]
+                atom.hi = min(atom.hi, int(bound))  # one size: within both bounds
+                sizes.append(shared)
+                continue
+            # At least 1: a dynamic axis of length 0 would make `size - 1` and the like
+            # undecidable everywhere, for a case no exported model is run with.
+            size = self.space.atom(param or f"{name}[{axis}]", 1, int(bound), (value, axis))
+            if param:
+                self._named_sizes[param] = size
+            sizes.append(size)
+        self.set_dims(value, sizes)
 
     @staticmethod
     def _check_known(name: str, shape: Sequence[int], dims: Optional[Sequence[Any]]) -> None:
@@ -282,16 +353,23 @@ class Converter:
     def _node_outputs(self, node: Any, inputs: List[Optional[Operand]],
                       attrs: Dict[str, Any]) -> List[Operand]:
         """The node folded (every input known), fused with what follows, or lowered."""
-        known = all(x is None or not isinstance(x, Value) for x in inputs)
+        if any(isinstance(x, ShapeTensor) for x in inputs):
+            outputs = evaluate(self.space, node.op_type, inputs, attrs)
+            if outputs is not None:
+                return outputs  # shape arithmetic done on the symbols
+            if node.op_type not in SHAPE_AWARE:
+                inputs = [self.tensor(x) if isinstance(x, ShapeTensor) else x for x in inputs]
+        known = all(x is None or not isinstance(x, (Value, ShapeTensor)) for x in inputs)
         if known and node.op_type not in _NOT_FOLDABLE:
             return self._fold(node, inputs)
         outputs = self.fuse and try_fuse(self, node, inputs, attrs)
-        if outputs:
-            return outputs
-        lowering = LOWERINGS.get(node.op_type)
-        if lowering is None:
-            raise self.fail("this op type is not supported by the runtime")
-        return self._lower(lowering, node, inputs, attrs)
+        if not outputs:
+            lowering = LOWERINGS.get(node.op_type)
+            if lowering is None:
+                raise self.fail("this op type is not supported by the runtime")
+            outputs = self._lower(lowering, node, inputs, attrs)
+        _dims.infer(self, node, inputs, attrs, outputs)
+        return outputs
 
     def lower_subgraph(self, graph: Any, bindings: Mapping[str, Operand],
                        what: str) -> List[Optional[Operand]]:

@@ -2,7 +2,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "ops/op_util.h"
+#include "ops/movement/movement.h"
 #include "ops/ops.h"
 
 /* Output dtype, writability and row-major layout of x and out, shared by the three ops. */
@@ -18,7 +18,7 @@ static rt_status check_data_op(rt_op_ctx *ctx, const rt_tensor_value *x, const c
 
 typedef struct reshape_args {
     rt_tensor_value *x, *out;
-    const int64_t *shape;
+    rt_mv_ints shape; /* a literal list, or a tensor read at run (importers' run-time shapes) */
     size_t count;
 } reshape_args;
 
@@ -27,19 +27,22 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
     int64_t numel, known = 1;
     size_t inferred = SIZE_MAX;
     char tx[RT_OP_SHAPE_TEXT], ts[RT_OP_SHAPE_TEXT];
+    int64_t shape[RT_MAX_RANK];
+    for (size_t i = 0; i < args->count; i++)
+        shape[i] = rt_mv__ints_at(&args->shape, i);
     for (size_t i = 0; i < args->count; i++) {
-        int64_t s = args->shape[i];
+        int64_t s = shape[i];
         if (s == -1 && inferred == SIZE_MAX) {
             inferred = i;
             continue;
         }
         if (s < 0)
-            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
                                "shape %s may hold sizes >= 0 and a single -1",
-                               rt_op__shape_text(args->shape, (int32_t)args->count, ts));
+                               rt_op__shape_text(shape, (int32_t)args->count, ts));
         if (!rt_op__mul(known, s, &known))
-            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "shape %s overflows int64",
-                               rt_op__shape_text(args->shape, (int32_t)args->count, ts));
+            return rt_op__fail(ctx, rt_op__shape_code(ctx), "shape %s overflows int64",
+                               rt_op__shape_text(shape, (int32_t)args->count, ts));
         sizes[i] = s;
     }
     const rt_tensor_value *x = args->x;
@@ -47,10 +50,10 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
         return rt_op__fail(ctx, RT_INTERNAL, "x has an invalid shape");
     /* The shapes are formatted only for a message: this runs on every call. */
 #define TX rt_op__shape_text(x->sizes, x->rank, tx)
-#define TS rt_op__shape_text(args->shape, (int32_t)args->count, ts)
+#define TS rt_op__shape_text(shape, (int32_t)args->count, ts)
     if (inferred != SIZE_MAX) {
         if (known == 0) /* any size would do: numpy and PyTorch refuse this too */
-            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+            return rt_op__fail(ctx, rt_op__shape_code(ctx),
                                "cannot infer the -1 in shape %s: the other sizes multiply to 0",
                                TS);
         if (numel % known != 0)
@@ -73,12 +76,23 @@ static rt_status reshape_sizes(rt_op_ctx *ctx, const reshape_args *args, int64_t
 static rt_status reshape_setup(rt_op_ctx *ctx, reshape_args *args) {
     RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
     RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
-    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 1, "shape", &args->shape, &args->count));
+    RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "shape", false, &args->shape));
     RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
     RT_RETURN_IF_ERROR(check_data_op(ctx, args->x, "x", args->out));
+    args->count = args->shape.count;
     if (args->count > RT_MAX_RANK)
-        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "shape has %zu sizes; the most is %d",
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "shape has %zu sizes; the most is %d",
                            args->count, RT_MAX_RANK);
+    if (args->shape.tensor)
+        RT_RETURN_IF_ERROR(
+            rt_op__check_disjoint(ctx, args->out, "out", args->shape.tensor, "shape"));
+    if (!rt_mv__ints_known(ctx, &args->shape)) {
+        if (args->out->rank != (int32_t)args->count)
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                               "out has rank %" PRId32 ", but shape holds %zu sizes",
+                               args->out->rank, args->count);
+        return rt_mv__plan_at_bounds(ctx, args->out, "out");
+    }
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(reshape_sizes(ctx, args, sizes));
     return rt_op__set_output_sizes(ctx, args->out, "out", (int32_t)args->count, sizes);

@@ -20,6 +20,8 @@ import numpy as np
 
 from ...builder import Value
 from .._registry import lowers
+from .._shape_tensor import ShapeTensor, shape_tensor, upper_bounds
+from .._symbolic import Size, as_int, broadcast_dims
 from .common import NUMERIC, check_attrs, optional, require_dtype
 
 INDEX_DTYPES = ("int32", "int64")
@@ -54,8 +56,9 @@ def _call(cv: Any, op: str, *args: Any, dtype: str, shape: Sequence[int], dynami
 
 
 def _int_param(cv: Any, x: Any, what: str) -> Any:
-    """A known int parameter as a list, or a run-time int32/int64 tensor as is."""
-    if isinstance(x, Value):
+    """A known int parameter as a list, or a run-time int32/int64 tensor (a Value or a
+    ShapeTensor of sizes) as is."""
+    if isinstance(x, (Value, ShapeTensor)):
         require_dtype(cv, x, INDEX_DTYPES, what)
         if len(x.shape) > 1:
             raise cv.fail(f"{what} must be a 0-d or 1-d tensor")
@@ -166,7 +169,9 @@ def slice_op(cv, node, inputs, attrs):
         axes = None if axes is None else _int_param(cv, axes, "axes")
         steps = optional(inputs, 4)
         steps = None if steps is None else _int_param(cv, steps, "steps")
-    params = (starts, ends, axes, steps)
+    dims = _symbolic_slice(cv, cv.dims_of(inputs[0]), starts, ends, axes, steps)
+    starts, ends, axes, steps = params = tuple(
+        cv.tensor(p) if isinstance(p, ShapeTensor) else p for p in (starts, ends, axes, steps))
     known = all(not isinstance(p, Value) for p in params)
     out_shape = list(x.shape)
     if known:
@@ -191,8 +196,13 @@ def slice_op(cv, node, inputs, attrs):
                 a = _axis(cv, a, rank, "axes item")
                 if isinstance(steps, list) and i < len(steps) and steps[i] != 0:
                     out_shape[a] = -(-x.shape[a] // abs(steps[i]))
+    if dims is not None:  # the symbols may bound the sizes tighter (a table sliced to `seq`)
+        symbolic = upper_bounds(cv.space, dims, f"{cv.where()}: output")
+        out_shape = [min(a, b) for a, b in zip(out_shape, symbolic)]
     y = _call(cv, "slice", x, starts, ends, axes, steps, dtype=x.dtype, shape=out_shape,
               dynamic=dynamic)
+    if dims is not None:
+        cv.set_dims(y, dims)
     bounds = int_bounds(cv, inputs[0])
     if bounds is not None and known and rank == 1:
         n = len(starts)
@@ -203,6 +213,63 @@ def slice_op(cv, node, inputs, attrs):
         elif n == 0:
             set_int_bounds(cv, y, bounds)
     return [y]
+
+
+class _Undecided(Exception):
+    """A slice length the symbols cannot express."""
+
+
+def _symbolic_slice(cv: Any, dims: Sequence[Size], starts: Any, ends: Any, axes: Any,
+                    steps: Any) -> Optional[List[Size]]:
+    """The output sizes of a Slice as symbols, or None when a parameter is a run-time value or
+    the clamping of a symbolic bound cannot be decided."""
+    def items(p: Any, default: Any) -> Optional[List[Any]]:
+        if p is None:
+            return default
+        if isinstance(p, Value):
+            return None
+        return list(p.items.reshape(-1)) if isinstance(p, ShapeTensor) else list(p)
+
+    begin, end = items(starts, None), items(ends, None)
+    if begin is None or end is None:
+        return None
+    where = items(axes, list(range(len(begin))))
+    stride = items(steps, [1] * len(begin))
+    if where is None or stride is None or not len(begin) == len(end) == len(where) == len(stride):
+        return None
+    out = list(dims)
+    try:
+        for b, e, a, st in zip(begin, end, where, stride):
+            a = as_int(a)
+            if a is None or not -len(dims) <= a < len(dims):
+                return None
+            out[a] = _slice_length(cv.space, dims[a], b, e, st)
+    except (_Undecided, ValueError):
+        return None
+    return out
+
+
+def _slice_length(space: Any, dim: Size, start: Size, end: Size, step: Size) -> Size:
+    """ONNX Slice's length on one axis for symbolic sizes (positive steps)."""
+    step = as_int(step)
+    if step is None or step <= 0:
+        if step is not None and step < 0 and all(as_int(v) is not None for v in (dim, start, end)):
+            return _slice_count(as_int(dim), as_int(start), as_int(end), step)
+        raise _Undecided()
+
+    def clamp(v: Size) -> Size:
+        c = as_int(v)
+        if c is not None and c < 0:
+            v = space.dim(dim) + c
+        elif c is None and space.bounds(v)[0] < 0:
+            raise _Undecided()
+        v = space.minimum(v, dim)
+        return v if space.known_le(0, v) else space.maximum(v, 0)
+
+    span = space.dim(clamp(end)) - clamp(start)
+    if not space.known_le(0, span):
+        span = space.dim(space.maximum(span, 0))
+    return space.simplest(space.divide(span + (step - 1), step))
 
 
 def _pad_bounds(values: np.ndarray, length: int) -> np.ndarray:
@@ -256,16 +323,19 @@ def gather_nd(cv, node, inputs, attrs):
     data, indices = inputs
     b = int(attrs.get("batch_dims", 0))
     dshape, ishape = list(cv.shape_of(data)), list(cv.shape_of(indices))
-    if cv.is_dynamic(indices):
-        raise cv.fail("indices with dynamic sizes are not supported (their last size must "
-                      "be fixed)")
-    k = ishape[-1] if ishape else 0
+    idims = cv.dims_of(indices)
+    k = as_int(idims[-1]) if idims else 0
+    if k is None:
+        raise cv.fail(f"indices have sizes {[cv.space.text(d) for d in idims]}: their last "
+                      f"size (the index length) must be known at conversion time")
     if not ishape or b < 0 or b >= min(len(ishape), len(dshape)) or b + k > len(dshape):
         raise cv.fail(f"indices {ishape} and batch_dims {b} do not fit data {dshape}")
     shape = ishape[:-1] + dshape[b + k:]
-    return [_call(cv, "gather_nd", cv.tensor(data), _index_tensor(cv, indices), b,
-                  dtype=cv.dtype_of(data), shape=shape,
-                  dynamic=cv.is_dynamic(data) or cv.is_dynamic(indices))]
+    y = _call(cv, "gather_nd", cv.tensor(data), _index_tensor(cv, indices), b,
+              dtype=cv.dtype_of(data), shape=shape,
+              dynamic=cv.is_dynamic(data) or cv.is_dynamic(indices))
+    cv.set_dims(y, list(idims[:-1]) + list(cv.dims_of(data)[b + k:]))
+    return [y]
 
 
 _REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
@@ -318,19 +388,20 @@ def _expand_shape(cv, xshape: Sequence[int], target: Sequence[int]) -> List[int]
 @lowers("Expand")
 def expand(cv, node, inputs, attrs):
     x, shape = cv.tensor(inputs[0]), inputs[1]
-    target = _int_param(cv, shape, "shape")
-    if isinstance(target, list):
+    if not isinstance(shape, (Value, ShapeTensor)):
+        target = _int_param(cv, shape, "shape")
         out = _expand_shape(cv, x.shape, target)
-        return [_call(cv, "expand", x, target, dtype=x.dtype, shape=out, dynamic=x.dynamic)]
-    upper = int_bounds(cv, shape)
-    if upper is None or target.dynamic:
-        raise cv.fail("a run-time shape is supported only when it comes from Shape of a "
-                      "tensor (its sizes must have known upper bounds)")
-    rank = max(len(x.shape), len(upper))
-    xs = [1] * (rank - len(x.shape)) + list(x.shape)
-    us = [1] * (rank - len(upper)) + [int(u) for u in upper]
-    return [_call(cv, "expand", x, target, dtype=x.dtype, shape=[max(a, b) for a, b in zip(xs, us)],
-                  dynamic=True)]
+        y = _call(cv, "expand", x, target, dtype=x.dtype, shape=out, dynamic=x.dynamic)
+        if x.dynamic:
+            cv.set_dims(y, broadcast_dims(cv.space, [cv.dims_of(x), target]))
+        return [y]
+    if cv.dtype_of(shape) not in INDEX_DTYPES:
+        raise cv.fail(f"shape has dtype {cv.dtype_of(shape)}; supported: int32, int64")
+    dims = broadcast_dims(cv.space, [cv.dims_of(x), _shape_dims(cv, shape)])
+    upper = upper_bounds(cv.space, dims, f"{cv.where()}: output")
+    y = _call(cv, "expand", x, cv.tensor(shape), dtype=x.dtype, shape=upper, dynamic=True)
+    cv.set_dims(y, dims)
+    return [y]
 
 
 @lowers("Tile")
@@ -504,40 +575,56 @@ def non_zero(cv, node, inputs, attrs):
 
 @lowers("Range")
 def range_op(cv, node, inputs, attrs):
+    """A Range whose start, limit and delta are sizes (known or symbolic, delta known) has a
+    symbolic length; the op reads the values at run and writes up to its upper bound."""
     start, limit, delta = inputs
     dtype = require_dtype(cv, start, NUMERIC, "start")
-    known = [np.asarray(v).reshape(-1)[0] if not isinstance(v, Value) else None
-             for v in (start, limit, delta)]
-    upper = int_bounds(cv, limit)
-    if known[0] is None or known[2] is None or upper is None or known[2] <= 0:
-        raise cv.fail("Range with run-time inputs is supported only for a known start and "
-                      "positive delta and a limit computed from Shape (its length must have an "
-                      "upper bound)")
-    count = max(0, math.ceil((float(upper.reshape(-1)[0]) - float(known[0])) / float(known[2])))
-    args = [cv.tensor(np.asarray(v).astype(dtype).reshape(())) if not isinstance(v, Value)
-            else v for v in (start, limit, delta)]
-    return [_call(cv, "range", *args, dtype=dtype, shape=[count], dynamic=True)]
+    items = [_size_item(v) for v in (start, limit, delta)]
+    step = None if items[2] is None else as_int(items[2])
+    if items[0] is None or items[1] is None or not step:
+        raise cv.fail("Range with run-time inputs is supported only for a known nonzero delta "
+                      "and a start and limit computed from sizes (its length must have an upper "
+                      "bound)")
+    space = cv.space
+    span = space.dim(items[1]) - items[0] if step > 0 else space.dim(items[0]) - items[1]
+    count = space.divide(span + (abs(step) - 1), abs(step))
+    if not space.known_le(0, count):
+        count = space.maximum(count, 0)
+    args = [cv.tensor(np.asarray(v).astype(dtype).reshape(())) if not isinstance(v, (Value, ShapeTensor))
+            else _scalar_tensor(cv, v, dtype) for v in (start, limit, delta)]
+    bound = upper_bounds(space, [count], f"{cv.where()}: Range length")
+    y = _call(cv, "range", *args, dtype=dtype, shape=bound, dynamic=True)
+    cv.set_dims(y, [count])
+    return [y]
+
+
+def _size_item(x: Any) -> Optional[Size]:
+    """The one element of a known int array or a ShapeTensor, else None (a run-time value or
+    a float)."""
+    if isinstance(x, ShapeTensor):
+        return x.items.reshape(-1)[0] if x.items.size == 1 else None
+    if isinstance(x, Value) or x is None:
+        return None
+    arr = np.asarray(x)
+    if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer):
+        return None
+    return int(arr.reshape(-1)[0])
+
+
+def _scalar_tensor(cv: Any, x: Any, dtype: str) -> Value:
+    """A 0-d program tensor of dtype for a one-element operand."""
+    v = cv.tensor(x)
+    if v.dtype != dtype:
+        v = cv.m.cast(v, dtype)
+    return v if v.shape == () else cv.m.reshape(v, [])
 
 
 @lowers("Size")
 def size_op(cv, node, inputs, attrs):
-    x = inputs[0]
-    if not cv.is_dynamic(x):
-        return [np.array(int(np.prod(cv.shape_of(x))), dtype=np.int64)]
-    y = _call(cv, "size", x, dtype="int64", shape=[], dynamic=False)
-    return [set_int_bounds(cv, y, int(np.prod(x.shape)))]
-
-
-def dynamic_shape(cv: Any, x: Value, start: int, end: Optional[int]) -> Value:
-    """Shape of a dynamic tensor: the shape op (int64 [count], static), with the bounds of
-    x's sizes recorded for ops that take the result as a shape."""
-    rank = len(x.shape)
-    s = start + rank if start < 0 else start
-    e = rank if end is None else (end + rank if end < 0 else end)
-    s, e = min(max(s, 0), rank), min(max(e, 0), rank)
-    count = max(0, e - s)
-    y = _call(cv, "shape", x, s, s + count, dtype="int64", shape=[count], dynamic=False)
-    return set_int_bounds(cv, y, list(x.shape)[s:s + count])
+    total: Size = 1
+    for d in cv.dims_of(inputs[0]):
+        total = cv.space.simplest(cv.space.dim(total) * d)
+    return [shape_tensor(cv.space, total, "int64")]
 
 
 @lowers("ConstantOfShape")
@@ -545,11 +632,25 @@ def constant_of_shape(cv, node, inputs, attrs):
     shape = inputs[0]
     value = attrs.get("value")
     fill = np.zeros(1, np.float32) if value is None else cv._numpy_helper.to_array(value)
-    upper = int_bounds(cv, shape)
-    if upper is None or not isinstance(shape, Value) or shape.dynamic:
-        raise cv.fail("a run-time shape is supported only when it comes from Shape of a "
-                      "tensor (its sizes must have known upper bounds)")
-    require_dtype(cv, shape, INDEX_DTYPES, "input")
     fill = np.asarray(fill).reshape(-1)[:1].reshape(())
-    return [_call(cv, "constant_of_shape", shape, cv.tensor(fill), dtype=cv.dtype_of(fill),
-                  shape=[int(u) for u in upper.reshape(-1)], dynamic=True)]
+    dims = _shape_dims(cv, shape)
+    require_dtype(cv, shape, INDEX_DTYPES, "input")
+    y = _call(cv, "constant_of_shape", cv.tensor(shape), cv.tensor(fill), dtype=cv.dtype_of(fill),
+              shape=upper_bounds(cv.space, dims, f"{cv.where()}: output"), dynamic=True)
+    cv.set_dims(y, dims)
+    return [y]
+
+
+def _shape_dims(cv: Any, shape: Any) -> List[Size]:
+    """The sizes a shape operand holds: a ShapeTensor's symbols, else sizes bounded by what
+    is recorded for a run-time tensor (refused when nothing bounds them)."""
+    if isinstance(shape, ShapeTensor):
+        return list(shape.items.reshape(-1))
+    upper = int_bounds(cv, shape)
+    if upper is None or (isinstance(shape, Value) and shape.dynamic):
+        raise cv.fail("a run-time shape is supported only when it is computed from sizes of "
+                      "tensors (its values must have known upper bounds)")
+    if not isinstance(shape, Value):
+        return [int(u) for u in upper.reshape(-1)]
+    return [cv.space.atom(f"%{shape.index}[{i}]", 0, int(u), ("element", shape, i))
+            for i, u in enumerate(upper.reshape(-1))]

@@ -8,53 +8,93 @@ import numpy as np
 
 from ...builder import Value
 from .._registry import lowers
+from .._shape_tensor import as_items, shape_tensor, upper_bounds
+from .._symbolic import as_int
 from .common import const_ints, optional, reshape
 
 
-def _reshape_dynamic(cv, x, target):
-    """Reshape x (static or dynamic) to target, which may hold one -1."""
-    if cv.is_dynamic(x) and -1 not in target:
-        raise cv.fail(f"cannot reshape a dynamic tensor to the fixed shape {list(target)}")
-    return reshape(cv, x, target)
+def reshape_to_dims(cv, x, dims):
+    """Reshape x to sizes that may be symbolic. Known sizes give a literal shape; one symbolic
+    size becomes the literal's -1 (the runtime infers it); more are computed at run time into
+    a shape tensor. A dynamic result is planned at the sizes' upper bounds."""
+    space = cv.space
+    dims = [space.simplest(d) for d in dims]
+    if not isinstance(x, Value) and all(isinstance(d, int) for d in dims):
+        return np.asarray(x).reshape(dims)
+    x = cv.tensor(x)
+    symbolic = [i for i, d in enumerate(dims) if not isinstance(d, int)]
+    if not symbolic:
+        if not x.dynamic:
+            return reshape(cv, x, dims)
+        return cv.m.call("reshape", x, dims, outputs=[(x.dtype, dims, False)])[0]
+    upper = upper_bounds(space, dims, f"{cv.where()}: output")
+    if len(symbolic) == 1:
+        shape = [-1 if i == symbolic[0] else d for i, d in enumerate(dims)]
+    else:
+        shape = cv.tensor(shape_tensor(space, dims, "int64"))
+    y = cv.m.call("reshape", x, shape, outputs=[(x.dtype, upper, True)])[0]
+    cv.set_dims(y, dims)
+    return y
+
+
+def _numel(cv, dims):
+    total = cv.space.dim(1)
+    for d in dims:
+        total = total * d
+    return total
 
 
 @lowers("Reshape")
 def reshape_op(cv, node, inputs, attrs):
-    x = inputs[0]
-    target = const_ints(cv, inputs[1], "shape")
+    x, target = inputs[0], inputs[1]
+    if isinstance(target, Value):
+        const_ints(cv, target, "shape")  # refuses, naming the input
+    items = list(as_items(target).reshape(-1))
     allow_zero = bool(attrs.get("allowzero", 0))
-    shape = list(cv.shape_of(x))
-    out = []
-    for i, t in enumerate(target):
-        if t == 0 and not allow_zero:
-            if i >= len(shape):
-                raise cv.fail(f"shape {target} copies dimension {i}, but the input has rank {len(shape)}")
-            if cv.is_dynamic(x) and -1 in target:
-                raise cv.fail("a 0 (copy) extent of a dynamic input next to -1 is not supported")
-            out.append(shape[i] if not cv.is_dynamic(x) else -1)
+    xdims = cv.dims_of(x)
+    dims = []
+    for i, t in enumerate(items):
+        if as_int(t) == 0 and not allow_zero:
+            if i >= len(xdims):
+                raise cv.fail(f"shape {_text(cv, items)} copies dimension {i}, but the input "
+                              f"has rank {len(xdims)}")
+            dims.append(xdims[i])
         else:
-            out.append(t)
-    if not isinstance(x, Value):
-        return [np.asarray(x).reshape(out)]
-    return [_reshape_dynamic(cv, x, out)]
+            dims.append(t)
+    inferred = [i for i, d in enumerate(dims) if as_int(d) == -1]
+    if len(inferred) > 1:
+        raise cv.fail(f"shape {_text(cv, items)} has more than one -1")
+    if inferred:
+        others = _numel(cv, [d for i, d in enumerate(dims) if i != inferred[0]])
+        if others.constant == 0:
+            raise cv.fail(f"cannot infer the -1 in shape {_text(cv, items)}: the other sizes "
+                          f"multiply to 0")
+        numel = _numel(cv, xdims)
+        if numel.constant is not None and others.constant is not None \
+                and numel.constant % others.constant:
+            raise cv.fail(f"cannot infer -1 in shape {_text(cv, items)}: {numel.constant} "
+                          f"elements are not a multiple of {others.constant}")
+        try:
+            dims[inferred[0]] = cv.space.divide(numel, others)
+        except ValueError:
+            raise cv.fail(f"cannot bound the -1 of shape {_text(cv, items)} for input sizes "
+                          f"{_text(cv, xdims)}") from None
+    return [reshape_to_dims(cv, x, dims)]
+
+
+def _text(cv, sizes):
+    return "[" + ", ".join(cv.space.text(d) for d in sizes) + "]"
 
 
 @lowers("Flatten")
 def flatten(cv, node, inputs, attrs):
     x = inputs[0]
-    shape = cv.shape_of(x)
+    dims = cv.dims_of(x)
     axis = int(attrs.get("axis", 1))
-    axis = axis + len(shape) if axis < 0 else axis
-    if not 0 <= axis <= len(shape):
-        raise cv.fail(f"axis {attrs.get('axis')} is out of range for rank {len(shape)}")
-    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis:])
-    if cv.is_dynamic(x):
-        # One dynamic extent: let the runtime infer the side it falls on.
-        dynamic_outer = axis > 0
-        target = [-1, inner] if dynamic_outer else [outer, -1]
-    else:
-        target = [outer, inner]
-    return [reshape(cv, x, target)]
+    axis = axis + len(dims) if axis < 0 else axis
+    if not 0 <= axis <= len(dims):
+        raise cv.fail(f"axis {attrs.get('axis')} is out of range for rank {len(dims)}")
+    return [reshape_to_dims(cv, x, [_numel(cv, dims[:axis]), _numel(cv, dims[axis:])])]
 
 
 def _axes(cv, node, inputs, attrs):
@@ -67,56 +107,37 @@ def _axes(cv, node, inputs, attrs):
 @lowers("Squeeze")
 def squeeze(cv, node, inputs, attrs):
     x = inputs[0]
-    shape = list(cv.shape_of(x))
+    dims = list(cv.dims_of(x))
     axes = _axes(cv, node, inputs, attrs)
-    rank = len(shape)
+    rank = len(dims)
     if axes is None:
-        if cv.is_dynamic(x):
-            raise cv.fail("Squeeze without axes needs a static shape")
-        axes = [i for i, s in enumerate(shape) if s == 1]
+        axes = [i for i, d in enumerate(dims) if as_int(d) == 1]
+        unknown = [i for i, d in enumerate(dims) if as_int(d) is None
+                   and cv.space.bounds(d)[0] <= 1 <= cv.space.bounds(d)[1]]
+        if unknown:
+            raise cv.fail(f"Squeeze without axes of sizes {_text(cv, dims)}: whether axes "
+                          f"{unknown} are 1 is known only at run time")
     axes = sorted({a + rank if a < 0 else a for a in axes})
     for a in axes:
-        if not 0 <= a < rank or (shape[a] != 1 and not cv.is_dynamic(x)):
-            raise cv.fail(f"cannot squeeze axis {a} of shape {shape}")
-    target = [s for i, s in enumerate(shape) if i not in axes]
-    return [_reshape_keeping_dynamic(cv, x, target, [i for i in range(rank) if i not in axes])]
+        if not 0 <= a < rank or cv.space.equal(dims[a], 1) is False:
+            raise cv.fail(f"cannot squeeze axis {a} of shape {_text(cv, dims)}")
+    return [reshape_to_dims(cv, x, [1 if i in axes else d for i, d in enumerate(dims)
+                                    if i not in axes])]
 
 
 @lowers("Unsqueeze")
 def unsqueeze(cv, node, inputs, attrs):
     x = inputs[0]
-    shape = list(cv.shape_of(x))
+    dims = list(cv.dims_of(x))
     axes = _axes(cv, node, inputs, attrs)
     if axes is None:
         raise cv.fail("axes are missing")
-    rank = len(shape) + len(axes)
+    rank = len(dims) + len(axes)
     axes = sorted(a + rank if a < 0 else a for a in axes)
     if len(set(axes)) != len(axes) or any(not 0 <= a < rank for a in axes):
         raise cv.fail(f"axes {axes} are invalid for output rank {rank}")
-    target, source, it = [], [], iter(range(len(shape)))
-    for i in range(rank):
-        if i in axes:
-            target.append(1)
-            source.append(None)
-        else:
-            d = next(it)
-            target.append(shape[d])
-            source.append(d)
-    return [_reshape_keeping_dynamic(cv, x, target, source)]
-
-
-def _reshape_keeping_dynamic(cv, x, target, source):
-    """Reshape where output extents map to input extents (None: a new 1). For a dynamic input
-    the largest extent becomes -1, so the runtime infers it from the actual size."""
-    if not cv.is_dynamic(x):
-        return reshape(cv, x, target)
-    candidates = [i for i, d in enumerate(source) if d is not None and target[i] != 1]
-    if len(candidates) > 1:
-        raise cv.fail("reshaping a dynamic tensor with several extents > 1 is not supported")
-    if candidates:
-        target = list(target)
-        target[candidates[0]] = -1
-    return cv.m.reshape(x, target)
+    it = iter(dims)
+    return [reshape_to_dims(cv, x, [1 if i in axes else next(it) for i in range(rank)])]
 
 
 @lowers("Transpose")
@@ -135,12 +156,8 @@ def concat(cv, node, inputs, attrs):
 
 @lowers("Shape")
 def shape_op(cv, node, inputs, attrs):
-    x = inputs[0]
-    if cv.is_dynamic(x):  # the shape op reads the current sizes (movement.py)
-        from .movement import dynamic_shape
-
-        end = attrs.get("end")
-        return [dynamic_shape(cv, x, int(attrs.get("start", 0)), None if end is None else int(end))]
-    shape = np.array(cv.shape_of(x), dtype=np.int64)
+    """The sizes of x: known ints fold to a constant, symbolic ones give a ShapeTensor that
+    later shape arithmetic works on (_shape_tensor.py)."""
+    dims = list(cv.dims_of(inputs[0]))
     start, end = int(attrs.get("start", 0)), attrs.get("end")
-    return [shape[start:None if end is None else int(end)]]
+    return [shape_tensor(cv.space, dims[start:None if end is None else int(end)], "int64")]
