@@ -362,6 +362,43 @@ def test_range_dynamic_output():
         run(lambda m, *a: call(m, "range", *a, dtype="int32", shape=(3,), dynamic=True), *args)
 
 
+def test_reshape_to_a_shape_read_at_run():
+    """reshape's shape as an int tensor (the ONNX importer's run-time shapes): a -1 is inferred
+    from the actual size, the result is planned at its bounds, and a shape beyond them or not
+    a shape is refused by name, leaving the method usable."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+    def build(m, x, s):
+        return call(m, "reshape", x, s, dtype="float32", shape=(8, 8), dynamic=True)
+
+    for shape, want in (([6, -1], (6, 4)), ([-1, 3], (8, 3)), ([4, 6], (4, 6))):
+        (got,) = run(build, x, np.array(shape, np.int64))
+        same(got, x.reshape(want))
+    (got,) = run(build, x[:1], np.array([2, -1], np.int32), bounds=[(2, 3, 4), None])
+    same(got, x[:1].reshape(2, 6))
+    with pytest.raises(InvalidArgument, match=r"\[24, 1\], beyond the bounds \[8, 8\]"):
+        run(build, x, np.array([24, 1], np.int64))
+    with pytest.raises(InvalidArgument, match=r"shape \[-2, -12\] may hold sizes >= 0 and a "
+                                              r"single -1"):
+        run(build, x, np.array([-2, -12], np.int64))
+    with pytest.raises(InvalidArgument, match=r"cannot reshape"):
+        run(build, x, np.array([5, -1], np.int64))
+    with pytest.raises(InvalidProgram, match="out has rank 2, but shape holds 3 sizes"):
+        run(build, x, np.array([2, 3, 4], np.int64))
+
+    b = ProgramBuilder()  # one method: a refused call leaves it usable
+    m = b.method("forward")
+    xv = m.input("x", "float32", (2, 3, 4))
+    sv = m.input("s", "int64", (2,))
+    m.output(build(m, xv, sv), "y")
+    with rt.Program.load(b.to_bytes()) as program:
+        method = program.load_method("forward")
+        with pytest.raises(InvalidArgument, match="beyond the bounds"):
+            method(x, np.array([1, 24], np.int64))
+        same(np.array(method(x, np.array([3, 8], np.int64))[0]), x.reshape(3, 8))
+        method.close()
+
+
 def test_shape_size_non_zero_on_dynamic_input():
     x = np.array([[0, 1.5, 0], [-0.0, 0, np.nan]], np.float32)
     got = run(lambda m, x: (call(m, "shape", x, 0, 2, dtype="int64", shape=(2,)),
