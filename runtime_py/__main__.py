@@ -1,6 +1,6 @@
 """Command line: python -m runtime_py {convert, inspect, run, verify, bench, profile} ...
 
-    python -m runtime_py convert model.onnx -o model.rtp --dynamic x:0=64
+    python -m runtime_py convert model.onnx -o model.rtp --dynamic x=0:64 --dynamic x=1:512
     python -m runtime_py convert model.onnx -o model.rtp --external-data model.rtd \
         --bundle-inputs case0.npz
     python -m runtime_py verify model.rtp --data model.rtd
@@ -15,27 +15,50 @@ import argparse
 import collections
 import os
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ._files import write_atomically
 
 
-def _parse_shapes(items: Sequence[str]) -> Dict[str, List[int]]:
-    """NAME=1,3,224,224 -> {NAME: [1, 3, 224, 224]}."""
-    shapes = {}
-    for item in items or ():
-        name, _, dims = item.partition("=")
-        shapes[name] = [int(d) for d in dims.split(",") if d]
-    return shapes
+def _shape_arg(text: str) -> Tuple[str, List[int]]:
+    """--shape NAME=D0,D1,... -> (NAME, [D0, D1, ...])."""
+    name, eq, dims = text.rpartition("=")
+    try:
+        sizes = [int(d) for d in dims.split(",") if d.strip()]
+    except ValueError:
+        sizes = None
+    if not eq or not name or sizes is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=D0,D1,... (sizes as integers)")
+    return name, sizes
 
 
-def _parse_bounds(items: Sequence[str]) -> Dict[str, Dict[int, int]]:
-    """NAME:AXIS=BOUND -> {NAME: {AXIS: BOUND}} (repeatable)."""
+def _bound_arg(text: str) -> Tuple[str, int, int]:
+    """--dynamic NAME=AXIS:MAX (or the older NAME:AXIS=MAX) -> (NAME, AXIS, MAX)."""
+    name, eq, rest = text.rpartition("=")
+    if ":" in rest:
+        axis, _, bound = rest.partition(":")
+    else:
+        name, _, axis = name.rpartition(":")
+        bound = rest
+    try:
+        value = (name, int(axis), int(bound))
+    except ValueError:
+        value = None
+    if not eq or not name or value is None or value[2] < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=AXIS:MAX (an input name, the "
+                                         f"axis and its largest size, e.g. input_ids=1:512)")
+    return value
+
+
+def _parse_shapes(items: Sequence[Tuple[str, List[int]]]) -> Dict[str, List[int]]:
+    return {name: sizes for name, sizes in items or ()}
+
+
+def _parse_bounds(items: Sequence[Tuple[str, int, int]]) -> Dict[str, Dict[int, int]]:
+    """Repeated --dynamic flags -> {NAME: {AXIS: MAX}}."""
     bounds: Dict[str, Dict[int, int]] = collections.defaultdict(dict)
-    for item in items or ():
-        target, _, bound = item.partition("=")
-        name, _, axis = target.rpartition(":")
-        bounds[name][int(axis)] = int(bound)
+    for name, axis, bound in items or ():
+        bounds[name][axis] = bound
     return dict(bounds)
 
 
@@ -236,10 +259,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                              "program into a program file")
     convert.add_argument("model", help="the .onnx or .pte file (chosen by its header)")
     convert.add_argument("-o", "--output", required=True, help="the .rtp file to write")
-    convert.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
+    convert.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", type=_shape_arg,
                          help="a concrete shape for an input with symbolic dimensions")
-    convert.add_argument("--dynamic", action="append", metavar="NAME:AXIS=BOUND",
-                         help="make an input dimension dynamic up to BOUND")
+    convert.add_argument("--dynamic", action="append", metavar="NAME=AXIS:MAX", type=_bound_arg,
+                         help="make an input dimension dynamic, any size up to MAX "
+                              "(repeatable: one flag per axis)")
     convert.add_argument("--no-fuse", action="store_true", help="keep every op separate")
     convert.add_argument("--bundle-inputs", action="append", metavar="CASE.npz",
                          help="bundle a test case: inputs by name; expected outputs come from "

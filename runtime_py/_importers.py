@@ -45,8 +45,9 @@ def kind_of(source: Any) -> str:
     return RUNTIME  # let the program loader say what is wrong with it
 
 
-def program_source(source: Any) -> Any:
-    """`source` itself when it holds one of our programs, else its conversion (bytes)."""
+def program_source(source: Any, **onnx_options: Any) -> Any:
+    """`source` itself when it holds one of our programs, else its conversion (bytes);
+    onnx_options (input_shapes, dynamic_bounds) go to the ONNX importer."""
     kind = kind_of(source)
     if kind == EXECUTORCH:
         from . import executorch
@@ -55,5 +56,6 @@ def program_source(source: Any) -> Any:
     if kind == ONNX:
         from . import onnx
 
-        return onnx.convert(source if not isinstance(source, memoryview) else source.tobytes())
+        return onnx.convert(source if not isinstance(source, memoryview) else source.tobytes(),
+                            **onnx_options)
     return source

@@ -5,13 +5,14 @@
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._files import write_atomically
-from .errors import ClosedError, InvalidState
+from .errors import ClosedError, InvalidArgument, InvalidState
 from .method import Method, MethodMeta
 from .program import Program, data_file_paths
 
@@ -189,33 +190,53 @@ class Module:
 
 
 def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = False,
-         data_files: Any = (), cache: bool = False, **method_options: Any) -> Module:
+         data_files: Any = (), cache: bool = False,
+         input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+         dynamic_bounds: Optional[Mapping[str, Any]] = None, **method_options: Any) -> Module:
     """A Module for a program file or buffer (and the data files holding its external
     constants); method_options go to every load_method().
+
+    input_shapes and dynamic_bounds go to the ONNX importer (see runtime_py.onnx.convert):
+    fixed sizes for inputs the model leaves symbolic, and upper bounds that make input axes
+    dynamic, e.g. {"input_ids": {0: 8, 1: 512}}. They are refused for a program of ours or a
+    .pte, whose shapes are already decided.
 
     An ExecuTorch program (.pte) or an ONNX model is *converted* first, the importer chosen
     by the file's header (see _importers.py). That runs a compiler, hundreds of times slower
     than loading a converted program, and is logged at INFO on the "runtime_py" logger. Convert once with `python -m runtime_py convert`, or
     pass cache=True for a model file: the converted program is then written beside it as
     `<file>.rtp` (atomically) and reused while it is newer than the model."""
-    from ._importers import RUNTIME, kind_of
+    from ._importers import EXECUTORCH, ONNX, RUNTIME, kind_of
 
+    options = {k: v for k, v in (("input_shapes", input_shapes),
+                                 ("dynamic_bounds", dynamic_bounds)) if v is not None}
+    kind = RUNTIME
     if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
         kind = kind_of(source)
-        if kind != RUNTIME:
-            source = _converted(source, kind, cache)
+    if options and kind != ONNX:
+        what = "an ExecuTorch program" if kind == EXECUTORCH else "a program of ours"
+        raise InvalidArgument(f"load: {' and '.join(options)} apply to ONNX models only; the "
+                              f"source is {what}, whose shapes are already decided")
+    if kind != RUNTIME:
+        source = _converted(source, kind, cache, options)
     return Module(source, copy=copy, verify_constants=verify_constants, data_files=data_files,
                   **method_options)
 
 
-def _converted(source: Any, kind: str, cache: bool) -> Any:
+def _converted(source: Any, kind: str, cache: bool, options: Mapping[str, Any]) -> Any:
     """The program of a model of another format: read from its cache when asked and fresh,
-    else converted (and cached when asked)."""
+    else converted (and cached when asked). A conversion with importer options is cached
+    under a name of its own (`<file>.<digest of the options>.rtp`)."""
     from ._importers import program_source
 
     is_path = isinstance(source, (str, os.PathLike))
     what = os.fspath(source) if is_path else f"a {memoryview(source).nbytes}-byte buffer"
-    cached = os.fspath(source) + ".rtp" if cache and is_path else None
+    suffix = ".rtp"
+    if options:
+        digest = hashlib.sha256(repr(sorted((k, _plain(v)) for k, v in options.items()))
+                                .encode()).hexdigest()[:12]
+        suffix = f".{digest}.rtp"
+    cached = os.fspath(source) + suffix if cache and is_path else None
     if cache and not is_path:
         raise TypeError("load(cache=True) needs a model file to cache beside, not a buffer")
     if cached is not None:
@@ -229,11 +250,20 @@ def _converted(source: Any, kind: str, cache: bool) -> Any:
     _LOGGER.info("runtime_py.load: converting %s (%s) to a program%s", what, kind,
                  f", cached as {cached}" if cached else
                  "; convert once with `python -m runtime_py convert` or load(cache=True)")
-    program = program_source(source)
+    program = program_source(source, **options)
     if cached is None:
         return program
     write_atomically(cached, program)  # a process serving the old cache keeps its bytes
     return cached
+
+
+def _plain(value: Any) -> Any:
+    """Options as sorted plain data, so that equal options give one cache name."""
+    if isinstance(value, Mapping):
+        return sorted((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return int(value) if isinstance(value, int) or hasattr(value, "__index__") else value
 
 
 def _unpickle_module(source: Any, verify_constants: bool, method_options: Dict[str, Any],

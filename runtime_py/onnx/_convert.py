@@ -196,6 +196,8 @@ class Converter:
         """Record the symbolic sizes of a dynamic value (a lowering or _dims.py knows them)."""
         if isinstance(value, Value) and value.dynamic and len(dims) == len(value.shape):
             self._dims[id(value)] = (value, tuple(self.space.simplest(d) for d in dims))
+            for d in dims:
+                self.space.assume_size(d)
 
     @staticmethod
     def is_dynamic(x: Operand) -> bool:
@@ -228,6 +230,13 @@ class Converter:
             self.env[init.name] = self.initializer(init)
         for init in graph.sparse_initializer:
             raise ConversionError(f"sparse initializer '{init.values.name}' is not supported")
+        inputs = [inp.name for inp in graph.input if inp.name not in self.env]
+        for option, given in (("input_shapes", self._input_shapes),
+                              ("dynamic_bounds", self._dynamic_bounds)):
+            unknown = sorted(set(given) - set(inputs))
+            if unknown:
+                raise InvalidArgument(f"{option} names {', '.join(map(repr, unknown))}, not an "
+                                      f"input of the model (its inputs: {', '.join(inputs)})")
         for inp in graph.input:
             if inp.name in self.env:
                 continue  # an initializer with a default value: a constant here
@@ -256,6 +265,10 @@ class Converter:
                                           f"input_shapes or dynamic_bounds as a full shape")
                 maxes = list(shape)
                 for axis, bound in bounds.items():
+                    if not -len(maxes) <= int(axis) < len(maxes) or int(bound) < 0:
+                        raise InvalidArgument(f"dynamic_bounds for input '{inp.name}': axis "
+                                              f"{axis} with bound {bound} does not fit its "
+                                              f"rank {len(maxes)} (bounds are sizes >= 0)")
                     maxes[int(axis)] = int(bound)
             else:
                 maxes = [int(b) for b in bounds]

@@ -116,22 +116,50 @@ def _reduce(cv: Any, node: Any, inputs: Sequence[Any], attrs: Dict[str, Any]) ->
 
 
 def _conv(cv: Any, node: Any, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Dims]:
-    """Conv's spatial sizes: (size + pads - dilation * (kernel - 1) - 1) / stride + 1."""
-    x, w = cv.dims_of(inputs[0]), cv.dims_of(inputs[1])
-    spatial = len(x) - 2
     if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
         return []
+    return [conv_dims(cv, inputs[0], inputs[1], attrs)]
+
+
+def _pool(cv: Any, node: Any, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Dims]:
+    if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        return []
+    return [pool_dims(cv, inputs[0], attrs)]
+
+
+def conv_dims(cv: Any, x: Any, w: Any, attrs: Dict[str, Any]) -> Dims:
+    """Conv's sizes (explicit pads: auto_pad NOTSET or VALID)."""
+    w = cv.dims_of(w)
     kernel = [int(k) for k in attrs.get("kernel_shape", w[2:])]
+    return _window_dims(cv, cv.dims_of(x), w[0], kernel, attrs, False)
+
+
+def pool_dims(cv: Any, x: Any, attrs: Dict[str, Any]) -> Dims:
+    """MaxPool's and AveragePool's sizes (explicit pads)."""
+    x = cv.dims_of(x)
+    kernel = [int(k) for k in attrs["kernel_shape"]]
+    return _window_dims(cv, x, x[1], kernel, attrs, bool(attrs.get("ceil_mode", 0)))
+
+
+def _window_dims(cv: Any, x: Sequence[Size], channels: Size, kernel: Sequence[int],
+                 attrs: Dict[str, Any], ceil_mode: bool) -> Dims:
+    """Spatial sizes (size + pads - dilation * (kernel - 1) - 1) / stride + 1, rounded up in
+    ceil mode."""
+    if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        raise ValueError("auto_pad SAME needs static spatial sizes")
+    spatial = len(x) - 2
     strides = attrs.get("strides", [1] * spatial)
     dilations = attrs.get("dilations", [1] * spatial)
     pads = attrs.get("pads", [0] * 2 * spatial)
     space = cv.space
-    out: List[Size] = [x[0], w[0]]
+    out: List[Size] = [x[0], channels]
     for i in range(spatial):
+        stride = int(strides[i])
         span = space.dim(x[2 + i]) + int(pads[i]) + int(pads[i + spatial]) \
-            - int(dilations[i]) * (kernel[i] - 1) - 1
-        out.append(space.simplest(space.dim(space.divide(span, int(strides[i]))) + 1))
-    return [tuple(out)]
+            - int(dilations[i]) * (kernel[i] - 1) - 1 + (stride - 1 if ceil_mode else 0)
+        quotient = space.divide(span, stride, valid_from_zero=True)
+        out.append(space.simplest(space.dim(quotient) + 1))
+    return tuple(out)
 
 
 def _split(cv: Any, node: Any, inputs: Sequence[Any], attrs: Dict[str, Any]) -> List[Dims]:
@@ -154,6 +182,7 @@ RULES: Dict[str, Callable[..., List[Dims]]] = {
     **{op: _like_first for op in LIKE_FIRST},
     "MatMul": _matmul, "Gemm": _gemm, "Transpose": _transpose, "Concat": _concat,
     "Gather": _gather, "Conv": _conv, "Split": _split,
+    "MaxPool": _pool, "AveragePool": _pool,
     "GatherElements": _like_indices,
     **{op: _reduce for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
                               "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSumExp",

@@ -151,6 +151,20 @@ class SymbolSpace:
             hi += max(c * mlo, c * mhi)
         return lo, hi
 
+    def assume_size(self, d: Size) -> None:
+        """Record that d is a tensor's size, so >= 0: where d is c * atom + c0 (c > 0), the
+        atom's lower bound rises to what makes d >= 0. (A conv's output length
+        `samples / 10 - 1` then tells the bounds that samples / 10 >= 1.)"""
+        d = self.dim(d)
+        varying = [(m, c) for m, c in d.terms.items() if m]
+        if len(varying) != 1 or len(varying[0][0]) != 1 or varying[0][1] <= 0:
+            return
+        ((ident,), c) = varying[0]
+        need = -(d.terms.get((), 0) // c)  # ceil(-c0 / c)
+        atom = self.atoms[ident]
+        if atom.lo < need <= atom.hi:
+            atom.lo = need
+
     def known_le(self, a: Size, b: Size) -> bool:
         """a <= b for every value of the atoms."""
         return self.bounds(self.dim(b) - self.dim(a))[0] >= 0
@@ -194,9 +208,11 @@ class SymbolSpace:
         return self._opaque_atom("max", sorted((a, b), key=self.text), max(alo, blo),
                                  max(ahi, bhi))
 
-    def divide(self, a: Size, b: Size) -> Size:
+    def divide(self, a: Size, b: Size, valid_from_zero: bool = False) -> Size:
         """Integer division truncating toward zero (ONNX Div on integers and our div op);
-        exact where every coefficient of a is a multiple of a constant b."""
+        exact where every coefficient of a is a multiple of a constant b. valid_from_zero: a
+        negative a is an error at run time anyway (a window longer than its input), so only
+        a >= 0 need be bounded."""
         ca, cb = as_int(a), as_int(b)
         if cb == 0:
             raise ZeroDivisionError("integer division by zero in a shape computation")
@@ -212,27 +228,72 @@ class SymbolSpace:
             return exact
         alo, ahi = self.bounds(a)
         blo, bhi = self.bounds(b)
+        if valid_from_zero:
+            alo = max(alo, 0)
         if alo < 0 or blo < 1:
             raise ValueError(f"cannot bound the division {self.text(a)} / {self.text(b)}")
+        if cb is not None and cb > 0:
+            return self._floor_divide(self.dim(a), cb)
         return self._opaque_atom("div", (a, b), alo // bhi, ahi // blo)
 
-    def exact_quotient(self, a: Size, b: Size) -> Optional[Size]:
-        """a / b when b is one monomial (coefficient times atoms) dividing every term of a."""
-        db = self.dim(b)
-        if len(db.terms) != 1:
+    def _floor_divide(self, a: Dim, b: int) -> Size:
+        """a // b for a >= 0 (where truncation is floor) in a normal form: every coefficient
+        c = q * b + r moves q out of the division, so that `(s - 10) / 5` is `s / 5 - 2`,
+        and a quotient of a quotient is one quotient (`(s / 5) / 2` is `s / 10`), the forms
+        exporters write the same length in."""
+        pulled: Dict[Monomial, int] = {}
+        rest: Dict[Monomial, int] = {}
+        for m, c in a.terms.items():
+            q, r = divmod(c, b)
+            pulled[m], rest[m] = q, r
+        out = Dim(self, pulled)
+        remainder = Dim(self, rest)
+        if remainder.constant is not None:
+            return self.simplest(out + remainder.constant // b)
+        inner = self._divided_atom(remainder)
+        if inner is not None:
+            x, d = inner
+            return self.simplest(out + self._floor_divide(self.dim(x), d * b))
+        lo, hi = self.bounds(remainder)
+        return self.simplest(out + self._opaque_atom("div", (remainder, b), lo // b, hi // b))
+
+    def _divided_atom(self, d: Dim) -> Optional[Tuple[Size, int]]:
+        """(x, k) when d is the opaque atom div(x, k) for a constant k, else None."""
+        if len(d.terms) != 1:
             return None
-        ((mb, cb),) = db.terms.items()
-        out: Dict[Monomial, int] = {}
-        for m, c in self.dim(a).terms.items():
-            rest = list(m)
-            for ident in mb:
-                if ident not in rest:
+        ((m, c),) = d.terms.items()
+        if c != 1 or len(m) != 1:
+            return None
+        source = self.atoms[m[0]].source
+        if isinstance(source, tuple) and len(source) == 2 and source[0] == "div" \
+                and as_int(source[1][1]) is not None and as_int(source[1][1]) > 0:
+            return source[1][0], as_int(source[1][1])
+        return None
+
+    def exact_quotient(self, a: Size, b: Size) -> Optional[Size]:
+        """a / b when it is exact: b a monomial dividing every term of a
+        (`64 * batch * (s - 1) / (16 * batch)`), or a monomial quotient q with q * b == a
+        (`32 * b * (s - 1) / (16 * b * (s - 1))`); else None."""
+        da, db = self.dim(a), self.dim(b)
+        if not db.terms:
+            return None
+        mb, cb = min(db.terms.items())
+        if len(db.terms) == 1:  # a monomial divisor: term by term
+            out: Dict[Monomial, int] = {}
+            for ma, ca in da.terms.items():
+                rest = list(ma)
+                if ca % cb or any(ident not in rest or rest.remove(ident) for ident in mb):
                     return None
-                rest.remove(ident)
-            if c % cb:
-                return None
-            out[tuple(rest)] = out.get(tuple(rest), 0) + c // cb
-        return self.simplest(Dim(self, out))
+                out[tuple(rest)] = out.get(tuple(rest), 0) + ca // cb
+            return self.simplest(Dim(self, out))
+        for ma, ca in da.terms.items():
+            rest = list(ma)
+            if ca % cb or any(ident not in rest or rest.remove(ident) for ident in mb):
+                continue
+            q = Dim(self, {tuple(rest): ca // cb})
+            if q * db == da:
+                return self.simplest(q)
+        return None
 
     def modulo(self, a: Size, b: Size) -> Size:
         """Python's % (ONNX Mod with fmod=0) for a constant positive b."""

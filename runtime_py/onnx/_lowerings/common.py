@@ -43,17 +43,9 @@ def reshape(cv: Any, x: Any, shape: Sequence[int]) -> Any:
         return np.asarray(x).reshape(tuple(shape))
     if tuple(shape) == tuple(x.shape) and not x.dynamic:
         return x
+    if x.dynamic and -1 not in shape:  # its bounds are not its sizes: reshape_to_dims
+        raise cv.fail(f"internal: a literal reshape of the dynamic tensor {x} to {list(shape)}")
     return cv.m.reshape(x, list(shape))
-
-
-def dynamic_reshape_target(cv: Any, x: Any, target: Sequence[int]) -> List[int]:
-    """A target shape for a possibly dynamic x: its one dynamic extent becomes -1."""
-    target = [int(t) for t in target]
-    if not cv.is_dynamic(x):
-        return target
-    if -1 in target:
-        return target
-    raise cv.fail("cannot reshape a dynamic tensor to a fixed shape without a -1 extent")
 
 
 def optional(inputs: Sequence[Any], index: int) -> Optional[Any]:

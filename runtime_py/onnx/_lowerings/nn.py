@@ -6,7 +6,9 @@ import math
 import numpy as np
 
 from ...builder import Value
+from .._dims import conv_dims, pool_dims
 from .._registry import lowers
+from .shape import reshape_to_dims
 from .common import FLOATS, check_attrs, optional, require_dtype, reshape
 
 
@@ -92,15 +94,18 @@ def _pads(cv, attrs, in_sizes, kernel, strides, dilations, ceil_mode=False):
 def _as_2d(cv, x, nd):
     if nd == 2:
         return cv.tensor(x)
-    n, c, length = cv.shape_of(x)
-    return reshape(cv, cv.tensor(x), [n, c, 1, length])
+    n, c, length = cv.dims_of(x)
+    return reshape_to_dims(cv, cv.tensor(x), [n, c, 1, length])
 
 
-def _from_2d(cv, y, nd):
+def _from_2d(cv, y, nd, dims):
+    """The 1-D result of a 2-D conv or pool; `dims()` its sizes when dynamic (_dims.py)."""
     if nd == 2:
         return y
     n, c, _, length = y.shape
-    return reshape(cv, y, [n, c, length])
+    if not y.dynamic:
+        return reshape(cv, y, [n, c, length])
+    return reshape_to_dims(cv, y, dims())
 
 
 def _pair(values, nd, default):
@@ -125,7 +130,7 @@ def conv(cv, node, inputs, attrs):
     y = cv.m.conv2d(_as_2d(cv, x, nd), cv.tensor(w2), cv.tensor(b) if b is not None else None,
                     stride=_pair(strides, nd, 1), padding=pads,
                     dilation=_pair(dilations, nd, 1), groups=int(attrs.get("group", 1)))
-    return [_from_2d(cv, y, nd)]
+    return [_from_2d(cv, y, nd, lambda: conv_dims(cv, x, w, attrs))]
 
 
 @lowers("MaxPool", "AveragePool")
@@ -153,7 +158,7 @@ def pool(cv, node, inputs, attrs):
             raise cv.fail("AveragePool with dilations is not supported")
         y = cv.m.avg_pool2d(x2, _pair(kernel, nd, 1), _pair(strides, nd, 1), pads, ceil_mode,
                             bool(attrs.get("count_include_pad", 0)))
-    return [_from_2d(cv, y, nd)]
+    return [_from_2d(cv, y, nd, lambda: pool_dims(cv, x, attrs))]
 
 
 @lowers("GlobalAveragePool", "GlobalMaxPool")
@@ -169,7 +174,7 @@ def global_pool(cv, node, inputs, attrs):
     else:
         require_dtype(cv, x, FLOATS)
         y = cv.m.avg_pool2d(x2, kernel, kernel, 0)
-    return [_from_2d(cv, y, nd)]
+    return [_from_2d(cv, y, nd, lambda: cv.dims_of(x)[:2] + (1,))]
 
 
 @lowers("BatchNormalization")
