@@ -91,7 +91,14 @@ static rt_status check_input_tensor(rt_method *m, rt_method_input_slot *in, size
         return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "sizes are NULL");
     for (int32_t d = 0; d < t->rank; d++) {
         int64_t size = src->sizes[d];
-        bool fits = t->dynamic ? size >= 0 && size <= t->bounds[d] : size == t->bounds[d];
+        bool varies = t->dynamic && (t->dynamic_axes >> d & 1u);
+        bool fits = varies ? size >= 0 && size <= t->bounds[d] : size == t->bounds[d];
+        if (!fits && t->dynamic && !varies)
+            return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has shape %s, but the "
+                               "method expects at most %s with axis %d of size %lld exactly",
+                               shape_text(have_shape, sizeof have_shape, t->rank, src->sizes),
+                               shape_text(want_shape, sizeof want_shape, t->rank, t->bounds),
+                               (int)d, (long long)t->bounds[d]);
         if (!fits)
             return INPUT_ERROR(m, in, index, RT_INVALID_ARGUMENT, "has shape %s, but the "
                                "method expects %s%s",

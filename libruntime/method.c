@@ -106,6 +106,9 @@ static rt_status init_tensor(rt_method *m, rt_tensor_value *t, const rt_file_val
     t->elem_size = (uint32_t)rt_tensor__type_size(t->type);
     t->rank = fv->rank;
     t->dynamic = (fv->flags & RT_VALUE_FLAG_DYNAMIC) != 0;
+    t->dynamic_axes = !t->dynamic                       ? 0u
+                      : fv->flags & RT_VALUE_FLAG_AXES ? fv->reserved
+                                                       : UINT32_MAX;
     t->writable = fv->storage != RT_STORAGE_CONSTANT;
     for (int32_t d = 0; d < t->rank; d++) {
         t->sizes[d] = t->bounds[d] = f->words[fv->a + d];

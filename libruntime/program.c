@@ -254,15 +254,11 @@ RT_API rt_status rt_program_method_info(rt_method_info *out, const rt_program *p
     return RT_OK;
 }
 
-/* Shared by the input, output and attribute queries (which = 0, 1, 2). Inputs and outputs
- * are (value, name) word pairs, attributes (name, value) pairs. */
-static rt_status io_info(rt_tensor_info *out, const rt_program *p, const char *method,
-                         size_t index, int which) {
+/* The (value, name) word pair of input / output / attribute `index` (which = 0, 1, 2) of
+ * method `mi`: inputs and outputs are (value, name) pairs, attributes (name, value) pairs. */
+static rt_status io_pair(const rt_program *p, const char *method, uint32_t mi, size_t index,
+                         int which, int64_t *value, int64_t *name) {
     static const char *what[] = {"input", "output", "attribute"};
-    uint32_t mi;
-    if (out == NULL)
-        return rt_error__set(RT_INVALID_ARGUMENT, "%s info: out is NULL", what[which]);
-    RT_RETURN_IF_ERROR(rt_program__find_method(p, method, &mi));
     const rt_format *f = &p->format;
     const rt_file_method *m = &f->methods[mi];
     uint32_t start = which == 0 ? m->inputs : which == 1 ? m->outputs : m->attributes;
@@ -272,11 +268,51 @@ static rt_status io_info(rt_tensor_info *out, const rt_program *p, const char *m
         return rt_error__set(RT_INVALID_ARGUMENT, "method '%s': %s index %zu is out of range "
                              "(the method has %u)", method, what[which], index, count);
     const int64_t *pair = &f->words[start + 2 * index];
-    int64_t value = which == 2 ? pair[1] : pair[0];
-    int64_t name = which == 2 ? pair[0] : pair[1];
+    *value = which == 2 ? pair[1] : pair[0];
+    *name = which == 2 ? pair[0] : pair[1];
+    return RT_OK;
+}
+
+static rt_status io_info(rt_tensor_info *out, const rt_program *p, const char *method,
+                         size_t index, int which) {
+    static const char *what[] = {"input", "output", "attribute"};
+    uint32_t mi;
+    if (out == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "%s info: out is NULL", what[which]);
+    RT_RETURN_IF_ERROR(rt_program__find_method(p, method, &mi));
+    int64_t value, name;
+    RT_RETURN_IF_ERROR(io_pair(p, method, mi, index, which, &value, &name));
+    const rt_format *f = &p->format;
     rt_program__tensor_info(out, p, mi, (uint32_t)value,
                             name >= 0 ? rt_format__string(f, (uint32_t)name) : NULL);
     return RT_OK;
+}
+
+static rt_status io_dynamic_axes(uint32_t *out, const rt_program *p, const char *method,
+                                 size_t index, int which) {
+    uint32_t mi;
+    int64_t value, name;
+    if (out == NULL)
+        return rt_error__set(RT_INVALID_ARGUMENT, "dynamic axes: out is NULL");
+    RT_RETURN_IF_ERROR(rt_program__find_method(p, method, &mi));
+    RT_RETURN_IF_ERROR(io_pair(p, method, mi, index, which, &value, &name));
+    const rt_format *f = &p->format;
+    const rt_file_value *v = &f->values[f->methods[mi].values + (uint32_t)value];
+    uint32_t all = v->rank >= 32 ? UINT32_MAX : (1u << v->rank) - 1u;
+    *out = v->kind != RT_VALUE_TENSOR || !(v->flags & RT_VALUE_FLAG_DYNAMIC) ? 0u
+           : v->flags & RT_VALUE_FLAG_AXES                                 ? v->reserved
+                                                                             : all;
+    return RT_OK;
+}
+
+RT_API rt_status rt_program_input_dynamic_axes(uint32_t *out, const rt_program *p,
+                                               const char *method, size_t index) {
+    return io_dynamic_axes(out, p, method, index, 0);
+}
+
+RT_API rt_status rt_program_output_dynamic_axes(uint32_t *out, const rt_program *p,
+                                                const char *method, size_t index) {
+    return io_dynamic_axes(out, p, method, index, 1);
 }
 
 RT_API rt_status rt_program_input_info(rt_tensor_info *out, const rt_program *p,

@@ -43,6 +43,7 @@ typedef struct rt_tensor_value {
     uint32_t elem_size;
     int32_t rank;
     bool dynamic;
+    uint32_t dynamic_axes;   /* dynamic tensors: the axes that may vary (bit d: axis d) */
     bool writable;           /* false for constants */
     bool written;            /* some instruction writes it (set by prepare) */
     uint8_t dim_order[RT_MAX_RANK];

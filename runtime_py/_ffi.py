@@ -274,6 +274,13 @@ RT_API rt_status rt_program_output_info(rt_tensor_info *out, const rt_program *p
                                         const char *method, size_t index);
 RT_API rt_status rt_program_attribute_info(rt_tensor_info *out, const rt_program *program,
                                            const char *method, size_t index);
+/* The axes of input / output `index` whose size may vary from call to call (bit d: axis d):
+ * 0 for a static tensor; for a dynamic one the axes its program marks (the others always have
+ * exactly their size), or every axis where the program does not say (format 1.0 and 1.1). */
+RT_API rt_status rt_program_input_dynamic_axes(uint32_t *out, const rt_program *program,
+                                               const char *method, size_t index);
+RT_API rt_status rt_program_output_dynamic_axes(uint32_t *out, const rt_program *program,
+                                                const char *method, size_t index);
 /* The op that instruction `instruction` of `method` calls (name borrowed from the program);
  * *out is NULL for a jump. */
 RT_API rt_status rt_program_instruction_op(const char **out, const rt_program *program,

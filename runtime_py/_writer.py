@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 MAGIC = b"\x89RTP\r\n\x1a\n"
 MAJOR, MINOR = 1, 0
 MINOR_EXTENSIONS = 1  # external constants and the BUNDLE section
+MINOR_AXES = 2  # dynamic tensors naming the axes that vary
 HEADER_SIZE = 64
 CONSTANT_ALIGN = 64
 NO_INDEX = 0xFFFFFFFF
@@ -28,6 +29,7 @@ from ._values import (  # noqa: F401  (rt_value_kind, used through this module t
 # storage kinds
 ARENA, CONSTANT, STATE = 1, 2, 3
 FLAG_DYNAMIC = 1
+FLAG_AXES = 2  # v1.2: the record's reserved word lists the axes that vary
 # instruction kinds
 KERNEL, JUMP, JUMP_IF_TRUE, JUMP_IF_FALSE = 1, 2, 3, 4
 
@@ -104,6 +106,8 @@ def encode_program(strings: StringTable, ops: Sequence[int],
         bodies.append((BUNDLE, bundle))
     bodies.append((SEGMENT, bytes(segment)))
     minor = MINOR_EXTENSIONS if extended else MINOR
+    if any(v[0] == TENSOR and v[1] & FLAG_AXES for v in values):
+        minor = MINOR_AXES
     table_offset = HEADER_SIZE
     out = bytearray(HEADER_SIZE + SECTION_RECORD.size * len(bodies))
     entries = []

@@ -28,8 +28,8 @@ __all__ = ["ProgramBuilder", "MethodBuilder", "Value", "Label"]
 class Value:
     """A value of a method under construction: a tensor, scalar, list or none."""
 
-    __slots__ = ("method", "index", "kind", "dtype", "shape", "dynamic", "dim_order",
-                 "storage", "constant", "payload", "items")
+    __slots__ = ("method", "index", "kind", "dtype", "shape", "dynamic", "dynamic_axes",
+                 "dim_order", "storage", "constant", "payload", "items")
 
     def __init__(self, method: "MethodBuilder", kind: int) -> None:
         self.method = method
@@ -38,6 +38,9 @@ class Value:
         self.dtype: Optional[str] = None
         self.shape: Tuple[int, ...] = ()
         self.dynamic = False
+        # Of a dynamic tensor: the axes whose size varies (the others are always their
+        # bound); None: every axis may.
+        self.dynamic_axes: Optional[Tuple[int, ...]] = None
         self.dim_order: Tuple[int, ...] = ()
         self.storage = 0
         self.constant = w.NO_INDEX
@@ -98,18 +101,29 @@ class MethodBuilder:
 
     def input(self, name: str, dtype: Any, shape: Sequence[int], *,
               max_shape: Optional[Sequence[int]] = None,
-              dim_order: Optional[Sequence[int]] = None) -> Value:
+              dim_order: Optional[Sequence[int]] = None,
+              dynamic_axes: Optional[Sequence[int]] = None) -> Value:
         """A tensor input. With `max_shape` the input is dynamic: any sizes up to those bounds
-        (and `shape` is ignored except for its rank)."""
+        (and `shape` is ignored except for its rank); with `dynamic_axes` too, only those axes
+        vary and the others must have exactly their bound (set_input refuses other sizes)."""
         if max_shape is not None:
             if len(max_shape) != len(shape):
                 raise ValueError(f"input '{name}': max_shape {tuple(max_shape)} has a different "
                                  f"rank than shape {tuple(shape)}")
             v = self._tensor(dtype, max_shape, w.ARENA, dynamic=True, dim_order=dim_order)
+            if dynamic_axes is not None:
+                v.dynamic_axes = self._axes(name, dynamic_axes, len(max_shape))
         else:
             v = self._tensor(dtype, shape, w.ARENA, dim_order=dim_order)
         self._inputs.append((v, name))
         return v
+
+    @staticmethod
+    def _axes(name: str, axes: Sequence[int], rank: int) -> Tuple[int, ...]:
+        out = sorted({int(a) + rank if int(a) < 0 else int(a) for a in axes})
+        if any(not 0 <= a < rank for a in out):
+            raise ValueError(f"'{name}': dynamic_axes {list(axes)} do not fit rank {rank}")
+        return tuple(out)
 
     def input_scalar(self, name: str, kind: str) -> Value:
         """A scalar input: kind is "int", "double" or "bool"."""
@@ -806,8 +820,14 @@ def _encode_value(v: Value, offsets: Dict[int, int], strings: "w.StringTable", p
         b = put_words(v.dim_order)
         c = 0 if v.storage == w.ARENA else constant_index.get(v.constant, w.NO_INDEX)
         payload = offsets.get(v.index, 0) if v.storage == w.ARENA else 0
-        return rec.pack(w.TENSOR, w.FLAG_DYNAMIC if v.dynamic else 0, len(v.shape), v.storage,
-                        d.code, d.bits, 1, a, b, c, 0, payload)
+        flags, axes = 0, 0
+        if v.dynamic:
+            flags = w.FLAG_DYNAMIC
+            if v.dynamic_axes is not None:
+                flags |= w.FLAG_AXES
+                axes = sum(1 << a for a in v.dynamic_axes)
+        return rec.pack(w.TENSOR, flags, len(v.shape), v.storage, d.code, d.bits, 1, a, b, c,
+                        axes, payload)
     if v.kind in (w.INT, w.BOOL):
         return rec.pack(v.kind, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, int(v.payload))
     if v.kind == w.DOUBLE:

@@ -5,6 +5,7 @@ keeps its Program and every bound input object alive for as long as libruntime m
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Any, List, NamedTuple, NoReturn, Optional, Tuple
@@ -40,6 +41,8 @@ class TensorInfo:
     nbytes: int
     is_memory_planned: bool
     is_constant: bool
+    # The axes whose size may vary from call to call; the others always have their size.
+    dynamic_axes: Tuple[int, ...] = ()
 
     @property
     def kind_code(self) -> int:
@@ -75,7 +78,10 @@ class TensorInfo:
     def __repr__(self) -> str:
         if self.kind != "tensor":
             return f"TensorInfo(name={self.name!r}, kind={self.kind!r})"
-        return (f"TensorInfo(name={self.name!r}, shape={self.shape}, dtype={self.dtype!r}, "
+        sizes = ", ".join(f"<={s}" if a in self.dynamic_axes else str(s)
+                          for a, s in enumerate(self.shape))  # a tuple's look, bounds marked
+        sizes += "," if len(self.shape) == 1 else ""
+        return (f"TensorInfo(name={self.name!r}, shape=({sizes}), dtype={self.dtype!r}, "
                 f"dynamic={self.dynamic})")
 
 
@@ -121,17 +127,26 @@ class MethodMeta:
         _check(lib.rt_program_method_info(info, program, cname))
         tinfo = ffi.new("rt_tensor_info *")
 
-        def infos(fn: Any, count: int) -> Tuple[TensorInfo, ...]:
+        axes = ffi.new("uint32_t *")
+
+        def infos(fn: Any, count: int, axes_fn: Any = None) -> Tuple[TensorInfo, ...]:
             out = []
             for i in range(count):
                 _check(fn(tinfo, program, cname, i))
-                out.append(TensorInfo._from_rt(tinfo))
+                entry = TensorInfo._from_rt(tinfo)
+                if axes_fn is not None and entry.dynamic:
+                    _check(axes_fn(axes, program, cname, i))
+                    entry = dataclasses.replace(entry, dynamic_axes=tuple(
+                        a for a in range(entry.ndim) if axes[0] >> a & 1))
+                out.append(entry)
             return tuple(out)
 
         return cls(
             name=to_str(info.name) or name,
-            inputs=infos(lib.rt_program_input_info, info.num_inputs),
-            outputs=infos(lib.rt_program_output_info, info.num_outputs),
+            inputs=infos(lib.rt_program_input_info, info.num_inputs,
+                         lib.rt_program_input_dynamic_axes),
+            outputs=infos(lib.rt_program_output_info, info.num_outputs,
+                          lib.rt_program_output_dynamic_axes),
             attributes=infos(lib.rt_program_attribute_info, info.num_attributes),
             planned_bytes=int(info.planned_bytes),
             num_instructions=int(info.num_instructions),

@@ -307,3 +307,62 @@ def test_mutated_external_programs_never_crash(tmp_path_factory, data):
                     m(np.zeros(2, np.float32))
             except rt.Error as exc:
                 assert str(exc)
+
+
+def _dynamic_axes_program(axes):
+    from runtime_py.builder import ProgramBuilder
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (4, 3, 8), max_shape=(4, 3, 8), dynamic_axes=axes)
+    m.output(m.relu(x))
+    return b.to_bytes()
+
+
+def test_dynamic_axes_follow_the_spec():
+    """Format 1.2: flag AXES (2) on a dynamic tensor, its mask of varying axes in the record's
+    reserved word; read back through rt_program_input_dynamic_axes; set_input holds the other
+    axes to their size."""
+    data = bytearray(_dynamic_axes_program([0, -1]))
+    assert struct.unpack_from("<HH", data, 8) == (1, 2)
+    offset, size = _values_section(data)
+    records = [struct.unpack_from("<BBBBBBHIIIIq", data, offset + i) for i in range(0, size, 32)]
+    (x,) = [r for r in records if r[0] == w.TENSOR and r[1] & w.FLAG_AXES]
+    assert x[1] == w.FLAG_DYNAMIC | w.FLAG_AXES and x[10] == 0b101
+    program = rt.Program.load(bytes(data))
+    assert program.method_meta("forward").inputs[0].dynamic_axes == (0, 2)
+    with program.load_method("forward") as method:
+        x = np.random.default_rng(0).standard_normal((2, 3, 5)).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(method(x)[0]), np.maximum(x, 0))
+        with pytest.raises(rt.InvalidArgument, match=r"axis 1 of size 3 exactly"):
+            method(np.zeros((2, 2, 5), np.float32))
+    # Without the flag (files before 1.2) every axis of a dynamic tensor varies.
+    old = rt.Program.load(_dynamic_axes_program(None))
+    assert old.method_meta("forward").inputs[0].dynamic_axes == (0, 1, 2)
+
+
+@pytest.mark.parametrize("flags, mask, match", [
+    (w.FLAG_AXES, 0b1, "need a dynamic tensor"),
+    (w.FLAG_DYNAMIC | w.FLAG_AXES, 0b1000, "need a dynamic tensor with those axes"),
+    (w.FLAG_DYNAMIC | 4, 0, "unknown flags 0x5"),
+])
+def test_hostile_dynamic_axes_are_refused_by_offset(flags, mask, match):
+    data = bytearray(_dynamic_axes_program([0]))
+    offset, size = _values_section(data)
+    for i in range(offset, offset + size, 32):
+        if data[i] == w.TENSOR and data[i + 1] & w.FLAG_AXES:
+            data[i + 1] = flags
+            struct.pack_into("<I", data, i + 20, mask)
+            break
+    w.fix_checksums(data)
+    with pytest.raises(rt.InvalidProgram, match=match):
+        rt.Program.load(bytes(data))
+
+
+def _values_section(data):
+    count, table = struct.unpack_from("<I", data, 24)[0], struct.unpack_from("<Q", data, 32)[0]
+    for i in range(count):
+        kind, _, offset, size = struct.unpack_from("<IIQQ", data, table + 24 * i)
+        if kind == w.VALUES:
+            return offset, size
+    raise AssertionError("no VALUES section")

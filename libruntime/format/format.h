@@ -14,7 +14,7 @@
 
 #define RT_FORMAT_MAGIC "\x89RTP\r\n\x1a\n"
 #define RT_FORMAT_MAJOR 1
-#define RT_FORMAT_MINOR 1
+#define RT_FORMAT_MINOR 2
 #define RT_FORMAT_HEADER_SIZE 64
 #define RT_FORMAT_CONSTANT_ALIGN 64
 #define RT_FORMAT_MAX_SECTIONS 64
@@ -45,6 +45,9 @@ enum rt_storage_kind {
     RT_STORAGE_STATE = 3     /* own memory persisting across executions (attributes) */
 };
 #define RT_VALUE_FLAG_DYNAMIC 1u
+/* v1.2, with DYNAMIC: `reserved` holds the axes whose size may vary (bit d: axis d); the other
+ * axes always have exactly their size. A DYNAMIC tensor without it may vary on every axis. */
+#define RT_VALUE_FLAG_AXES 2u
 /* v1.1: the constant's bytes live in a data file under the key its `name` string gives. */
 #define RT_CONSTANT_FLAG_EXTERNAL 1u
 

@@ -280,8 +280,12 @@ static rt_status verify_tensor(const rt_format *f, const rt_method_scope *sc, ui
     if (v->rank > RT_MAX_RANK)
         return MBAD(f, sc, v, "value %u has rank %u; at most %d is supported", index, v->rank,
                     RT_MAX_RANK);
-    if (v->flags & ~RT_VALUE_FLAG_DYNAMIC)
+    if (v->flags & ~(RT_VALUE_FLAG_DYNAMIC | RT_VALUE_FLAG_AXES))
         return MBAD(f, sc, v, "value %u has unknown flags 0x%x", index, v->flags);
+    if ((v->flags & RT_VALUE_FLAG_AXES) &&
+        (!(v->flags & RT_VALUE_FLAG_DYNAMIC) || (v->rank < 32 && v->reserved >> v->rank != 0)))
+        return MBAD(f, sc, v, "value %u: dynamic axes 0x%x need a dynamic tensor with those "
+                    "axes (rank %u)", index, v->reserved, v->rank);
     if (!rt_format__range_ok(v->a, v->rank, f->num_words) ||
         !rt_format__range_ok(v->b, v->rank, f->num_words))
         return MBAD(f, sc, v, "value %u: sizes or dim order lie outside the word table", index);

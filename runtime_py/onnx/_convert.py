@@ -276,13 +276,14 @@ class Converter:
                     raise InvalidArgument(f"dynamic_bounds for input '{inp.name}' has rank "
                                           f"{len(maxes)}, the model says {rank}")
             self._check_known(inp.name, maxes, dims)
-            value = self.m.input(inp.name, dtype, maxes, max_shape=maxes)
             if isinstance(bounds, dict):
                 dynamic_axes = {int(a) % max(len(maxes), 1) for a in bounds}
             else:
                 dynamic_axes = {a for a in range(len(maxes))
                                 if dims is None or not dims[a].HasField("dim_value")
                                 or dims[a].dim_value != maxes[a]}
+            value = self.m.input(inp.name, dtype, maxes, max_shape=maxes,
+                                 dynamic_axes=sorted(dynamic_axes))
             self._input_dims(value, inp.name, dims, dynamic_axes)
             return value
         if shape is None:
@@ -466,7 +467,12 @@ class Converter:
                 raise ConversionError(f"graph output '{out.name}' is empty")
             if not isinstance(value, Value) or any(v is value for v, _ in self.m._outputs) \
                     or any(v is value for v, _ in self.m._inputs):
+                dims = self.dims_of(value)
                 value = self.m.copy(self.tensor(value))  # outputs get memory of their own
+                self.set_dims(value, dims)
+            if isinstance(value, Value) and value.dynamic:
+                value.dynamic_axes = tuple(a for a, d in enumerate(self.dims_of(value))
+                                           if not isinstance(d, int))
             self.m.output(value, out.name)
 
 
