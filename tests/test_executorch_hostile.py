@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 import runtime_py as rt
 from runtime_py import executorch as et
@@ -185,10 +186,21 @@ def test_names_with_nul_bytes():
 @pytest.mark.parametrize("name, message", [
     ("pool_indices", r"instruction 0 \(aten::max_pool2d_with_indices\.out\): the indices output "
                      r"of max_pool2d_with_indices is read"),
-    ("index_two_tensors", r"instruction 0 \(aten::index\.Tensor_out\): indexing with more than "
-                          r"one index tensor"),
     ("divisor_override", r"instruction 0 \(aten::avg_pool2d\.out\): divisor_override"),
 ])
 def test_unsupported_arguments_are_named(name, message):
     with pytest.raises(et.ConversionError, match=r"method 'forward': " + message):
         et.convert(DATA / f"refused_{name}.pte")
+
+
+def test_advanced_indexing_with_two_index_tensors():
+    """x[i0, i1] (aten::index.Tensor with two index tensors): broadcast, stacked, gather_nd;
+    negative indices count from the end, and one out of range is refused naming it."""
+    program = et.convert(DATA / "index_two_tensors.pte")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with rt.Program.load(program) as p, p.load_method("forward") as method:
+        for i0, i1 in (([0, 2], [1, 3]), ([2, -3], [-1, 0])):
+            i0, i1 = np.array(i0, np.int64), np.array(i1, np.int64)
+            np.testing.assert_array_equal(np.asarray(method(x, i0, i1)[0]), x[i0, i1])
+        with pytest.raises(rt.InvalidArgument, match="out of range"):
+            method(x, np.array([0, 3], np.int64), np.array([1, 3], np.int64))

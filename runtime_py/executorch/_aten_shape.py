@@ -68,10 +68,19 @@ def _reshape_to_out(cx, a, o):
     if not (dynamic or x.dynamic):
         cx.emit("reshape", x, sizes, out=o[0])
         return
-    if cx.op.startswith(("aten::squeeze_copy", "aten::unsqueeze_copy")) or len(a) < 2:
-        raise cx.fail("squeezing or unsqueezing a dynamic tensor is not supported (which of "
-                      "its sizes vary is not recorded)")
-    cx.emit("reshape", x, cx.sizes(a[1]), out=o[0])
+    if cx.op.startswith("aten::unsqueeze_copy"):
+        cx.insert_axis(x, _axis(cx, cx.int(a[1]), len(x.shape) + 1), out=o[0])
+    elif cx.op.startswith("aten::squeeze_copy"):
+        rank = len(x.shape)
+        axes = [_axis(cx, d, rank) for d in cx.ints(a[1])] if len(a) > 1 else \
+            [d for d in range(rank) if x.shape[d] == 1]
+        if len(sizes) != rank - len(axes):  # torch squeezes only the axes of size 1
+            axes = [d for d in axes if x.shape[d] == 1]
+        if len(sizes) != rank - len(axes):
+            raise cx.fail(f"squeezes axes {axes} of a {rank}-d tensor into {len(sizes)} axes")
+        cx.drop_axes(x, axes, out=o[0])
+    else:
+        cx.emit("reshape", x, cx.sizes(a[1]), out=o[0])
 
 
 @lowers("executorch_prim::et_view.default", args=2)
@@ -83,13 +92,13 @@ def et_view(cx, a, o):
 @lowers("aten::sym_size.int", args=2)
 def sym_size(cx, a, o):
     """The size of one dimension as an Int value: a constant for a static dimension, a
-    run-time size (usable as the one inferred size of a reshape) for a dynamic one."""
+    run-time size (a shape op, emitted where something needs its value) for a dynamic one."""
     x = cx.tensor(a[0])
     dim = _axis(cx, cx.int(a[1]), len(x.shape))
     if cx.evalue(o[0]).kind != P.K_INT:
         raise cx.fail(f"value {o[0]} must be an int")
     if x.dynamic:  # torch.export asks only for the sizes it cannot fix
-        cx.symbolic.add(o[0])
+        cx.symbolic[o[0]] = lambda: cx.shape_of(x, dim, dim + 1)
     else:
         cx.plan.values[o[0]] = P.EValue(P.K_INT, x.shape[dim])
 
@@ -98,14 +107,27 @@ _PRIM_INT = {"executorch_prim::add.Scalar": lambda x, y: x + y,
              "executorch_prim::sub.Scalar": lambda x, y: x - y,
              "executorch_prim::mul.Scalar": lambda x, y: x * y,
              "executorch_prim::floordiv.Scalar": lambda x, y: x // y if y else None,
-             "executorch_prim::mod.Scalar": lambda x, y: x % y if y else None}
+             "executorch_prim::mod.Scalar": lambda x, y: x % y if y else None,
+             "executorch_prim::sym_max.Scalar": max,
+             "executorch_prim::sym_min.Scalar": min}
+# The runtime op computing each on one-element int64 tensors (sizes are >= 0, so the div op's
+# truncation is floor division).
+_PRIM_OPS = {"executorch_prim::add.Scalar": "add", "executorch_prim::sub.Scalar": "sub",
+             "executorch_prim::mul.Scalar": "mul", "executorch_prim::floordiv.Scalar": "div",
+             "executorch_prim::mod.Scalar": "mod", "executorch_prim::sym_max.Scalar": "max",
+             "executorch_prim::sym_min.Scalar": "min"}
 
 
 @lowers(*_PRIM_INT, args=2)
 def prim_int(cx, a, o):
-    """Scalar arithmetic on sizes: computed here when both are known, else a run-time size."""
+    """Scalar arithmetic on sizes: computed here when both are known, else at run time on
+    one-element int64 tensors."""
     if any(i in cx.symbolic for i in a):
-        cx.symbolic.add(o[0])
+        if any(cx.evalue(i).kind != P.K_INT for i in a):
+            raise cx.fail("run-time size arithmetic takes ints only")
+        op, (x, y) = _PRIM_OPS[cx.op], a
+        cx.symbolic[o[0]] = lambda: cx.new(op, cx.size_value(x), cx.size_value(y),
+                                            dtype="int64", shape=[1])
         return
     x, y = cx.scalar(a[0]), cx.scalar(a[1])
     result = _PRIM_INT[cx.op](x, y)
@@ -117,7 +139,26 @@ def prim_int(cx, a, o):
 
 @lowers("aten::expand_copy.out", args=3)
 def expand_copy(cx, a, o):
-    cx.emit("expand", cx.tensor(a[0]), cx.out_spec(o[0])[1], out=o[0])
+    x = cx.tensor(a[0])
+    dtype, sizes, dynamic = cx.out_spec(o[0])
+    if not dynamic:
+        cx.emit("expand", x, sizes, out=o[0])
+        return
+    # Run-time sizes: each -1 keeps x's size, a symbolic size is read at run time.
+    items = cx.evalue(a[1]).payload if cx.evalue(a[1]).kind == P.K_INT_LIST else None
+    if items is None:
+        raise cx.fail(f"value {a[1]} must be an int list")
+    lead = len(items) - len(x.shape)
+    shape = []
+    for k, j in enumerate(items):
+        if j in cx.symbolic:
+            shape.append(cx.size_value(j))
+        elif cx.int(j) == -1 and k >= lead:
+            shape.append(cx.shape_of(x, k - lead, k - lead + 1) if x.dynamic else
+                         x.shape[k - lead])
+        else:
+            shape.append(cx.int(j))
+    cx.emit("expand", x, cx.shape_tensor(shape), out=o[0])
 
 
 @lowers("aten::select_copy.int_out", args=3)
@@ -133,15 +174,21 @@ def select_copy(cx, a, o):
 
 @lowers("aten::slice_copy.Tensor_out", args=5)
 def slice_copy(cx, a, o):
+    """x[start:end:step] along an axis; start and end may be run-time sizes (a position
+    table sliced to the sequence length), read by the slice op at every execute."""
     x = cx.tensor(a[0])
     axis = _axis(cx, cx.int(a[1]), len(x.shape))
-    start = cx.opt_int(a[2])
-    end = cx.opt_int(a[3])
     step = cx.int(a[4])
     if step < 1:
         raise cx.fail(f"step {step} must be positive")
-    cx.emit("slice", x, [0 if start is None else start], [INT64_MAX if end is None else end],
-            [axis], [step], out=o[0])
+
+    def bound(i, default):
+        if i in cx.symbolic:
+            return cx.size_value(i)
+        value = cx.opt_int(i)
+        return [default if value is None else value]
+
+    cx.emit("slice", x, bound(a[2], 0), bound(a[3], INT64_MAX), [axis], [step], out=o[0])
 
 
 @lowers("aten::cat.out", args=2)
@@ -255,31 +302,45 @@ def _assign(cx, target: int, src) -> None:
 
 # ---- creation ------------------------------------------------------------------------------
 
-def _filled_out(cx, value, out: int) -> None:
+def _filled_out(cx, value, out: int, size_list=None, like=None) -> None:
+    """A tensor filled with value: a constant for a static shape; for a dynamic one a
+    constant_of_shape whose shape is read at run time (from the size list, or from `like`)."""
     dtype, sizes, dynamic = cx.out_spec(out)
-    if dynamic:
-        raise cx.fail("a filled tensor of dynamic shape is not supported")
-    cx.bind(out, cx.filled(value, dtype, sizes))
+    if not dynamic:
+        cx.bind(out, cx.filled(value, dtype, sizes))
+        return
+    if like is not None:
+        x = cx.tensor(like)
+        shape = cx.shape_of(x, 0, len(x.shape)) if x.shape else None
+    elif size_list is not None:
+        items = cx.evalue(size_list).payload
+        shape = cx.shape_tensor([cx.size_value(j) if j in cx.symbolic else cx.int(j)
+                                 for j in items]) if items else None
+    else:
+        raise cx.fail("a filled tensor of dynamic shape without its sizes")
+    if shape is None:
+        raise cx.fail("a dynamic 0-d tensor")
+    cx.emit("constant_of_shape", shape, cx.const(value, dtype), out=out)
 
 
 @lowers("aten::full.out", args=2)
 def full(cx, a, o):
-    _filled_out(cx, cx.scalar(a[1]), o[0])
+    _filled_out(cx, cx.scalar(a[1]), o[0], size_list=a[0])
 
 
 @lowers("aten::full_like.out", args=3)
 def full_like(cx, a, o):
-    _filled_out(cx, cx.scalar(a[1]), o[0])
+    _filled_out(cx, cx.scalar(a[1]), o[0], like=a[0])
 
 
 @lowers("aten::zeros.out", args=1)
 def zeros(cx, a, o):
-    _filled_out(cx, 0, o[0])
+    _filled_out(cx, 0, o[0], size_list=a[0])
 
 
 @lowers("aten::ones.out", args=1)
 def ones(cx, a, o):
-    _filled_out(cx, 1, o[0])
+    _filled_out(cx, 1, o[0], size_list=a[0])
 
 
 @lowers("aten::scalar_tensor.out", args=1)
@@ -289,12 +350,34 @@ def scalar_tensor(cx, a, o):
 
 @lowers("aten::arange.out", args=1)
 def arange(cx, a, o):
+    if a[0] in cx.symbolic:
+        _run_time_arange(cx, None, a[0], None, o[0])
+        return
     _arange(cx, 0, cx.scalar(a[0]), 1, o[0])
 
 
 @lowers("aten::arange.start_out", args=3)
 def arange_start(cx, a, o):
+    if any(i in cx.symbolic for i in a[:3]):
+        _run_time_arange(cx, a[0], a[1], a[2], o[0])
+        return
     _arange(cx, cx.scalar(a[0]), cx.scalar(a[1]), cx.scalar(a[2]), o[0])
+
+
+def _run_time_arange(cx, start, end, step, out: int) -> None:
+    """arange with a run-time size among its arguments (positions up to the sequence length):
+    the range op, its 0-d arguments cast to the out dtype, planned at the declared bound."""
+    dtype = cx.out_spec(out)[0]
+
+    def arg(i, default):
+        if i is None:
+            return cx.const(default, dtype)
+        if i in cx.symbolic:
+            size = cx.new("reshape", cx.size_value(i), [], dtype="int64", shape=[])
+            return cx.cast(size, dtype)
+        return cx.const(cx.scalar(i), dtype)
+
+    cx.emit("range", arg(start, 0), arg(end, 0), arg(step, 1), out=out)
 
 
 def _arange(cx, start, end, step, out: int) -> None:
@@ -333,16 +416,49 @@ def index_select(cx, a, o):
 
 @lowers("aten::index.Tensor_out", args=2)
 def index(cx, a, o):
-    """x[..., idx, ...] with one index tensor: a gather along its dimension."""
+    """x[..., i_0, ..., i_{n-1}, ...]: one index tensor is a gather along its dimension; several
+    (adjacent, as transformers' mask functions index) are broadcast against each other,
+    stacked on a last axis and read with gather_nd, the indexed dimensions moved to the front
+    and the result's moved back."""
     items = cx.tensor_items(a[1])
     present = [k for k, i in enumerate(items) if i != -1 and not cx.is_none(i)]
-    if len(present) != 1:
-        raise cx.fail("indexing with more than one index tensor is not supported")
-    k = present[0]
-    idx = cx.tensor(items[k])
-    if idx.dtype == "bool":
-        raise cx.fail("indexing with a boolean mask is not supported")
-    cx.emit("gather", cx.tensor(a[0]), _indices(cx, items[k]), k, out=o[0])
+    if not present:
+        raise cx.fail("indexing without an index tensor")
+    for k in present:
+        if cx.spec(items[k]).dtype == "bool":
+            raise cx.fail("indexing with a boolean mask is not supported")
+    x = cx.tensor(a[0])
+    if len(present) == 1:
+        cx.emit("gather", x, _indices(cx, items[present[0]]), present[0], out=o[0])
+        return
+    k0, n = present[0], len(present)
+    if present != list(range(k0, k0 + n)):
+        raise cx.fail(f"index tensors at dimensions {present}: only adjacent ones are "
+                      f"supported")
+    rank = len(x.shape)
+    indices = [_indices(cx, items[k]) for k in present]
+    zero = cx.const(0, "int64")
+    spread = None  # the broadcast of every index tensor, as zeros
+    for t in indices:
+        t0 = cx.m.mul(cx.cast(t, "int64"), zero)
+        spread = t0 if spread is None else cx.m.add(spread, t0)
+    stacked = [cx.insert_axis(cx.m.add(cx.cast(t, "int64"), spread), len(spread.shape))
+               for t in indices]
+    joint = cx.new("concat", stacked, len(spread.shape), dtype="int64",
+                   shape=list(spread.shape) + [n], dynamic=spread.dynamic)
+    front = list(range(k0, k0 + n)) + list(range(k0)) + list(range(k0 + n, rank))
+    source = x if k0 == 0 else cx.new("transpose", x, front, dtype=x.dtype,
+                                      shape=[x.shape[d] for d in front], dynamic=x.dynamic)
+    if k0 == 0:
+        cx.emit("gather_nd", source, joint, 0, out=o[0])
+        return
+    b = len(spread.shape)
+    gathered_shape = list(spread.shape) + [x.shape[d] for d in range(k0)] + \
+        [x.shape[d] for d in range(k0 + n, rank)]
+    gathered = cx.new("gather_nd", source, joint, 0, dtype=x.dtype, shape=gathered_shape,
+                      dynamic=x.dynamic or spread.dynamic)
+    back = list(range(b, b + k0)) + list(range(b)) + list(range(b + k0, len(gathered_shape)))
+    cx.emit("transpose", gathered, back, out=o[0])
 
 
 @lowers("aten::gather.out", args=4)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import dtypes as _dtypes
 from .._writer import ARENA, STATE
@@ -115,8 +115,11 @@ class MethodConverter:
         self.transposes: Dict[int, int] = {}
         self.alias_sources: Set[int] = set()  # values that planned views read
         self._last_read: Optional[Dict[int, int]] = None
-        # Int values computed at run time from dynamic sizes (sym_size and arithmetic on it)
-        self.symbolic: Set[int] = set()
+        # Int values computed at run time from dynamic sizes (sym_size and arithmetic on it):
+        # value -> a function emitting the int64 [1] tensor that holds it (called once, on
+        # first use: most sizes only feed a reshape's one inferred -1).
+        self.symbolic: Dict[int, Callable[[], Value]] = {}
+        self._size_values: Dict[Any, Value] = {}
         # builder value index -> (raw bytes, dtype, shape) of the constants made here
         self.constant_raw: Dict[int, Tuple[bytes, str, Tuple[int, ...]]] = {}
 
@@ -230,7 +233,7 @@ class MethodConverter:
             raise self.fail(f"value {i} must be an int, not {_KIND_NAMES.get(v.kind, v.kind)}")
         if i in self.symbolic:
             raise self.fail(f"value {i} is a size known only at run time (a dynamic dimension);"
-                            f" this argument must be known at conversion time")
+                            f" this argument of {self.op} must be known at conversion time")
         return int(v.payload)
 
     def opt_int(self, i: int) -> Optional[int]:
@@ -254,17 +257,87 @@ class MethodConverter:
                             f"{_KIND_NAMES.get(v.kind, v.kind)}")
         return [self.int(j) for j in v.payload]
 
-    def sizes(self, i: int) -> List[int]:
+    def sizes(self, i: int) -> Union[List[int], Value]:
         """A size list (view / reshape) whose items may be run-time sizes of dynamic
-        dimensions: one such item becomes -1, inferred by the reshape at every execute."""
+        dimensions: one such item becomes -1, inferred by the reshape at every execute; with
+        more, the list is a shape tensor computed at run time."""
         v = self.evalue(i)
         if v.kind != P.K_INT_LIST:
             return self.ints(i)
-        items = [-1 if j in self.symbolic else self.int(j) for j in v.payload]
-        if items.count(-1) > 1:
-            raise self.fail(f"value {i}: a shape with {items.count(-1)} run-time sizes cannot "
-                            f"be inferred (at most one)")
-        return items
+        symbolic = [j for j in v.payload if j in self.symbolic]
+        if len(symbolic) <= 1:
+            return [-1 if j in self.symbolic else self.int(j) for j in v.payload]
+        return self.shape_tensor([self.size_value(j) if j in self.symbolic else self.int(j)
+                                  for j in v.payload])
+
+    # ---- run-time sizes ----------------------------------------------------------------
+
+    def size_value(self, i: int) -> Value:
+        """The int64 [1] tensor holding Int value i (a run-time size, or a known int)."""
+        key = ("value", i)
+        if key not in self._size_values:
+            thunk = self.symbolic.get(i)
+            self._size_values[key] = thunk() if thunk is not None else self.size_constant(
+                self.int(i))
+        return self._size_values[key]
+
+    def size_constant(self, n: int) -> Value:
+        key = ("constant", int(n))
+        if key not in self._size_values:
+            self._size_values[key] = self.m.constant(pack_scalar(int(n), "int64"), "int64",
+                                                     (1,))
+        return self._size_values[key]
+
+    def shape_of(self, x: Value, start: int, end: int) -> Value:
+        """x's sizes start..end-1 at run time (int64 [end - start])."""
+        key = ("shape", x.index, start, end)
+        if key not in self._size_values:
+            self._size_values[key] = self.new("shape", x, start, end, dtype="int64",
+                                              shape=[end - start])
+        return self._size_values[key]
+
+    def shape_tensor(self, items: Sequence[Union[int, Value]]) -> Value:
+        """An int64 vector of sizes: known ints and run-time int64 tensors, in order."""
+        parts = [self.size_constant(v) if isinstance(v, int) else v for v in items]
+        if len(parts) == 1:
+            return parts[0]
+        total = sum(p.shape[0] for p in parts)
+        return self.new("concat", parts, 0, dtype="int64", shape=[total])
+
+    def reshape_like(self, x: Value, shape: Sequence[Union[int, Value]], bounds: Sequence[int],
+                     out: Optional[int] = None) -> Value:
+        """Reshape a dynamic x to sizes given as ints and run-time size tensors (vectors
+        from shape_of, one-element sizes); the result is planned at `bounds`."""
+        target = self.shape_tensor(shape)
+        if out is not None:
+            return self.emit("reshape", x, target, out=out)
+        return self.new("reshape", x, target, dtype=x.dtype, shape=bounds, dynamic=True)
+
+    def insert_axis(self, x: Value, axis: int, out: Optional[int] = None) -> Value:
+        """x with a new axis of size 1 at `axis` (unsqueeze), for static or dynamic x."""
+        bounds = list(x.shape[:axis]) + [1] + list(x.shape[axis:])
+        if not x.dynamic:
+            return self.emit("reshape", x, bounds, out=out) if out is not None else \
+                self.reshape(x, bounds)
+        rank = len(x.shape)
+        parts = ([self.shape_of(x, 0, axis)] if axis else []) + [1] + \
+            ([self.shape_of(x, axis, rank)] if axis < rank else [])
+        return self.reshape_like(x, parts, bounds, out)
+
+    def drop_axes(self, x: Value, axes: Sequence[int], out: Optional[int] = None) -> Value:
+        """x without the given axes (each of size 1 at run time: squeeze)."""
+        keep = [d for d in range(len(x.shape)) if d not in set(axes)]
+        bounds = [x.shape[d] for d in keep]
+        if not x.dynamic:
+            return self.emit("reshape", x, bounds, out=out) if out is not None else \
+                self.reshape(x, bounds)
+        parts: List[Union[int, Value]] = []
+        for d in keep:  # contiguous runs of kept axes become one shape slice
+            if parts and isinstance(parts[-1], tuple) and parts[-1][1] == d:
+                parts[-1] = (parts[-1][0], d + 1)
+            else:
+                parts.append((d, d + 1))
+        return self.reshape_like(x, [self.shape_of(x, s, e) for s, e in parts], bounds, out)
 
     def opt_ints(self, i: int) -> Optional[List[int]]:
         return None if self.is_none(i) else self.ints(i)
