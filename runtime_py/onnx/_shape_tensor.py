@@ -238,8 +238,11 @@ class Materializer:
         source = atom.source
         if isinstance(source[0], Value):
             tensor, axis = source
-            value = self.cv.m.call("shape", tensor, axis, axis + 1,
-                                   outputs=[("int64", [1], False)])[0]
+            run_key = ("shape", tensor.index, axis, axis + 1)
+            if run_key not in self._scalars:
+                self._scalars[run_key] = self.cv.m.call("shape", tensor, axis, axis + 1,
+                                                        outputs=[("int64", [1], False)])[0]
+            value = self._scalars[run_key]
         elif source[0] == "element":  # an element of a run-time int tensor
             _, tensor, index = source
             flat = tensor if len(tensor.shape) == 1 else self.cv.m.reshape(tensor, [-1])
@@ -279,19 +282,70 @@ class Materializer:
         return total
 
     def tensor(self, x: ShapeTensor) -> Value:
-        """The ShapeTensor as a program tensor of its dtype and shape."""
-        flat = [self.scalar(v) for v in x.items.reshape(-1)]
+        """The ShapeTensor as a program tensor of its dtype and shape, built once per distinct
+        content: runs of known sizes are one constant, runs of a tensor's consecutive sizes
+        one `shape` op, and only the rest is computed size by size."""
+        items = list(x.items.reshape(-1))
+        key = ("tensor", x.dtype, x.shape, tuple(self.cv.space.dim(v).key() for v in items))
+        if key in self._scalars:
+            return self._scalars[key]
         m = self.cv.m
-        if len(flat) == 1:
-            vector = flat[0]
-        else:
-            vector = m.concat(flat, 0)
+        pieces: List[Value] = []
+        runs = self._runs(items)
+        for kind, run in runs:
+            if kind == "constant":
+                pieces.append(m.constant(np.array(run, dtype=np.int64)))
+            elif kind == "shape":
+                tensor, start, end = run
+                run_key = ("shape", tensor.index, start, end)
+                if run_key not in self._scalars:
+                    self._scalars[run_key] = m.call("shape", tensor, start, end,
+                                                    outputs=[("int64", [end - start], False)])[0]
+                pieces.append(self._scalars[run_key])
+            else:
+                pieces.append(self.scalar(run))
+        vector = pieces[0] if len(pieces) == 1 else m.concat(pieces, 0)
         shape = list(x.shape)
-        if shape != [len(flat)]:
+        if shape != [len(items)]:
             vector = m.reshape(vector, shape)
         if x.dtype != "int64":
             vector = m.cast(vector, x.dtype)
+        self._scalars[key] = vector
         return vector
+
+    def _runs(self, items: Sequence[Size]) -> List[Tuple[str, Any]]:
+        """items grouped: ("constant", [ints]), ("shape", (tensor, start, end)) for sizes
+        measured on consecutive axes of one tensor, ("size", Dim) for the others."""
+        runs: List[Tuple[str, Any]] = []
+        for v in items:
+            c = as_int(v)
+            source = self._measured(v) if c is None else None
+            last = runs[-1] if runs else None
+            if c is not None:
+                if last is not None and last[0] == "constant":
+                    last[1].append(c)
+                else:
+                    runs.append(("constant", [c]))
+            elif source is not None:
+                tensor, axis = source
+                if last is not None and last[0] == "shape" and last[1][0] is tensor \
+                        and last[1][2] == axis:
+                    runs[-1] = ("shape", (tensor, last[1][1], axis + 1))
+                else:
+                    runs.append(("shape", (tensor, axis, axis + 1)))
+            else:
+                runs.append(("size", v))
+        return runs
+
+    def _measured(self, d: Dim) -> Optional[Tuple[Value, int]]:
+        """(tensor, axis) when d is exactly one size measured on a tensor."""
+        if len(d.terms) != 1:
+            return None
+        ((monomial, coeff),) = d.terms.items()
+        if coeff != 1 or len(monomial) != 1:
+            return None
+        source = self.cv.space.atoms[monomial[0]].source
+        return source if isinstance(source, tuple) and isinstance(source[0], Value) else None
 
 
 def upper_bounds(space: SymbolSpace, dims: Sequence[Size], what: str) -> List[int]:
