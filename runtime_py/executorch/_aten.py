@@ -112,7 +112,8 @@ def div_mode(cx, a, o):
         r = _binary(cx, "sub", x, _binary(cx, "mul", q, y))
         zero = cx.const(0, dtype)
         nonzero = _binary(cx, "equal", r, zero, dtype="bool")
-        nonzero = cx.new("not", nonzero, dtype="bool", shape=nonzero.shape)
+        nonzero = cx.new("not", nonzero, dtype="bool", shape=nonzero.shape,
+                         dynamic=nonzero.dynamic)
         signs = _binary(cx, "xor", _binary(cx, "less", r, zero, dtype="bool"),
                         _binary(cx, "less", y, zero, dtype="bool"), dtype="bool")
         adjust = _binary(cx, "and", nonzero, signs, dtype="bool")
@@ -402,7 +403,8 @@ def _any_all(cx, a, o, dims):
     x = cx.cast(cx.tensor(a[0]), "bool")
     op = "reduce_max" if cx.op.startswith("aten::any") else "reduce_min"
     keep = bool(cx.scalar(a[2])) if len(a) > 2 else False
-    result = cx.new(op, x, dims, keep, dtype="bool", shape=cx.spec(o[0]).sizes)
+    _, sizes, dynamic = cx.out_spec(o[0])
+    result = cx.new(op, x, dims, keep, dtype="bool", shape=sizes, dynamic=dynamic)
     cx.bind(o[0], cx.cast(result, _out_dtype(cx, o)))
 
 

@@ -264,8 +264,8 @@ class MethodConverter:
         v = self.evalue(i)
         if v.kind != P.K_INT_LIST:
             return self.ints(i)
-        symbolic = [j for j in v.payload if j in self.symbolic]
-        if len(symbolic) <= 1:
+        unknown = [j for j in v.payload if j in self.symbolic or self.int(j) == -1]
+        if len(unknown) <= 1:
             return [-1 if j in self.symbolic else self.int(j) for j in v.payload]
         return self.shape_tensor([self.size_value(j) if j in self.symbolic else self.int(j)
                                   for j in v.payload])
