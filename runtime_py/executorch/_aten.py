@@ -496,7 +496,7 @@ def convolution(cx, a, o):
     stride, padding, dilation = cx.ints(a[3]), cx.ints(a[4]), cx.ints(a[5])
     out_padding = cx.ints(a[7])
     if rank == 3:  # 1-D: run as 2-D over a height of 1
-        x = cx.reshape(x, [x.shape[0], x.shape[1], 1, x.shape[2]])
+        x = cx.insert_axis(x, 2)
         w = cx.reshape(w, [w.shape[0], w.shape[1], 1, w.shape[2]])
         stride, padding, dilation = [1] + stride[-1:], [0] + padding[-1:], [1] + dilation[-1:]
         out_padding = [0] + out_padding[-1:]
@@ -514,7 +514,10 @@ def convolution(cx, a, o):
             raise cx.fail("output_padding of a forward convolution must be 0")
         y = cx.new("conv2d", x, w, bias, stride, padding, dilation, groups, dtype=dtype,
                    shape=shape4, dynamic=dynamic)
-    cx.bind(o[0], cx.reshape(y, sizes))
+    if rank == 3:
+        cx.drop_axes(y, [2], out=o[0])
+    else:
+        cx.bind(o[0], y)
 
 
 @lowers("aten::max_pool2d_with_indices.out", args=6)
