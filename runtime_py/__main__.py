@@ -146,9 +146,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                   f"planned memory {meta.planned_bytes:,} bytes")
             for label, infos in (("input", meta.inputs), ("output", meta.outputs)):
                 for i, info in enumerate(infos):
-                    bound = " (upper bounds)" if info.dynamic else ""
+                    sizes = ", ".join(f"<={s}" if a in info.dynamic_axes else str(s)
+                                      for a, s in enumerate(info.shape))
                     print(f"  {label} {i} '{info.name}': {info.kind} {info.dtype or ''} "
-                          f"{list(info.shape)}{bound}")
+                          f"[{sizes}]")
             ops = collections.Counter(op for op in program.instruction_ops(name) if op)
             print("  ops: " + ", ".join(f"{op} x{n}" for op, n in ops.most_common()))
             cases = len(program.bundled_tests(name))
