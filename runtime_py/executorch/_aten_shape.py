@@ -345,6 +345,11 @@ def ones(cx, a, o):
 
 @lowers("aten::scalar_tensor.out", args=1)
 def scalar_tensor(cx, a, o):
+    if a[0] in cx.symbolic:  # a run-time size as a 0-d tensor (a KV cache's position)
+        dtype = cx.out_spec(o[0])[0]
+        size = cx.new("reshape", cx.size_value(a[0]), [], dtype="int64", shape=[])
+        cx.bind(o[0], cx.cast(size, dtype))
+        return
     _filled_out(cx, cx.scalar(a[0]), o[0])
 
 

@@ -225,6 +225,9 @@ class MethodConverter:
         v = self.evalue(i)
         if v.kind not in (P.K_INT, P.K_DOUBLE, P.K_BOOL):
             raise self.fail(f"value {i} must be a scalar, not {_KIND_NAMES.get(v.kind, v.kind)}")
+        if i in self.symbolic:  # its payload is the exporter's placeholder, not the size
+            raise self.fail(f"value {i} is a size known only at run time (a dynamic dimension);"
+                            f" this argument of {self.op} must be known at conversion time")
         return v.payload
 
     def int(self, i: int) -> int:

@@ -18,6 +18,7 @@ from ... import _shapes
 from ...builder import Value
 from .._registry import lowers
 from .common import FLOATS, check_attrs, optional, reshape
+from .._dims import conv_dims
 from .nn import _as_2d, _from_2d, _pads, _pair, _spatial
 
 QUANT = ("int8", "uint8", "int16", "uint16")
@@ -345,7 +346,7 @@ def conv_integer(cv, node, inputs, attrs):
     shape = _conv_shape(cv, x2, w2, stride, pads, dilation, groups)
     y = _call(cv, "conv_integer", [x2, w2, zx, zw, stride, pads, dilation, groups], "int32",
               shape, x2.dynamic)
-    return [_from_2d(cv, y, nd)]
+    return [_from_2d(cv, y, nd, lambda: conv_dims(cv, x, w, attrs))]
 
 
 @lowers("QLinearConv")
@@ -375,4 +376,4 @@ def qlinear_conv(cv, node, inputs, attrs):
     shape = _conv_shape(cv, x2, w2, stride, pads, dilation, groups)
     y = _call(cv, "qlinear_conv", [x2, sx, zx, w2, sw, zw, sy, zy, bias, stride, pads, dilation,
                                    groups], out, shape, x2.dynamic)
-    return [_from_2d(cv, y, nd)]
+    return [_from_2d(cv, y, nd, lambda: conv_dims(cv, x, w, attrs))]
