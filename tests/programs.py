@@ -22,7 +22,7 @@ def rich_program(seed: int = 0):
     bias = rng.standard_normal(4).astype(np.float32)
     b = ProgramBuilder()
     m = b.method("forward")
-    x = m.input("x", "float32", (8, 3), max_shape=(8, 3))
+    x = m.input("x", "float32", (8, 3), max_shape=(8, 3), dynamic_axes=[0])
     y = m.relu(m.linear(x, m.constant(w, name="w"), m.constant(bias, name="b")))
     counter = m.attribute("calls", "int64", (1,))
     m.add(counter, m.constant(np.ones(1, np.int64)), out=counter)

@@ -96,6 +96,32 @@ def dynamic() -> bytes:
     return b.to_bytes()
 
 
+def run_time_shapes() -> bytes:
+    """Format 1.2 and run-time shapes, as the ONNX importer writes them for dynamic axes: an
+    input naming its varying axes, sizes measured with shape, combined with integer ops and
+    concat, and read by reshape and expand."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (None, None, 6), max_shape=(4, 8, 6), dynamic_axes=[0, 1])
+    (bs,) = m.call("shape", x, 0, 2, outputs=[("int64", [2], False)])
+    (b_,) = m.call("shape", x, 0, 1, outputs=[("int64", [1], False)])
+    (s_,) = m.call("shape", x, 1, 2, outputs=[("int64", [1], False)])
+    (n,) = m.call("mul", b_, s_, outputs=[("int64", [1], False)])
+    heads = m.constant(np.array([2, 3], np.int64))
+    target = m.concat([bs, heads], axis=0)
+    (split,) = m.call("reshape", x, target, outputs=[("float32", [4, 8, 2, 3], True)])
+    m.output(split, "split")
+    (flat,) = m.call("reshape", x, m.concat([n, m.constant(np.array([6], np.int64))], axis=0),
+                     outputs=[("float32", [32, 6], True)])
+    m.output(flat, "flat")
+    row = m.constant(np.arange(6, dtype=np.float32).reshape(1, 1, 6))
+    (grown,) = m.call("expand", row, m.concat([bs, m.constant(np.array([6], np.int64))],
+                                               axis=0),
+                      outputs=[("float32", [4, 8, 6], True)])
+    m.output(grown, "grown")
+    return b.to_bytes()
+
+
 def shapes() -> bytes:
     b = ProgramBuilder()
     m = b.method("forward")
@@ -140,7 +166,7 @@ def bundled() -> bytes:
 def seed_programs() -> Dict[str, bytes]:
     return {"mlp": mlp(), "cnn": cnn(), "winograd": winograd(), "loop": loop(),
             "attributes": attributes_and_scalars(), "dynamic": dynamic(), "shapes": shapes(),
-            "bundled": bundled()}
+            "bundled": bundled(), "run_time_shapes": run_time_shapes()}
 
 
 def seed_data_files() -> Dict[str, bytes]:
