@@ -399,6 +399,60 @@ def test_reshape_to_a_shape_read_at_run():
         method.close()
 
 
+def test_resize_to_sizes_read_at_run():
+    """resize's sizes as an int tensor: each execute resizes to them (against numpy's nearest
+    gather), planned at the output's bounds; sizes beyond them, or negative, are refused by
+    name; antialias needs sizes known at load."""
+    x = np.arange(24, dtype=np.float32).reshape(1, 1, 4, 6)
+
+    def build(m, x, sizes, antialias=False):
+        return call(m, "resize", x, sizes, [], [], 0 if not antialias else 1, 4, 2, -0.75, False,
+                    antialias, 0.0, dtype="float32", shape=(1, 1, 8, 12), dynamic=True)
+
+    for h, w in ((8, 12), (2, 3), (5, 7)):
+        (got,) = run(build, x, np.array([1, 1, h, w], np.int64))
+        rows = np.floor(np.arange(h) * 4 / h).astype(int)
+        cols = np.floor(np.arange(w) * 6 / w).astype(int)
+        same(got, x[:, :, rows][:, :, :, cols])
+    with pytest.raises(InvalidArgument, match=r"\[1, 1, 9, 12\], beyond the bounds"):
+        run(build, x, np.array([1, 1, 9, 12], np.int64))
+    with pytest.raises(InvalidArgument, match="sizes item 3 is -5"):
+        run(build, x, np.array([1, 1, 4, -5], np.int64))
+    with pytest.raises(InvalidProgram, match="antialias needs sizes known at load"):
+        run(lambda m, x, s: build(m, x, s, antialias=True), x, np.array([1, 1, 2, 3], np.int64))
+
+
+def test_onnx_resize_to_another_tensors_size():
+    """An FPN's upsampling to a skip connection's size (`interpolate(x, size=skip.shape[2:])`)
+    with dynamic sizes on both: one program, several sizes, against onnxruntime."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    import runtime_py.onnx as rto
+
+    nodes = [helper.make_node("Shape", ["skip"], ["ss"], start=2),
+             helper.make_node("Shape", ["x"], ["xs"], end=2),
+             helper.make_node("Concat", ["xs", "ss"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear"),
+             helper.make_node("Add", ["y", "skip"], ["z"])]
+    graph = helper.make_graph(nodes, "fpn", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"]),
+        helper.make_tensor_value_info("skip", TensorProto.FLOAT, ["n", 3, "H", "W"])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    module = rto.load(model, dynamic_bounds={"x": {0: 2, 2: 8, 3: 8},
+                                             "skip": {0: 2, 2: 16, 3: 16}})
+    assert module.method_meta().outputs[0].dynamic_axes == (0, 2, 3)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n, h, w, hh, ww in ((1, 4, 4, 8, 8), (2, 3, 5, 6, 10), (1, 5, 3, 7, 13)):
+        x = RNG.standard_normal((n, 3, h, w)).astype(np.float32)
+        skip = RNG.standard_normal((n, 3, hh, ww)).astype(np.float32)
+        (want,) = session.run(None, {"x": x, "skip": skip})
+        (got,) = module(x, skip)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
 def test_shape_size_non_zero_on_dynamic_input():
     x = np.array([[0, 1.5, 0], [-0.0, 0, np.nan]], np.float32)
     got = run(lambda m, x: (call(m, "shape", x, 0, 2, dtype="int64", shape=(2,)),

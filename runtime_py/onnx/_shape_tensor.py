@@ -188,7 +188,7 @@ def _cast_target(attrs: Dict[str, Any]) -> str:
 
 # Ops whose lowering takes ShapeTensor parameters itself (their output sizes follow from the
 # symbols); every other op gets them materialized as program tensors.
-SHAPE_AWARE = frozenset({"Reshape", "Slice", "Expand", "ConstantOfShape", "Range"})
+SHAPE_AWARE = frozenset({"Reshape", "Slice", "Expand", "ConstantOfShape", "Range", "Resize"})
 
 SYMBOLIC = frozenset({"Identity", "Add", "Sub", "Mul", "Div", "Mod", "Min", "Max", "Neg",
                       "Equal", "Where", "Cast", "Shape", "Size", "Gather", "Concat",

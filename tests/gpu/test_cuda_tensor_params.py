@@ -160,3 +160,20 @@ def test_a_parameter_that_is_also_a_data_argument_is_refused_by_name():
         with p.load_method("forward", device="cuda") as gpu:
             with pytest.raises(rt.Unsupported, match="argument 1 is both a parameter"):
                 gpu(_i64(3))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_reshape_and_resize_with_tensor_sizes(mode):
+    """reshape's shape and resize's sizes as tensors (the ONNX importer's run-time shapes)."""
+    x = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", (1, 2, 4, 6))
+    sizes = m.input("sizes", "int64", (4,))
+    shape = m.input("shape", "int64", (2,))
+    m.output(m.call("resize", xv, sizes, [], [], mode, 0, 0, -0.75, False, False, 0.0,
+                    outputs=[("float32", (1, 2, 9, 13), True)])[0])
+    m.output(m.call("reshape", xv, shape, outputs=[("float32", (48, 48), True)])[0])
+    _compare_runs(b.to_bytes(), [[x, _i64(1, 2, 8, 12), _i64(6, 8)],
+                                 [x, _i64(1, 2, 3, 13), _i64(-1, 2)],
+                                 [x, _i64(1, 2, 9, 5), _i64(48, -1)]])

@@ -134,8 +134,13 @@ static rt_status cuda_finish_load(rt_method *m) {
         ins->ctx.scratch = NULL; /* the kernels use no host scratch */
         ins->ctx.scratch_bytes = 0;
         if (cm->ops[i]->check != NULL) {
-            /* The check sees the planned bounds, as prepare did. */
-            RT_RETURN_IF_ERROR(cm->ops[i]->check(&ins->ctx));
+            /* The check sees the planned bounds, as prepare did, and like prepare leaves
+             * parameters read at run (tensors on the device by now) unread. */
+            bool preparing = ins->ctx.preparing;
+            ins->ctx.preparing = true;
+            rt_status status = cm->ops[i]->check(&ins->ctx);
+            ins->ctx.preparing = preparing;
+            RT_RETURN_IF_ERROR(status);
         }
     }
     if (cm->scratch_bytes > 0)

@@ -35,7 +35,7 @@ enum { NEAREST_ROUND_PREFER_FLOOR, NEAREST_ROUND_PREFER_CEIL, NEAREST_FLOOR, NEA
 
 typedef struct resize_args {
     rt_tensor_value *x, *out;
-    const int64_t *sizes;
+    rt_mv_ints sizes; /* a literal list, or a tensor read at run (sizes from other tensors') */
     const double *scales, *roi;
     size_t num_sizes, num_scales, num_roi;
     int64_t mode, coord, nearest;
@@ -60,7 +60,11 @@ static rt_status resize_plan(rt_op_ctx *ctx, resize_args *a, int64_t *sizes) {
         int64_t in = x->sizes[d];
         double scale = a->num_scales ? a->scales[d] : 0;
         if (a->num_sizes) {
-            sizes[d] = a->sizes[d] == -1 ? in : a->sizes[d];
+            int64_t given = rt_mv__ints_at(&a->sizes, (size_t)d);
+            if (given < -1)
+                return rt_op__fail(ctx, code, "sizes item %" PRId32 " is %" PRId64 "; sizes "
+                                   "must be >= 0 (or -1: x's size)", d, given);
+            sizes[d] = given == -1 ? in : given;
         } else {
             double product = scale * (double)in;
             if (!(product < 9.0e18))
@@ -114,10 +118,9 @@ static rt_status resize_check_params(rt_op_ctx *ctx, const resize_args *a) {
         return rt_op__fail(ctx, RT_INVALID_PROGRAM, "roi has %zu items; it needs %" PRId32
                            " (starts, then ends) with tf_crop_and_resize and none otherwise",
                            a->num_roi, 2 * rank);
-    for (size_t i = 0; i < a->num_sizes; i++)
-        if (a->sizes[i] < -1)
-            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "sizes item %zu is %" PRId64 "; sizes "
-                               "must be >= 0 (or -1: x's size)", i, a->sizes[i]);
+    if (a->sizes.tensor && a->antialias)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "antialias needs sizes known at load (the "
+                           "filter's width follows from them), not a tensor");
     for (size_t i = 0; i < a->num_scales; i++)
         if (!(a->scales[i] > 0) || !isfinite(a->scales[i]))
             return rt_op__fail(ctx, RT_INVALID_PROGRAM, "scales item %zu is %g; scales must be "
@@ -137,7 +140,8 @@ static rt_status resize_check_params(rt_op_ctx *ctx, const resize_args *a) {
 static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
     RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 12));
     RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
-    RT_RETURN_IF_ERROR(rt_op__int_list(ctx, 1, "sizes", &a->sizes, &a->num_sizes));
+    RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "sizes", false, &a->sizes));
+    a->num_sizes = a->sizes.count;
     RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 2, "scales", &a->scales, &a->num_scales));
     RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 3, "roi", &a->roi, &a->num_roi));
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "mode", &a->mode));
@@ -151,6 +155,22 @@ static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
     RT_RETURN_IF_ERROR(resize_check_params(ctx, a));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, a->x, "x", a->out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->x, "x"));
+    if (a->sizes.tensor)
+        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->sizes.tensor, "sizes"));
+    if (!rt_mv__ints_known(ctx, &a->sizes)) {
+        /* Sizes read at run: out is planned at its bounds, with each dimension's taps (they
+         * depend on the mode alone without antialiasing) for the interpolation tables. */
+        if (a->out->rank != a->x->rank)
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "out has rank %" PRId32 ", x %" PRId32,
+                               a->out->rank, a->x->rank);
+        for (int32_t d = 0; d < a->x->rank; d++) {
+            a->identity[d] = false;
+            a->taps[d] = a->mode == MODE_NEAREST ? 1
+                                                 : filter_taps(a->mode == MODE_LINEAR ? 1.0 : 2.0,
+                                                               1.0);
+        }
+        return rt_mv__plan_at_bounds(ctx, a->out, "out");
+    }
     int64_t sizes[RT_MAX_RANK];
     RT_RETURN_IF_ERROR(resize_plan(ctx, a, sizes));
     return rt_op__set_output_sizes(ctx, a->out, "out", a->x->rank, sizes);

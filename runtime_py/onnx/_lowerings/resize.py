@@ -1,6 +1,7 @@
 """Resize and Upsample, lowered to the runtime's resize op (docs/ops.md, resize).
 
-Scales, sizes and roi must be known at conversion time: they decide the output shape. The op
+Scales and roi must be known at conversion time; sizes too, or computed from other tensors'
+sizes (then read at every execute, the output planned at their bounds). The op
 takes full-rank lists (axes and keep_aspect_ratio_policy are resolved here, as onnx's
 reference does) and reproduces the reference's arithmetic for every coordinate transform,
 nearest rounding mode, linear and cubic filter, antialiasing and exclude_outside.
@@ -13,6 +14,7 @@ import numpy as np
 
 from ...builder import Value
 from .._registry import lowers
+from .._shape_tensor import ShapeTensor, shape_tensor, upper_bounds
 from .common import FLOATS, check_attrs, optional
 
 _MODES = {"nearest": 0, "linear": 1, "bilinear": 1, "cubic": 2}
@@ -69,9 +71,12 @@ def resize(cv, node, inputs, attrs):
         raise cv.fail(f"mode {mode!r} is not supported")
     if cv.opset < 11:
         return [_legacy(cv, x, _known(cv, optional(inputs, 1), "scales"), mode)]
-    roi = _known(cv, optional(inputs, 1), "roi")
-    scales = _known(cv, optional(inputs, 2), "scales")
-    sizes = _known(cv, optional(inputs, 3), "sizes")
+    params = [cv.tensor(p) if isinstance(p, ShapeTensor) and k < 3 else p
+              for k, p in enumerate(inputs)]
+    roi = _known(cv, optional(params, 1), "roi")
+    scales = _known(cv, optional(params, 2), "scales")
+    run_time_sizes = optional(params, 3) if isinstance(optional(params, 3), ShapeTensor) else None
+    sizes = None if run_time_sizes is not None else _known(cv, optional(params, 3), "sizes")
     coord = _text(attrs.get("coordinate_transformation_mode", "half_pixel"))
     nearest = _text(attrs.get("nearest_mode", "round_prefer_floor"))
     policy = _text(attrs.get("keep_aspect_ratio_policy", "stretch"))
@@ -83,6 +88,14 @@ def resize(cv, node, inputs, attrs):
     axes = [a + rank if a < 0 else a for a in axes]
     if len(set(axes)) != len(axes) or any(not 0 <= a < rank for a in axes):
         raise cv.fail(f"axes {axes} are invalid for rank {rank}")
+    if run_time_sizes is not None:
+        if scales is not None or policy != "stretch" or coord == "tf_crop_and_resize":
+            raise cv.fail("sizes computed at run time take neither scales, "
+                          "keep_aspect_ratio_policy nor tf_crop_and_resize")
+        if antialias:
+            raise cv.fail("antialias needs sizes known at conversion time (the filter's width "
+                          "follows from them)")
+        return [_emit_run_time_sizes(cv, x, run_time_sizes, axes, mode, coord, nearest, attrs)]
     if (scales is None) == (sizes is None):
         raise cv.fail("exactly one of scales and sizes must be given")
     given = scales if scales is not None else sizes
@@ -115,6 +128,28 @@ def resize(cv, node, inputs, attrs):
     return [_emit(cv, x, full_sizes, full_scales, full_roi, mode, coord, nearest,
                   float(attrs.get("cubic_coeff_a", -0.75)), bool(attrs.get("exclude_outside", 0)),
                   antialias, float(attrs.get("extrapolation_value", 0.0)))]
+
+
+def _emit_run_time_sizes(cv, x: Value, sizes: ShapeTensor, axes: List[int], mode: str,
+                         coord: str, nearest: str, attrs) -> Value:
+    """Sizes computed from other tensors' sizes (an FPN's `interpolate(x, size=y.shape[2:])`):
+    the op reads them at every execute; the output is planned at their upper bounds."""
+    items = list(sizes.items.reshape(-1))
+    if len(items) != len(axes):
+        raise cv.fail(f"sizes has {len(items)} items for {len(axes)} axes")
+    if mode != "nearest" and x.dtype not in FLOATS:
+        raise cv.fail(f"{mode} mode on {x.dtype} is not supported (float32, float64 only)")
+    dims = list(cv.dims_of(x))
+    for i, a in enumerate(axes):
+        dims[a] = items[i]
+    bounds = upper_bounds(cv.space, dims, f"{cv.where()}: output")
+    full = cv.tensor(shape_tensor(cv.space, dims, "int64"))
+    y = cv.m.call("resize", x, full, [], [], _MODES[mode], _COORDS[coord], _NEAREST[nearest],
+                  float(attrs.get("cubic_coeff_a", -0.75)), bool(attrs.get("exclude_outside", 0)),
+                  False, float(attrs.get("extrapolation_value", 0.0)),
+                  outputs=[(x.dtype, bounds, True)])[0]
+    cv.set_dims(y, dims)
+    return y
 
 
 def _keep_aspect(cv, x: Value, axes: List[int], sizes: List[int], policy: str):
