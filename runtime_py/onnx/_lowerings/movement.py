@@ -13,7 +13,6 @@ output could be any size.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, List, Optional, Sequence
 
 import numpy as np

@@ -2,8 +2,6 @@
 Shape."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...builder import Value
