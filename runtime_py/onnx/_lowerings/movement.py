@@ -6,10 +6,11 @@ Parameters that decide an output's shape (split sizes, slice bounds, pads, repea
 shape, a depth) are passed to the runtime as literal int lists when they are known at
 conversion time. Where they are run-time tensors the op reads them at run and its output is
 dynamic; that needs an upper bound for every output size. Slice and Split have one (the
-input's size), and so do the ops below whose shape parameter comes from a `Shape` of a dynamic
-tensor: such int tensors carry upper bounds (`int_bounds`, recorded by Shape, Size and kept by
-Gather and Slice of them). Anything else with a run-time shape parameter is refused: its
-output could be any size.
+input's size). Sizes computed from other tensors' sizes arrive as ShapeTensors
+(_shape_tensor.py): Slice, Expand, Range and ConstantOfShape take their symbols, so outputs get
+exact symbolic sizes and tight bounds; materialized, such a tensor carries its elements' upper
+bounds (`int_bounds`, kept by Gather and Slice of it). Anything else with a run-time shape
+parameter is refused: its output could be any size.
 """
 from __future__ import annotations
 
