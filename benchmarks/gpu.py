@@ -179,7 +179,7 @@ def op_profile(program, x, runs: int = 5):
 
 def _device_bfloat16(a):
     """a (float32, host) as a bfloat16 tensor on cuda:0, converted by our own cast kernel."""
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")
@@ -195,7 +195,7 @@ def bench_matmul(dtype, torch, min_time, rows, n=4096):
     equivalent a program can express: cast both bfloat16 inputs to float32, multiply in float32
     (cuBLAS, no TF32), cast the product back to bfloat16, against torch's native bfloat16
     matmul (tensor cores). The note says so in the table."""
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     name = f"matmul {n}^3 {dtype}"
     row = {"case": name}

@@ -230,7 +230,7 @@ def bench_gemm(threads: int, min_time: float):
     import numpy as np
 
     import runtime_py as rt
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     rows = []
     for n in (128, 256, 512, 1024, 2048):
@@ -258,7 +258,7 @@ def bench_gemm(threads: int, min_time: float):
 def bench_load(size_mb: int = 512):
     """Program load time with size_mb of weights (mmap'd: independent of size)."""
     import runtime_py as rt
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,7 +21,7 @@ if importlib.util.find_spec("runtime_py") is None:  # not installed: use this so
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import runtime_py as rt  # noqa: E402
 from runtime_py._ffi import get_lib, library_path  # noqa: E402
-from runtime_py.builder import ProgramBuilder  # noqa: E402
+from runtime_py.compiler import ProgramBuilder  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 rng = np.random.default_rng(0)

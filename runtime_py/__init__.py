@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any
 
 from .errors import (
     ClosedError,
@@ -26,6 +26,9 @@ from .method import Method, MethodMeta, ProfileEvent, TensorInfo
 from .module import Module, load
 from .program import Program
 from .tensor import Tensor
+from .library import (backend_available, get_num_threads, registered_ops, set_num_threads,
+                      set_worker_wait)
+from . import _importers
 
 __all__ = [
     "Program",
@@ -61,52 +64,21 @@ __all__ = [
 _FALLBACK_VERSION = "0.1.0"
 
 
-def registered_ops() -> Tuple[str, ...]:
-    """Names of the ops this build of libruntime can run."""
-    from ._ffi import get_lib, to_str
-
-    lib = get_lib()
-    return tuple(to_str(lib.rt_op_name(i)) for i in range(lib.rt_op_count()))
+def _is_onnx(head: bytes, path: Any) -> bool:
+    # A protobuf has no magic: the ".onnx" suffix, or the tag of ModelProto's ir_version (0x08).
+    return (path is not None and path.lower().endswith(".onnx")) or head[:1] == b"\x08"
 
 
-def set_num_threads(n: int) -> None:
-    """Default number of threads of methods loaded with num_threads=0 (n < 1: the default)."""
-    from ._ffi import get_lib
-
-    get_lib().rt_set_num_threads(int(n))
-
-
-def set_worker_wait(seconds: float) -> None:
-    """How long the thread pool's idle workers stay awake after a parallel loop (spinning for
-    the first millisecond, then napping) before they sleep until woken. A call made within that
-    time finds them ready; one made after waits for them to wake, which in a VM can cost more
-    than the call. Default 1; 0 sleeps at once (for processes that share their cores and
-    call rarely); a negative value restores the default. Process-wide."""
-    from ._ffi import get_lib
-
-    seconds = float(seconds)
-    if seconds != seconds:
-        raise InvalidArgument("set_worker_wait: seconds is NaN")
-    us = -1 if seconds < 0 else int(min(seconds * 1e6, 2.0**62))
-    get_lib().rt_set_worker_wait_us(us)
-
-
-def get_num_threads() -> int:
-    """The current default number of threads."""
-    from ._ffi import get_lib
-
-    return int(get_lib().rt_get_num_threads())
-
-
-def backend_available(name: str) -> bool:
-    """Whether a backend ("cpu", "cuda") can run methods in this process."""
-    from ._ffi import get_lib
-
-    return bool(get_lib().rt_backend_available(name.encode("utf-8")))
+# The importers sit above the runtime, which finds them here; each is imported on first use.
+_importers.register(_importers.Importer(
+    "ExecuTorch", "an ExecuTorch program", "runtime_py.executorch",
+    lambda head, path: head[4:8] == b"ET12"))  # the FlatBuffer file identifier
+_importers.register(_importers.Importer(
+    "ONNX", "an ONNX model", "runtime_py.onnx", _is_onnx, ("input_shapes", "dynamic_bounds")))
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: importing runtime_py must neither dlopen the library nor need builder.py.
+    # Lazy: importing runtime_py must neither dlopen the library nor import the compiler.
     if name == "__version__":
         from ._ffi import get_lib, to_str
 
@@ -117,7 +89,7 @@ def __getattr__(name: str) -> Any:
         globals()["__version__"] = version
         return version
     if name == "ProgramBuilder":
-        from .builder import ProgramBuilder
+        from .compiler import ProgramBuilder
 
         globals()["ProgramBuilder"] = ProgramBuilder
         return ProgramBuilder

@@ -63,7 +63,7 @@ def _parse_bounds(items: Sequence[Tuple[str, int, int]]) -> Dict[str, Dict[int, 
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from ._importers import EXECUTORCH, kind_of
+    from ._importers import importer_for
 
     cases = []
     for path in args.bundle_inputs or ():
@@ -71,7 +71,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
         with np.load(path) as npz:  # one case: an array per input name
             cases.append({name: npz[name] for name in npz.files})
-    if kind_of(args.model) == EXECUTORCH:
+    importer = importer_for(args.model)
+    if importer is not None and importer.module == "runtime_py.executorch":
         if args.shape or args.dynamic or args.no_fuse or cases:
             print("error: --shape, --dynamic, --no-fuse and --bundle-inputs apply to ONNX "
                   "models only (a .pte carries no reference to compute expected outputs)",

@@ -201,34 +201,32 @@ def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = F
     dynamic, e.g. {"input_ids": {0: 8, 1: 512}}. They are refused for a program of ours or a
     .pte, whose shapes are already decided.
 
-    An ExecuTorch program (.pte) or an ONNX model is *converted* first, the importer chosen
-    by the file's header (see _importers.py). That runs a compiler, hundreds of times slower
-    than loading a converted program, and is logged at INFO on the "runtime_py" logger. Convert once with `python -m runtime_py convert`, or
+    An ExecuTorch program (.pte) or an ONNX model is *converted* first, by the importer that
+    recognises the file's header (importers register in _importers.py). That runs a compiler,
+    hundreds of times slower than loading a converted program, and is logged at INFO on the
+    "runtime_py" logger. Convert once with `python -m runtime_py convert`, or
     pass cache=True for a model file: the converted program is then written beside it as
     `<file>.rtp` (atomically) and reused while it is newer than the model."""
-    from ._importers import EXECUTORCH, ONNX, RUNTIME, kind_of
+    from ._importers import importer_for, registered
 
     options = {k: v for k, v in (("input_shapes", input_shapes),
                                  ("dynamic_bounds", dynamic_bounds)) if v is not None}
-    kind = RUNTIME
-    if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
-        kind = kind_of(source)
-    if options and kind != ONNX:
-        what = "an ExecuTorch program" if kind == EXECUTORCH else "a program of ours"
-        raise InvalidArgument(f"load: {' and '.join(options)} apply to ONNX models only; the "
-                              f"source is {what}, whose shapes are already decided")
-    if kind != RUNTIME:
-        source = _converted(source, kind, cache, options)
+    importer = importer_for(source)
+    if options and (importer is None or not set(options) <= set(importer.options)):
+        takers = " or ".join(i.name for i in registered() if set(options) <= set(i.options))
+        what = importer.what if importer is not None else "a program of ours"
+        raise InvalidArgument(f"load: {' and '.join(options)} apply to {takers or 'no'} models "
+                              f"only; the source is {what}, whose shapes are already decided")
+    if importer is not None:
+        source = _converted(source, importer, cache, options)
     return Module(source, copy=copy, verify_constants=verify_constants, data_files=data_files,
                   **method_options)
 
 
-def _converted(source: Any, kind: str, cache: bool, options: Mapping[str, Any]) -> Any:
+def _converted(source: Any, importer: Any, cache: bool, options: Mapping[str, Any]) -> Any:
     """The program of a model of another format: read from its cache when asked and fresh,
     else converted (and cached when asked). A conversion with importer options is cached
     under a name of its own (`<file>.<digest of the options>.rtp`)."""
-    from ._importers import program_source
-
     is_path = isinstance(source, (str, os.PathLike))
     what = os.fspath(source) if is_path else f"a {memoryview(source).nbytes}-byte buffer"
     suffix = ".rtp"
@@ -247,10 +245,10 @@ def _converted(source: Any, kind: str, cache: bool, options: Mapping[str, Any]) 
                 return cached
         except OSError:
             pass  # no cache yet (or no model: the conversion says so)
-    _LOGGER.info("runtime_py.load: converting %s (%s) to a program%s", what, kind,
+    _LOGGER.info("runtime_py.load: converting %s (%s) to a program%s", what, importer.name,
                  f", cached as {cached}" if cached else
                  "; convert once with `python -m runtime_py convert` or load(cache=True)")
-    program = program_source(source, **options)
+    program = importer.convert(source, **options)
     if cached is None:
         return program
     write_atomically(cached, program)  # a process serving the old cache keeps its bytes

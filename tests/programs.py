@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 
 def add_program(shape=(1,), dtype="float32") -> bytes:

@@ -9,7 +9,7 @@ import struct
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from runtime_py.executorch._convert import pack_scalar
 
 pytestmark = pytest.mark.core

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import runtime_py as rt
-from runtime_py import _writer as w
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import writer as w
+from runtime_py.compiler import ProgramBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(7)

@@ -13,7 +13,7 @@ import weakref
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 np = pytest.importorskip("numpy")
 

@@ -23,7 +23,7 @@ import pytest
 
 import runtime_py as rt
 from runtime_py._ffi import ffi, get_lib, to_str
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from tests.programs import counted_loop
 
 THREADS = 8

@@ -24,7 +24,7 @@ def installed_script() -> Path:
 
 
 def add_program(path: Path) -> None:
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")
@@ -76,7 +76,7 @@ def test_dlpack_between_methods_without_numpy():
 
     import runtime_py as rt
     from runtime_py import _dlpack
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")

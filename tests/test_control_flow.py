@@ -15,7 +15,7 @@ from onnx import helper as oh  # noqa: E402
 
 import runtime_py as rt  # noqa: E402
 import runtime_py.onnx as ro  # noqa: E402
-from runtime_py.builder import ProgramBuilder  # noqa: E402
+from runtime_py.compiler import ProgramBuilder  # noqa: E402
 from runtime_py.errors import Error  # noqa: E402
 
 F, I64, B = TP.FLOAT, TP.INT64, TP.BOOL

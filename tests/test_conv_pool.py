@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from runtime_py.errors import InvalidProgram
 from tests.test_ops import ACTIVATIONS, assert_close, examples, ref_conv2d, ref_max_pool2d
 

@@ -13,7 +13,7 @@ import pytest
 import runtime_py as rt
 from runtime_py import cuda
 from runtime_py._ffi import ffi, get_lib, to_str
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 absent = pytest.mark.skipif(cuda.is_available(), reason="CUDA is available here")

@@ -11,7 +11,7 @@ distributed = pytest.importorskip("distributed")
 np = pytest.importorskip("numpy")
 
 import runtime_py as rt  # noqa: E402
-from runtime_py.builder import ProgramBuilder  # noqa: E402
+from runtime_py.compiler import ProgramBuilder  # noqa: E402
 
 BATCH, FEATURES, HIDDEN, CLASSES = 16, 32, 64, 10
 

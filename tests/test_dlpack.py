@@ -14,7 +14,7 @@ np = pytest.importorskip("numpy")
 
 import runtime_py as rt  # noqa: E402
 from runtime_py import _capsule, _dlpack  # noqa: E402
-from runtime_py.builder import ProgramBuilder  # noqa: E402
+from runtime_py.compiler import ProgramBuilder  # noqa: E402
 
 PYPY = platform.python_implementation() == "PyPy"
 needs_export = pytest.mark.skipif(PYPY, reason="PyPy cannot make DLPack capsules (docs/python.md)")

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
-from runtime_py.datafile import DataEntry, encode_data_file, read_data_file
+from runtime_py.compiler import ProgramBuilder
+from runtime_py.compiler.datafile import DataEntry, encode_data_file, read_data_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(11)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import runtime_py as rt
-from runtime_py import _writer as w
+from runtime_py.compiler import writer as w
 from tests.programs import add_program, rich_program
 
 
@@ -73,7 +73,7 @@ def test_file_load_maps_weights_without_copying(tmp_path):
     """A program with 256 MB of weights loads without reading them: RSS barely moves."""
     if not os.path.exists("/proc/self/statm"):
         pytest.skip("needs /proc to read RSS")
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")
@@ -148,7 +148,7 @@ def test_truncated_file_names_path(tmp_path):
 
 
 def test_unknown_op_fails_method_load_naming_it():
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")
@@ -238,7 +238,7 @@ def test_splices_never_crash(data):
 
 def external_program(tmp_path):
     """(program bytes with two EXTERNAL constants, data file path)."""
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")
@@ -310,7 +310,7 @@ def test_mutated_external_programs_never_crash(tmp_path_factory, data):
 
 
 def _dynamic_axes_program(axes):
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")

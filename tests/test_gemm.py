@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 # Sizes straddling the micro-tiles (4 x 24, 8 x 32), the blocks (MC 192, KC 192, NC 528 or

@@ -19,7 +19,7 @@ def probe(code: str) -> subprocess.CompletedProcess:
 
 
 def _program(tmp_path: Path) -> Path:
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")
@@ -52,7 +52,7 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path, call):
 
 REWRITE_PROBE = """
 import os, sys, array, runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 b = ProgramBuilder()
 for name in ("forward", "second"):
     m = b.method(name)

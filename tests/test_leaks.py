@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from tests.fuzz.seeds import attributes_and_scalars, cnn
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/statm"),

@@ -20,7 +20,7 @@ from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, invari
                                  rule)
 
 import runtime_py as rt  # noqa: E402
-from runtime_py.builder import ProgramBuilder  # noqa: E402
+from runtime_py.compiler import ProgramBuilder  # noqa: E402
 
 N = 1 << 18  # 1 MiB of float32: arenas of this size are their own mappings, freed at once
 ALLOWED = (rt.ClosedError, rt.InvalidState)

@@ -8,7 +8,7 @@ import array
 import pytest
 
 from runtime_py._ffi import ffi, get_lib, to_str
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 pytestmark = pytest.mark.core  # no numpy: every interpreter runs it
 

@@ -9,7 +9,7 @@ import array
 from hypothesis import event, given, settings, strategies as st
 
 from runtime_py._ffi import ffi
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from tests.test_method_run import INVALID_ARGUMENT, Loaded, f32, fill, last_error, lib
 
 

@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent("""
     import array, struct, sys
     sys.modules["numpy"] = None          # any `import numpy` now raises ImportError
     import runtime_py as rt
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")
@@ -62,7 +62,7 @@ BUNDLE_AND_DATA_SCRIPT = textwrap.dedent("""
     import array, os, sys, tempfile
     sys.modules["numpy"] = None
     import runtime_py as rt
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     def build(variant):
         b = ProgramBuilder()

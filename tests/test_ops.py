@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from tests import strategies as S
 from tests.test_gemm import cpu_flags
 
@@ -833,7 +833,7 @@ def test_conv2d_pointwise_small_planes(extra_channels, out_channels, height, wid
                                        act, with_bias, threads, nans, data):
     """Pointwise convolutions on planes of up to 256 pixels (72 with the AVX2 kernel) with 64
     or more output channels and 1 MB of weights take the pixels as the GEMM's rows
-    (conv_pixels.c), larger planes the other paths: blocks of 8
+    (conv/kernels/pixels_f32.c), larger planes the other paths: blocks of 8
     pixels, whole and partial, panels of output channels, whole and partial, sums over
     several depth slices, each tile stored transposed with its bias and activation. A NaN
     in x makes its pixel's outputs NaN, as in numpy."""

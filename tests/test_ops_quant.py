@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from runtime_py.errors import Error
 
 RNG = np.random.default_rng(11)

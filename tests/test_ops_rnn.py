@@ -16,7 +16,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import runtime_py as rt  # noqa: E402
 import runtime_py.onnx as ro  # noqa: E402
-from runtime_py.builder import ProgramBuilder  # noqa: E402
+from runtime_py.compiler import ProgramBuilder  # noqa: E402
 from runtime_py.errors import Error  # noqa: E402
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 SHAPES = [(), (0,), (7,), (3, 5), (2, 0, 3), (2, 3, 33)]
 SPECIAL = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1e-30, 30.0, -30.0, 100.0, -100.0,

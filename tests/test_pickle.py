@@ -12,7 +12,7 @@ import pickle
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 pytestmark = pytest.mark.core
 

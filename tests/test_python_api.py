@@ -17,7 +17,7 @@ import pytest
 import runtime_py as rt
 from runtime_py import dtypes
 from runtime_py._ffi import ffi
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from runtime_py.errors import error_class, raise_status
 
 pytestmark = pytest.mark.core  # the quick subset every interpreter runs
@@ -353,7 +353,7 @@ def test_python_scalar_for_tensor_input():
 def test_no_numpy_import():
     code = (
         "import sys, array, runtime_py as rt\n"
-        "from runtime_py.builder import ProgramBuilder\n"
+        "from runtime_py.compiler import ProgramBuilder\n"
         "b = ProgramBuilder(); m = b.method('forward'); x = m.input('x', 'float32', (2, 3))\n"
         "m.output(m.add(x, x))\n"
         "with rt.Program.load(b.to_bytes()) as p, p.load_method() as f:\n"
@@ -615,7 +615,7 @@ def test_binding_like_arrays_in_a_loop_reads_each_one():
 
 LIFETIME_PROBE = """
 import gc, sys, numpy as np, runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 n = 1 << 20  # 4 MiB: freed with munmap, so a read after free faults
 b = ProgramBuilder()
 m = b.method("forward")
@@ -662,7 +662,7 @@ def test_an_export_of_a_view_outlives_its_method(kind):
 LOG_PROBE = """
 import logging, sys, threading, runtime_py as rt
 from runtime_py import _ffi
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 b = ProgramBuilder()
 m = b.method("forward")

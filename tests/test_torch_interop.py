@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import runtime_py as rt  # noqa: E402
 from runtime_py import _capsule, _dlpack  # noqa: E402
-from runtime_py.builder import ProgramBuilder  # noqa: E402
+from runtime_py.compiler import ProgramBuilder  # noqa: E402
 
 pytestmark = pytest.mark.skipif(platform.python_implementation() == "PyPy",
                                 reason="torch is CPython-only")

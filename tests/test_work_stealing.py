@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from tests.test_conv_pool import reference
 from tests.test_conv_winograd import TOLERANCE, check, out_shape_of, program
 from tests.test_ops import ref_conv2d

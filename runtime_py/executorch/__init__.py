@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..builder import ProgramBuilder
+from ..compiler import ProgramBuilder
 from ..module import Module
 from ._convert import build, supported_ops
 from ._errors import ConversionError, MalformedPte

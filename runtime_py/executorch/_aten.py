@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, List, Optional
 
-from .. import _shapes
+from ..compiler import shapes as _shapes
 from . import _program as P
 from ._convert import FLOATS, MethodConverter, lowers, pack_scalar
 from ._fusion import CLIP, GELU, HARD_SWISH, RELU, SIGMOID, fold_batch_norm, fuse_activation

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import List
 
-from .. import _shapes
+from ..compiler import shapes as _shapes
 from . import _program as P
 from ._convert import MAX_GENERATED_BYTES, MethodConverter, lowers, pack_scalar
 

@@ -18,8 +18,8 @@ import struct
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import dtypes as _dtypes
-from .._writer import ARENA, STATE
-from ..builder import MethodBuilder, ProgramBuilder, Value
+from ..compiler.writer import ARENA, STATE
+from ..compiler import MethodBuilder, ProgramBuilder, Value
 from . import _program as P
 from ._errors import ConversionError, MalformedPte
 

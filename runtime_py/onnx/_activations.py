@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..builder import Value
+from ..compiler import Value
 
 RELU, CLIP, SIGMOID, GELU, HARDSWISH = 1, 2, 3, 4, 5
 _FLOAT_MAX = float(np.finfo(np.float32).max)

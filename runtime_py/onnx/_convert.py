@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import dtypes as _dtypes
-from ..builder import MethodBuilder, ProgramBuilder, Value
+from ..compiler import MethodBuilder, ProgramBuilder, Value
 from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
 from ._patterns import fuse_erf_gelu

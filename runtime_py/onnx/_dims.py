@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from ..builder import Value
+from ..compiler import Value
 from ._symbolic import Size, broadcast_dims
 
 Dims = Tuple[Size, ...]

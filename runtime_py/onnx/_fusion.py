@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-from ..builder import Value
+from ..compiler import Value
 from ._activations import ACTIVATIONS
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..builder import Value
+from ..compiler import Value
 from ._symbolic import Dim, Size, SymbolSpace, as_int
 
 INT_DTYPES = {"int64": np.int64, "int32": np.int32}

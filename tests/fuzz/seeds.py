@@ -7,7 +7,7 @@ from typing import Dict
 
 import numpy as np
 
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from tests.programs import counted_loop
 
 

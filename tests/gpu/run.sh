@@ -111,7 +111,7 @@ run 30 "dynamic dependencies (must be libc/libm/pthread/dl only)" bash -c \
 
 run 60 "backend status" $PY -c 'import runtime_py as rt, runtime_py.cuda as c
 print("available:", c.is_available(), "devices:", c.device_count(), c.unavailable_reason())
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 b = ProgramBuilder(); m = b.method("forward")
 m.output(m.matmul(m.input("a", "float32", (64, 64)), m.input("b", "float32", (64, 64))))
 with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:

@@ -45,7 +45,7 @@ def test_model_matches_the_cpu(name):
 
 
 def _relu_program():
-    from runtime_py.builder import ProgramBuilder
+    from runtime_py.compiler import ProgramBuilder
 
     b = ProgramBuilder()
     m = b.method("forward")

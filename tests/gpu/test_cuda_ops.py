@@ -8,7 +8,7 @@ import pytest
 
 import runtime_py as rt
 from runtime_py import cuda
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 np = pytest.importorskip("numpy")
 from tests.programs import counted_loop, rich_program  # noqa: E402 (needs numpy)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 
 np = pytest.importorskip("numpy")
 pytestmark = pytest.mark.gpu

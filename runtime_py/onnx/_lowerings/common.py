@@ -5,7 +5,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 
 FLOATS = ("float32", "float64")
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")

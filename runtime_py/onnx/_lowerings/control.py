@@ -22,7 +22,7 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ... import dtypes as _dtypes
-from ...builder import Value
+from ...compiler import Value
 from .._registry import lowers
 from .common import check_attrs
 

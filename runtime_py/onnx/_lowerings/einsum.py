@@ -17,7 +17,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from ... import registered_ops
+from ...library import registered_ops
 from .._registry import lowers
 from .common import NUMERIC, check_attrs, require_dtype, reshape
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 from .._registry import lowers
 from .common import NUMERIC, legacy_broadcast, require_dtype
 

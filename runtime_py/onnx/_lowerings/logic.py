@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ... import _shapes
+from ...compiler import shapes as _shapes
 from .._registry import lowers
 from .common import FLOATS, NUMERIC, legacy_broadcast, require_dtype
 

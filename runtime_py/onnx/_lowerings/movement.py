@@ -18,7 +18,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 from .._registry import lowers
 from .._shape_tensor import ShapeTensor, shape_tensor, upper_bounds
 from .._symbolic import Size, as_int, broadcast_dims

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 from .._dims import conv_dims, pool_dims
 from .._registry import lowers
 from .shape import reshape_to_dims

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ... import registered_ops
-from ...builder import Value
+from ...library import registered_ops
+from ...compiler import Value
 from .._registry import lowers
 from .common import FLOATS, check_attrs, optional, require_dtype, reshape
 

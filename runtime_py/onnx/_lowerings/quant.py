@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ... import _shapes
-from ...builder import Value
+from ...compiler import shapes as _shapes
+from ...compiler import Value
 from .._registry import lowers
 from .common import FLOATS, check_attrs, optional, reshape
 from .._dims import conv_dims

@@ -12,8 +12,8 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from ... import _shapes
-from ...builder import Value
+from ...compiler import shapes as _shapes
+from ...compiler import Value
 from .common import FLOATS, NUMERIC, check_attrs, optional, require_dtype
 from .._registry import lowers
 

@@ -12,7 +12,7 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 from .._registry import lowers
 from .._shape_tensor import ShapeTensor, shape_tensor, upper_bounds
 from .common import FLOATS, check_attrs, optional

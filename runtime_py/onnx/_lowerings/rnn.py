@@ -9,7 +9,7 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 from .._registry import lowers
 from .common import check_attrs, optional
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 from .._registry import lowers
 from .._shape_tensor import as_items, shape_tensor, upper_bounds
 from .._symbolic import as_int

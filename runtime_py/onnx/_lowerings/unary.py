@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ...builder import Value
+from ...compiler import Value
 from .._registry import ConversionError, lowers
 from .common import FLOATS, NUMERIC, check_attrs, optional, require_dtype, reshape
 

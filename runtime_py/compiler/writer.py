@@ -23,7 +23,7 @@ STRINGS, OPS, CONSTANTS, SEGMENT, WORDS, VALUES, INSTRUCTIONS, METHODS, BUNDLE =
 SECTION_OPTIONAL = 1
 CONSTANT_EXTERNAL = 1
 
-from ._values import (  # noqa: F401  (rt_value_kind, used through this module too)
+from .._values import (  # noqa: F401  (rt_value_kind, used through this module too)
     BOOL, DOUBLE, DOUBLE_LIST, INT, INT_LIST, NONE, STRING, TENSOR, TENSOR_LIST)
 
 # storage kinds

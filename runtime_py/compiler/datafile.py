@@ -14,9 +14,9 @@ import struct
 import zlib
 from typing import Any, Dict, NamedTuple, Tuple
 
-from . import dtypes as _dtypes
-from ._files import write_atomically
-from .errors import InvalidProgram
+from .. import dtypes as _dtypes
+from .._files import write_atomically
+from ..errors import InvalidProgram
 
 __all__ = ["DataEntry", "encode_data_file", "decode_data_file", "read_data_file",
            "write_data_file"]

@@ -18,9 +18,9 @@ from __future__ import annotations
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _shapes, _writer as w
-from . import dtypes as _dtypes
-from ._planner import lifetimes, plan
+from . import shapes as _shapes, writer as w
+from .. import dtypes as _dtypes
+from .planner import lifetimes, plan
 
 __all__ = ["ProgramBuilder", "MethodBuilder", "Value", "Label"]
 
@@ -703,7 +703,7 @@ class ProgramBuilder:
         """Write the program to `path` atomically: a process that has the old file mapped keeps
         reading the old bytes (rewriting a mapped file in place would change them under it).
         `external_data` as for to_bytes()."""
-        from ._files import write_atomically
+        from .._files import write_atomically
 
         write_atomically(path, self.to_bytes(external_data=external_data))
 
@@ -778,7 +778,7 @@ def _case_value(method: str, what: str, index: int, v: Value, item: Any) -> Tupl
             raise ValueError(f"{where} must be a Python {kind}, not {item!r}") from None
     if not v.is_tensor:
         raise ValueError(f"{where}: the method's value is not a tensor or scalar")
-    from .tensor import Tensor
+    from ..tensor import Tensor
 
     if isinstance(item, Tensor):
         dtype, shape, raw = item.dtype, tuple(item.shape), item.tobytes()
