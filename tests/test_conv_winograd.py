@@ -1,4 +1,4 @@
-"""The Winograd F(4x4, 3x3) convolution (libruntime/ops/conv/conv_winograd.c).
+"""The Winograd F(4x4, 3x3) convolution (libruntime/ops/conv/kernels/winograd_f32.c).
 
 Float32 3x3 stride-1 convolutions with constant weights and enough channels take it when it
 saves work. Each case is checked against numpy in float64 with a bound on the error scaled by
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import runtime_py as rt
-from runtime_py.builder import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder
 from tests.test_gemm import cpu_flags
 from tests.test_ops import ACTIVATIONS, out_len, ref_conv2d
 

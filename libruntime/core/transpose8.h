@@ -1,7 +1,7 @@
 /* transpose8.h: an 8 x 8 float transpose in AVX registers (unpack, shuffle, then swap the
  * 128-bit halves): out[j] is lane j of each of in[0..8). For x86-64 builds with GCC or clang,
- * from functions whose target includes AVX (the GEMM's A packing, conv_pixels.c's transposed
- * stores). */
+ * from functions whose target includes AVX (the GEMM's A packing, the transposed stores of
+ * conv/kernels/pixels_f32.c). */
 #ifndef RT_CORE_TRANSPOSE8_H
 #define RT_CORE_TRANSPOSE8_H
 

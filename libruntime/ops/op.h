@@ -23,6 +23,7 @@ typedef struct rt_op_ctx {
     void *state;
     void (*free_state)(void *state);
     uint64_t state_budget; /* prepare: bytes of state it may allocate (rt_op__alloc_state) */
+    int32_t algorithm;     /* prepare: which of its algorithms the op's run takes (op-defined) */
     size_t scratch_bytes; /* prepare: bytes requested; run: bytes available at `scratch` */
     void *scratch;        /* 64-byte aligned, shared by all instructions of the method */
     bool preparing;       /* true during prepare (sizes are the bounds) */

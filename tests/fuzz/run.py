@@ -42,11 +42,12 @@ LINK_FLAGS = ["-fsanitize=fuzzer,address,undefined", "-lm", "-lpthread"]
 # edge counters there): a corpus soon holds large convolutions, and tracing every compare of
 # their loops held the fuzzer to 16 inputs a second, most of it in the Winograd transforms.
 # Comparisons that decide what a program means (reader, validation, shapes) are traced still.
-KERNEL_FILES = ["libruntime/ops/conv/conv_winograd.c", "libruntime/ops/conv/conv_direct.c",
-                "libruntime/ops/conv/conv_pixels.c", "libruntime/ops/conv/conv_padded.c",
-                "libruntime/ops/matmul/gemm/gemm.c", "libruntime/ops/matmul/gemm/gemm_avx2.c",
-                "libruntime/ops/matmul/gemm/gemm_avx512.c", "libruntime/ops/matmul/gemm/gemm_portable.c"]
-PER_FILE_FLAGS = {"libruntime/ops/conv/conv_depthwise.c": ["-O0", "-fno-sanitize-coverage=trace-cmp"],
+KERNEL_FILES = [f"libruntime/ops/conv/kernels/{name}_f32.c"
+                for name in ("winograd", "direct", "pixels", "padded")] + \
+               [f"libruntime/ops/matmul/gemm/{name}.c"
+                for name in ("gemm", "gemm_avx2", "gemm_avx512", "gemm_portable")]
+PER_FILE_FLAGS = {"libruntime/ops/conv/kernels/depthwise_f32.c":
+                  ["-O0", "-fno-sanitize-coverage=trace-cmp"],
                   **{f: ["-fno-sanitize-coverage=trace-cmp"] for f in KERNEL_FILES}}
 
 

@@ -7,7 +7,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "ops/conv/conv.h"
-#include "ops/matmul/matmul_shape.h"
+#include "ops/matmul/matmul.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 

@@ -1,9 +1,9 @@
-/* cuda_ops_rnn.c: lstm, gru and rnn on CUDA (float32). The host loops over time as the CPU
- * op does (ops/rnn/rnn_kernels.c): per direction one GEMM projects every step's input, then each
+/* cuda_ops_rnn.c: lstm, gru and rnn on CUDA (float32). The host loops over time as the CPU op does
+ * (ops/rnn/kernels/cells_f32.c): per direction one GEMM projects every step's input, then each
  * step multiplies the batch's state by R^T (a GEMM, cuBLAS when installed) and one kernel
- * (kernels/rnn.cu) applies the gates; gru without linear_before_reset needs a second product
- * and kernel per step. Working memory is the method's device scratch, reserved at load.
- * sequence_lens is read back to the host and checked at every execute, as the CPU checks it. */
+ * (kernels/rnn.cu) applies the gates; gru without linear_before_reset needs a second product and
+ * kernel per step. Working memory is the method's device scratch, reserved at load. sequence_lens
+ * is read back to the host and checked at every execute, as the CPU checks it. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* conv.h: the shape of a 2-D convolution, shared by the general kernels (conv.c) and the
- * depthwise one (conv_depthwise.c). */
+/* conv.h: the convolution family: the shape of a 2-D convolution, the operators' shared setup
+ * (conv.c, conv_pool.c) and the algorithms in kernels/, one file each, named by dtype. */
 #ifndef RT_OPS_CONV_H
 #define RT_OPS_CONV_H
 
@@ -53,8 +53,20 @@ rt_status rt_conv__read_args(rt_op_ctx *ctx, rt_conv_args *args, bool fused, siz
 /* conv2d's or (with `fused`) conv2d_act's whole argument list read, checked, out sized. */
 rt_status rt_conv__setup(rt_op_ctx *ctx, rt_conv_args *args, bool fused);
 
-/* At load: the scratch the convolution needs, in ctx->scratch_bytes, and constant weights
- * packed into ctx->state. */
+/* How a convolution runs, chosen once by rt_conv__prepare (ctx->algorithm) from the planned
+ * sizes and dtypes; run-time sizes within the bounds keep the choice valid. */
+typedef enum rt_conv_algorithm {
+    RT_CONV_BANDS = 0,  /* bands of output rows, one (channel, tap) at a time: f64, shallow f32 */
+    RT_CONV_DEPTHWISE,  /* one input channel a group, padded planes (kernels/depthwise_f32.c) */
+    RT_CONV_WINOGRAD,   /* F(4x4, 3x3), weights transformed at load (kernels/winograd_f32.c) */
+    RT_CONV_PIXELS,     /* pointwise on a small plane, w^T packed at load (kernels/pixels_f32.c) */
+    RT_CONV_DIRECT,     /* weights in tall panels at load (kernels/direct_f32.c); the GEMM for
+                         * run-time sizes the direct kernel does not take */
+    RT_CONV_GEMM,       /* im2col columns times the weights, packed at load when constant */
+} rt_conv_algorithm;
+
+/* At load: the algorithm (ctx->algorithm), the scratch it needs (ctx->scratch_bytes) and
+ * constant weights packed for it (ctx->state). */
 void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args);
 
 /* The weights rt_conv__prepare derived from constant w, in ctx->state: packed as the GEMM's
@@ -65,8 +77,8 @@ const float *rt_conv__packed_weights(const rt_op_ctx *ctx);
 const float *rt_conv__direct_weights(const rt_op_ctx *ctx);
 const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx);
 
-/* The convolution into out ([N, O, Ho, Wo] densely, not args->out), with scratch of the size
- * rt_conv__prepare asked for. */
+/* The convolution into out ([N, O, Ho, Wo] densely, not args->out) by the algorithm
+ * rt_conv__prepare chose, with scratch of the size it asked for. */
 void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
                       void *scratch, size_t scratch_bytes);
 
@@ -83,7 +95,7 @@ rt_status rt_conv_pool__setup(rt_op_ctx *ctx, rt_conv_pool_args *args);
 /* Bytes of the unpooled float32 result, 64-byte aligned; 0 when it would not fit in memory. */
 size_t rt_conv_pool__unpooled_bytes(const rt_conv_pool_args *args);
 
-/* A zero-padded input plane split by horizontal stride phase (conv_padded.c): padded row i,
+/* A zero-padded input plane split by horizontal stride phase (kernels/padded_f32.c): padded row i,
  * phase r, index j holds padded column stride * j + r, at i * row_floats + r * phase_len + j.
  * Phase rows carry at least 8 spare zeros, so an 8-wide load at the last output may run past
  * the row's real end, and a plane ends with 32 floats of slack, so a 32-wide block at the end
@@ -132,7 +144,7 @@ void rt_conv__depthwise_f32(const conv_dims *d, const float *x, const float *w,
 
 /* float32 convolutions with one group, a horizontal stride of at most 4, at least 16 taps in
  * all and output rows not much narrower than the GEMM kernel's NR: what rt_conv__direct_f32
- * takes (conv_direct.c). With `pool` (a float32 max pool of the result, its height and width
+ * takes (kernels/direct_f32.c). With `pool` (a float32 max pool of the result, its height and width
  * the convolution's output), also: not pointwise, and pooling windows that do not overlap in
  * height. */
 bool rt_conv__direct_fits(const conv_dims *d, const rt_pool_dims *pool);
@@ -149,7 +161,42 @@ void rt_conv__direct_f32(const conv_dims *d, const float *x, const float *packed
                          const float *bias, const rt_activation *act, const rt_pool_dims *pool,
                          float *out, void *scratch, int32_t threads);
 
-/* ---- Winograd F(4x4, 3x3) (conv_winograd.c) ---------------------------------------------- */
+/* ---- bands of output rows, float32 and float64 (kernels/bands.c) ----------------------- */
+
+/* Any convolution of x's dtype (f32 or f64), one (input channel, tap) at a time; a float32
+ * activation runs in a second pass. Needs no scratch. */
+void rt_conv__bands(const conv_dims *d, rt_type type, const void *x, const void *w,
+                    const void *bias, const rt_activation *act, void *out, int32_t threads);
+
+/* ---- im2col and the GEMM (kernels/gemm_f32.c) ------------------------------------------- */
+
+size_t rt_conv__gemm_scratch_bytes(const conv_dims *d, int32_t threads);
+/* packed_w: w packed per group by rt_gemm__f32_pack_a, or NULL (packed at each call). */
+void rt_conv__gemm_f32(const conv_dims *d, const float *x, const float *w,
+                       const float *packed_w, const float *bias, const rt_activation *act,
+                       float *out, void *scratch, size_t scratch_bytes, int32_t threads);
+
+/* ---- transposed convolution (conv_transpose.c, kernels/transposed.c) -------------------- */
+
+typedef struct rt_convt_dims {
+    int64_t batch, channels, height, width;   /* x */
+    int64_t group_out, kernel_h, kernel_w;    /* w: [channels, group_out, kH, kW] */
+    int64_t out_channels, out_h, out_w;
+    int64_t groups;
+    int64_t stride[2], dilation[2], out_pad[2];
+    int64_t pad[4]; /* top, left, bottom, right */
+} rt_convt_dims;
+
+/* Bytes of the GEMM form's column buffer ([group_out * kH * kW, H * W] floats), SIZE_MAX where
+ * they pass the cap that keeps huge images on the direct form. */
+size_t rt_conv__transpose_columns_bytes(const rt_convt_dims *d);
+/* With scratch (float32 only, at least the column bytes plus the GEMM's own scratch): the GEMM
+ * form; with scratch NULL: the direct form, float32 or float64. */
+void rt_conv__transpose(const rt_convt_dims *d, rt_type type, const void *x, const void *w,
+                        const void *bias, void *out, void *scratch, size_t scratch_bytes,
+                        int32_t threads);
+
+/* ---- Winograd F(4x4, 3x3) (kernels/winograd_f32.c) ------------------------------------- */
 
 /* Whether it takes these float32 sizes (one group, a 3x3 kernel, stride and dilation 1, at
  * least 8 channels in and out, buffers of bounded size) and, for them, does at most two
@@ -172,7 +219,7 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
                            const float *w, const float *bias, const rt_activation *act,
                            float *out, void *scratch, int32_t threads);
 
-/* ---- pointwise on small planes, pixels as rows (conv_pixels.c) ---------------------------- */
+/* ---- pointwise on small planes, pixels as rows (kernels/pixels_f32.c) ------------------- */
 
 /* Whether it takes these float32 sizes: a 1x1 kernel, stride 1, no padding, one group, a plane
  * of at most 256 pixels, at least 64 output channels and 1 MB of weights. */

@@ -1,7 +1,7 @@
 /* conv_pool.c: conv2d_act_max_pool2d, a convolution whose result only a max pool reads (the
  * ONNX importer fuses Conv [+ activation] + MaxPool into it).
  *
- * The direct convolution pools each band's rows while they are in L1 (conv_direct.c), so the
+ * The direct convolution pools each band's rows while they are in L1 (kernels/direct_f32.c), so the
  * unpooled result never goes to memory; any other convolution writes it into scratch and the
  * max pool reads it from there, which is what the two ops would have done. */
 #include <inttypes.h>
@@ -37,19 +37,23 @@ size_t rt_conv_pool__unpooled_bytes(const rt_conv_pool_args *args) {
 /* Pooled in the direct convolution's bands: the weights were packed at load for it and the
  * shapes suit it. */
 static bool pools_in_bands(const rt_op_ctx *ctx, const rt_conv_pool_args *args) {
-    return rt_conv__direct_weights(ctx) != NULL &&
-           rt_conv__direct_fits(&args->conv.dims, &args->pool);
+    return ctx->algorithm == RT_CONV_DIRECT && rt_conv__direct_fits(&args->conv.dims, &args->pool);
 }
 
 rt_status rt_ops__conv2d_act_max_pool2d_prepare(rt_op_ctx *ctx) {
     rt_conv_pool_args args;
     RT_RETURN_IF_ERROR(rt_conv_pool__setup(ctx, &args));
     rt_conv__prepare(ctx, &args.conv);
+    size_t bands = 0;
     if (pools_in_bands(ctx, &args)) {
-        size_t bands = rt_conv__direct_scratch_bytes(&args.conv.dims, &args.pool,
-                                                     rt_threadpool__hardware_threads());
-        ctx->scratch_bytes = bands > ctx->scratch_bytes ? bands : ctx->scratch_bytes;
-        return RT_OK;
+        bands = rt_conv__direct_scratch_bytes(&args.conv.dims, &args.pool,
+                                              rt_threadpool__hardware_threads());
+        /* Sizes within the bounds may not suit the bands (rows too narrow for the kernel's
+         * blocks): a dynamic input keeps scratch for the unpooled result too. */
+        if (!args.conv.x->dynamic) {
+            ctx->scratch_bytes = bands > ctx->scratch_bytes ? bands : ctx->scratch_bytes;
+            return RT_OK;
+        }
     }
     size_t unpooled = rt_conv_pool__unpooled_bytes(&args);
     if (unpooled == 0 || unpooled > SIZE_MAX / 2 - ctx->scratch_bytes)
@@ -59,6 +63,7 @@ rt_status rt_ops__conv2d_act_max_pool2d_prepare(rt_op_ctx *ctx) {
                            args.conv.dims.batch, args.conv.dims.out_channels,
                            args.conv.dims.out_h, args.conv.dims.out_w);
     ctx->scratch_bytes += unpooled;
+    ctx->scratch_bytes = bands > ctx->scratch_bytes ? bands : ctx->scratch_bytes;
     return RT_OK;
 }
 

@@ -2,13 +2,13 @@
  * inputs) and where (of three).
  *
  * The output may be one of the inputs (in place) when that input already has the result's
- * shape and element size. The typed loops are in binary_more_kernels.c. */
+ * shape and element size. The typed loops are in kernels/binary_more.c. */
 #include <inttypes.h>
 #include <string.h>
 
-#include "ops/elementwise/binary_more_kernels.h"
+#include "ops/elementwise/kernels/binary_more.h"
 #include "ops/broadcast.h"
-#include "ops/elementwise/elementwise_kernels.h" /* rt_ops__any_zero */
+#include "ops/elementwise/kernels/binary.h" /* rt_ops__any_zero */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 

@@ -1,11 +1,11 @@
 /* elementwise.c: add, sub, mul, div, less, equal (numpy broadcasting) and copy.
  *
  * The output may be one of the inputs (in place) when that input already has the result's
- * shape and element size. The typed loops are in elementwise_kernels.c. */
+ * shape and element size. The typed loops are in kernels/binary.c. */
 #include <string.h>
 
 #include "ops/broadcast.h"
-#include "ops/elementwise/elementwise_kernels.h"
+#include "ops/elementwise/kernels/binary.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 

@@ -2,13 +2,13 @@
  * hardmax.
  *
  * Every op here may run in place (out the same storage as x) when out holds as many bytes per
- * element as x. The typed loops are in unary_kernels.c. */
+ * element as x. The typed loops are in kernels/unary.c. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/op_util.h"
 #include "ops/ops.h"
-#include "ops/elementwise/unary_kernels.h"
+#include "ops/elementwise/kernels/unary.h"
 
 /* ---- the elementwise kinds -------------------------------------------------------------- */
 

@@ -1,83 +1,13 @@
-/* matmul.c: matmul (numpy.matmul) and linear (x @ w^T + bias).
- *
- * Plain blocked loops, parallel over output tiles; a packed SIMD GEMM is meant to replace the
- * tile kernels later without touching the shape handling. */
+/* matmul.c: the matmul (numpy.matmul) and linear (x @ w^T + bias) operators: float32 runs on
+ * the packed GEMM (gemm/), with constant operands packed once at load; other dtypes on the
+ * loops in kernels/. */
 #include <inttypes.h>
 #include <string.h>
 
 #include "ops/matmul/gemm/gemm.h"
-#include "ops/matmul/matmul_shape.h"
+#include "ops/matmul/matmul.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
-
-/* ---- matmul: kernels -------------------------------------------------------------------- */
-
-/* Output tiles of TILE_M x TILE_N; K in slices of TILE_K so that the slice of b a tile reads
- * stays in cache while each of the tile's rows goes over it. */
-#define TILE_M 8
-#define TILE_N 256
-#define TILE_K 128
-
-typedef struct matmul_job {
-    const rt_matmul_dims *dims;
-    const void *a, *b;
-    void *out;
-    int64_t row_tiles, col_tiles;
-} matmul_job;
-
-/* MADD(acc, x, y) adds x * y to acc; integers wrap around in the unsigned type W. */
-#define FLOAT_MADD(T, W, acc, x, y) ((acc) + (x) * (y))
-#define INT_MADD(T, W, acc, x, y) ((T)((W)(acc) + (W)(x) * (W)(y)))
-
-/* i-k-j order: the innermost loop runs along contiguous rows of b and out. */
-#define DEFINE_MATMUL_TILES(sfx, T, W, MADD)                                                  \
-    static void matmul_tiles__##sfx(void *arg, size_t begin, size_t end)                      \
-    {                                                                                         \
-        const matmul_job *job = arg;                                                          \
-        const rt_matmul_dims *dims = job->dims;                                                  \
-        int64_t m = dims->m, k = dims->k, n = dims->n;                                        \
-        int64_t tiles = job->row_tiles * job->col_tiles;                                      \
-        for (size_t item = begin; item < end; item++) {                                       \
-            int64_t batch = (int64_t)item / tiles, tile = (int64_t)item % tiles;              \
-            int64_t i0 = tile / job->col_tiles * TILE_M, j0 = tile % job->col_tiles * TILE_N; \
-            int64_t i1 = i0 + TILE_M < m ? i0 + TILE_M : m;                                   \
-            int64_t j1 = j0 + TILE_N < n ? j0 + TILE_N : n;                                   \
-            int64_t a_off, b_off;                                                             \
-            rt_op__matmul_batch_offsets(dims, batch, &a_off, &b_off);                                       \
-            const T *a = (const T *)job->a + a_off;                                           \
-            const T *b = (const T *)job->b + b_off;                                           \
-            T *out = (T *)job->out + batch * m * n;                                           \
-            for (int64_t i = i0; i < i1; i++)                                                 \
-                for (int64_t j = j0; j < j1; j++)                                             \
-                    out[i * n + j] = 0;                                                       \
-            for (int64_t p0 = 0; p0 < k; p0 += TILE_K) {                                      \
-                int64_t p1 = p0 + TILE_K < k ? p0 + TILE_K : k;                               \
-                for (int64_t i = i0; i < i1; i++) {                                           \
-                    T *o = out + i * n;                                                       \
-                    for (int64_t p = p0; p < p1; p++) {                                       \
-                        const T x = a[i * k + p];                                             \
-                        const T *brow = b + p * n;                                            \
-                        for (int64_t j = j0; j < j1; j++)                                     \
-                            o[j] = MADD(T, W, o[j], x, brow[j]);                              \
-                    }                                                                         \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-    }
-DEFINE_MATMUL_TILES(f32, float, float, FLOAT_MADD)
-DEFINE_MATMUL_TILES(f64, double, double, FLOAT_MADD)
-DEFINE_MATMUL_TILES(i32, int32_t, uint32_t, INT_MADD)
-DEFINE_MATMUL_TILES(i64, int64_t, uint64_t, INT_MADD)
-
-static rt_range_fn matmul_kernel_for(rt_type type) {
-    switch (type) {
-    case RT_F32: return matmul_tiles__f32;
-    case RT_F64: return matmul_tiles__f64;
-    case RT_I32: return matmul_tiles__i32;
-    case RT_I64: return matmul_tiles__i64;
-    default: return NULL;
-    }
-}
 
 /* ---- matmul: op ------------------------------------------------------------------------- */
 
@@ -180,76 +110,14 @@ rt_status rt_ops__matmul_run(rt_op_ctx *ctx) {
         matmul_f32(ctx, &args);
         return RT_OK;
     }
-    rt_range_fn kernel = matmul_kernel_for(args.a->type);
-    if (!kernel)
+    if (!rt_matmul__tiles(dims, args.a->type, args.a->data, args.b->data, args.out->data,
+                          rt_op__threads(ctx)))
         return rt_op__fail(ctx, RT_INTERNAL, "no matmul kernel for dtype %s",
                            rt_tensor__type_name(args.a->type));
-    matmul_job job = {
-        .dims = dims,
-        .a = args.a->data,
-        .b = args.b->data,
-        .out = args.out->data,
-        .row_tiles = (dims->m + TILE_M - 1) / TILE_M,
-        .col_tiles = (dims->n + TILE_N - 1) / TILE_N,
-    };
-    /* Each count is at most the output's element count, so the product cannot overflow. */
-    int64_t items = dims->batch_count * job.row_tiles * job.col_tiles;
-    int64_t work = rt_op__mul_sat((int64_t)TILE_M * TILE_N, dims->k > 0 ? dims->k : 1);
-    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
     return RT_OK;
 }
 
 /* ---- linear ----------------------------------------------------------------------------- */
-
-/* Rows of x against rows of w (both contiguous along K): tiles of LINEAR_ROWS rows of x by
- * LINEAR_COLS outputs, so each row of w is read once per tile from cache for every x row. */
-#define LINEAR_ROWS 8
-#define LINEAR_COLS 64
-
-typedef struct linear_job {
-    const void *x, *w, *bias; /* bias may be NULL */
-    void *out;
-    int64_t rows, k, n;
-    int64_t col_tiles;
-} linear_job;
-
-/* Dot products in 8 independent lanes: the compiler can vectorise them, and the result
- * differs from a serial sum only by rounding. */
-#define DEFINE_LINEAR_TILES(sfx, T)                                                   \
-    static T dot__##sfx(const T *x, const T *y, int64_t n)                            \
-    {                                                                                 \
-        T lanes[8] = {0};                                                             \
-        int64_t i = 0;                                                                \
-        for (; i + 8 <= n; i += 8)                                                    \
-            for (int l = 0; l < 8; l++)                                               \
-                lanes[l] += x[i + l] * y[i + l];                                      \
-        T sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +                     \
-                ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));                      \
-        for (; i < n; i++)                                                            \
-            sum += x[i] * y[i];                                                       \
-        return sum;                                                                   \
-    }                                                                                 \
-                                                                                      \
-    static void linear_tiles__##sfx(void *arg, size_t begin, size_t end)              \
-    {                                                                                 \
-        const linear_job *job = arg;                                                  \
-        const T *x = job->x, *w = job->w, *bias = job->bias;                          \
-        T *out = job->out;                                                            \
-        int64_t k = job->k, n = job->n;                                               \
-        for (size_t item = begin; item < end; item++) {                               \
-            int64_t r0 = (int64_t)item / job->col_tiles * LINEAR_ROWS;                \
-            int64_t c0 = (int64_t)item % job->col_tiles * LINEAR_COLS;                \
-            int64_t r1 = r0 + LINEAR_ROWS < job->rows ? r0 + LINEAR_ROWS : job->rows; \
-            int64_t c1 = c0 + LINEAR_COLS < n ? c0 + LINEAR_COLS : n;                 \
-            for (int64_t c = c0; c < c1; c++) {                                       \
-                T b = bias ? bias[c] : (T)0;                                          \
-                for (int64_t r = r0; r < r1; r++)                                     \
-                    out[r * n + c] = dot__##sfx(x + r * k, w + c * k, k) + b;         \
-            }                                                                         \
-        }                                                                             \
-    }
-DEFINE_LINEAR_TILES(f32, float)
-DEFINE_LINEAR_TILES(f64, double)
 
 typedef struct linear_args {
     rt_tensor_value *x, *w, *bias, *out;
@@ -362,20 +230,9 @@ static rt_status linear_run(rt_op_ctx *ctx, bool fused) {
         linear_f32(ctx, &args);
         return RT_OK;
     }
-    linear_job job = {
-        .x = args.x->data,
-        .w = args.w->data,
-        .bias = args.bias ? args.bias->data : NULL,
-        .out = args.out->data,
-        .rows = args.rows,
-        .k = args.k,
-        .n = args.n,
-        .col_tiles = (args.n + LINEAR_COLS - 1) / LINEAR_COLS,
-    };
-    int64_t items = (args.rows + LINEAR_ROWS - 1) / LINEAR_ROWS * job.col_tiles;
-    int64_t work = rt_op__mul_sat((int64_t)LINEAR_ROWS * LINEAR_COLS, args.k > 0 ? args.k : 1);
-    rt_range_fn kernel = args.x->type == RT_F32 ? linear_tiles__f32 : linear_tiles__f64;
-    rt_parallel__for(rt_op__threads(ctx), (size_t)items, rt_op__grain(work), kernel, &job);
+    rt_matmul__linear_dot(args.x->type, args.x->data, args.w->data,
+                          args.bias ? args.bias->data : NULL, args.out->data, args.rows, args.k,
+                          args.n, rt_op__threads(ctx));
     return RT_OK;
 }
 

@@ -2,7 +2,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "ops/matmul/matmul_shape.h"
+#include "ops/matmul/matmul.h"
 
 /* Matrix strides (elements) of t's batch dimensions, aligned to a batch of rank `rank`. */
 static void batch_strides(int64_t *out, const int64_t *sizes, int32_t t_batch_rank,

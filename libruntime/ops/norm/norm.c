@@ -1,137 +1,16 @@
-/* norm.c: layer_norm, instance_norm, group_norm and lp_norm.
+/* norm.c: the layer_norm, instance_norm, group_norm and lp_norm operators.
  *
  * The first three view x as rows of contiguous elements (layer_norm: the dims from `axis` on;
- * instance_norm and group_norm: one (image, group) per row) and write
- * (x - mean) * inv_std * scale + bias. A row's mean and variance come from one pass with sums in
- * double, shifted by the row's first element so that a large common offset does not cancel.
- * Rows are split over threads; each row is read completely before it is written, so the output
- * may be x itself. */
+ * instance_norm and group_norm: one (image, group) per row), split over threads, which
+ * kernels/standardize.c brings to (x - mean) * inv_std * scale + bias; the output may be x
+ * itself. lp_norm's kernel is kernels/lp.c. */
 #include <inttypes.h>
-#include <math.h>
-#include <string.h>
 
+#include "ops/norm/norm.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-typedef struct norm_job {
-    const void *x, *scale, *bias; /* scale, bias may be NULL */
-    void *out, *mean, *inv_std;   /* mean, inv_std: layer_norm's optional outputs, or NULL */
-    int64_t len;                  /* elements per row */
-    double eps;
-    /* layer_norm: scale and bias repeat along the row with these periods. */
-    int64_t scale_period, bias_period;
-    /* instance_norm, group_norm: row r is group r % groups of its image; the group's channels
-     * are `spatial` elements each; scale and bias hold one value per channel, or per group. */
-    int64_t groups, group_channels, spatial;
-    bool per_group;
-} norm_job;
-
-/* ---- kernels ---------------------------------------------------------------------------- */
-
-/* An empty row has no mean: NaN, as numpy's mean of nothing. The sums run in STAT_LANES
- * independent lanes, which the compiler can vectorise without reassociating anything (a single
- * float64 accumulator would make the pass latency-bound). */
-#define STAT_LANES 8
-#define DEFINE_ROW_STATS(sfx, T)                                                            \
-    static void row_stats__##sfx(const T *x, int64_t n, double eps, double *mean,          \
-                                 double *inv_std) {                                        \
-        if (n == 0) {                                                                      \
-            *mean = NAN;                                                                   \
-            *inv_std = NAN;                                                                \
-            return;                                                                        \
-        }                                                                                  \
-        double shift = (double)x[0], sum = 0, squares = 0;                                 \
-        double sums[STAT_LANES] = {0}, sq[STAT_LANES] = {0};                               \
-        int64_t k = 0;                                                                     \
-        for (; k + STAT_LANES <= n; k += STAT_LANES) {                                     \
-            double d[STAT_LANES];                                                          \
-            for (int j = 0; j < STAT_LANES; j++)                                           \
-                d[j] = (double)x[k + j] - shift;                                           \
-            for (int j = 0; j < STAT_LANES; j++)                                           \
-                sums[j] += d[j];                                                           \
-            for (int j = 0; j < STAT_LANES; j++)                                           \
-                sq[j] += d[j] * d[j];                                                      \
-        }                                                                                  \
-        for (int j = 0; j < STAT_LANES; j++) {                                             \
-            sum += sums[j];                                                                \
-            squares += sq[j];                                                              \
-        }                                                                                  \
-        for (; k < n; k++) {                                                               \
-            double d = (double)x[k] - shift;                                               \
-            sum += d;                                                                      \
-            squares += d * d;                                                              \
-        }                                                                                  \
-        double m = sum / (double)n, var = squares / (double)n - m * m;                     \
-        *mean = shift + m;                                                                 \
-        *inv_std = 1.0 / sqrt((var > 0 ? var : 0) + eps);                                  \
-    }
-
-/* Equal periods (the usual case, including absent parameters) run as a nested loop the
- * compiler can vectorise; different ones keep a wrapping index each. */
-#define DEFINE_LAYER_ROWS(sfx, T)                                                           \
-    static void layer_rows__##sfx(void *arg, size_t begin, size_t end) {                   \
-        const norm_job *job = arg;                                                         \
-        int64_t len = job->len;                                                            \
-        const T *sc = job->scale, *bi = job->bias;                                         \
-        int64_t ps = sc ? job->scale_period : len, pb = bi ? job->bias_period : len;       \
-        for (size_t r = begin; r < end; r++) {                                             \
-            const T *x = (const T *)job->x + (int64_t)r * len;                             \
-            T *o = (T *)job->out + (int64_t)r * len;                                       \
-            double mean, inv;                                                              \
-            row_stats__##sfx(x, len, job->eps, &mean, &inv);                               \
-            if (job->mean) {                                                               \
-                ((T *)job->mean)[r] = (T)mean;                                             \
-                ((T *)job->inv_std)[r] = (T)inv;                                           \
-            }                                                                              \
-            T m = (T)mean, s = (T)inv;                                                     \
-            if (ps == pb) {                                                                \
-                for (int64_t base = 0; base < len; base += ps)                             \
-                    for (int64_t j = 0; j < ps; j++) {                                     \
-                        T v = (x[base + j] - m) * s;                                       \
-                        o[base + j] = (sc ? v * sc[j] : v) + (bi ? bi[j] : (T)0);          \
-                    }                                                                      \
-                continue;                                                                  \
-            }                                                                              \
-            for (int64_t k = 0, js = 0, jb = 0; k < len; k++) {                            \
-                T v = (x[k] - m) * s;                                                      \
-                o[k] = (sc ? v * sc[js] : v) + (bi ? bi[jb] : (T)0);                       \
-                js = js + 1 == ps ? 0 : js + 1;                                            \
-                jb = jb + 1 == pb ? 0 : jb + 1;                                            \
-            }                                                                              \
-        }                                                                                  \
-    }
-
-#define DEFINE_CHANNEL_ROWS(sfx, T)                                                         \
-    static void channel_rows__##sfx(void *arg, size_t begin, size_t end) {                 \
-        const norm_job *job = arg;                                                         \
-        const T *sc = job->scale, *bi = job->bias;                                         \
-        int64_t len = job->len, spatial = job->spatial;                                    \
-        for (size_t r = begin; r < end; r++) {                                             \
-            const T *x = (const T *)job->x + (int64_t)r * len;                             \
-            T *o = (T *)job->out + (int64_t)r * len;                                       \
-            double mean, inv;                                                              \
-            row_stats__##sfx(x, len, job->eps, &mean, &inv);                               \
-            T m = (T)mean, s = (T)inv;                                                     \
-            int64_t g = (int64_t)r % job->groups;                                          \
-            for (int64_t c = 0; c < job->group_channels; c++) {                            \
-                int64_t p = job->per_group ? g : g * job->group_channels + c;              \
-                T a = sc ? s * sc[p] : s, b = bi ? bi[p] : (T)0;                           \
-                const T *xc = x + c * spatial;                                             \
-                T *oc = o + c * spatial;                                                   \
-                for (int64_t k = 0; k < spatial; k++)                                      \
-                    oc[k] = (xc[k] - m) * a + b;                                           \
-            }                                                                              \
-        }                                                                                  \
-    }
-
-DEFINE_ROW_STATS(f32, float)
-DEFINE_ROW_STATS(f64, double)
-DEFINE_LAYER_ROWS(f32, float)
-DEFINE_LAYER_ROWS(f64, double)
-DEFINE_CHANNEL_ROWS(f32, float)
-DEFINE_CHANNEL_ROWS(f64, double)
-
-static void run_rows(const rt_op_ctx *ctx, norm_job *job, int64_t rows, rt_range_fn kernel) {
+static void run_rows(const rt_op_ctx *ctx, rt_norm_job *job, int64_t rows, rt_range_fn kernel) {
     if (rows > 0)
         rt_parallel__for(rt_op__threads(ctx), (size_t)rows, rt_op__grain(2 * job->len + 1),
                          kernel, job);
@@ -267,13 +146,13 @@ rt_status rt_ops__layer_norm_run(rt_op_ctx *ctx) {
         else
             len *= a.x->sizes[d];
     }
-    norm_job job = {
+    rt_norm_job job = {
         .x = a.x->data, .scale = a.scale ? a.scale->data : NULL,
         .bias = a.bias ? a.bias->data : NULL, .out = a.out->data,
         .mean = a.mean ? a.mean->data : NULL, .inv_std = a.inv_std ? a.inv_std->data : NULL,
         .len = len, .eps = a.eps, .scale_period = a.scale_period, .bias_period = a.bias_period,
     };
-    run_rows(ctx, &job, rows, a.x->type == RT_F32 ? layer_rows__f32 : layer_rows__f64);
+    run_rows(ctx, &job, rows, rt_norm__layer_rows(a.x->type));
     return RT_OK;
 }
 
@@ -361,7 +240,7 @@ static rt_status channel_run(rt_op_ctx *ctx, bool grouped) {
     for (int32_t d = 2; d < a.x->rank; d++)
         spatial *= a.x->sizes[d];
     int64_t group_channels = a.x->sizes[1] / a.groups;
-    norm_job job = {
+    rt_norm_job job = {
         .x = a.x->data, .scale = a.scale ? a.scale->data : NULL,
         .bias = a.bias ? a.bias->data : NULL, .out = a.out->data,
         .len = group_channels * spatial, .eps = a.eps, .groups = a.groups,
@@ -369,7 +248,7 @@ static rt_status channel_run(rt_op_ctx *ctx, bool grouped) {
     };
     /* x's channels may be 0: then there are no rows (and no elements). */
     int64_t rows = a.x->sizes[1] > 0 ? a.x->sizes[0] * a.groups : 0;
-    run_rows(ctx, &job, rows, a.x->type == RT_F32 ? channel_rows__f32 : channel_rows__f64);
+    run_rows(ctx, &job, rows, rt_norm__channel_rows(a.x->type));
     return RT_OK;
 }
 
@@ -392,47 +271,6 @@ rt_status rt_ops__group_norm_run(rt_op_ctx *ctx) {
 }
 
 /* ---- lp_norm ---------------------------------------------------------------------------- */
-
-/* x viewed as [outer, n, inner], normalised over n. Columns of the inner dimension are done
- * LP_BLOCK at a time so that every pass reads contiguous runs. */
-#define LP_BLOCK 64
-
-typedef struct lp_job {
-    const void *x;
-    void *out;
-    int64_t n, inner, blocks;
-    int64_t p;
-} lp_job;
-
-/* A zero norm gives 0 (ONNX's reference), not 0 / 0. Division (not a reciprocal) keeps tiny
- * norms finite. */
-#define DEFINE_LP(sfx, T)                                                                   \
-    static void lp_blocks__##sfx(void *arg, size_t begin, size_t end) {                    \
-        const lp_job *job = arg;                                                           \
-        int64_t n = job->n, inner = job->inner;                                            \
-        for (size_t item = begin; item < end; item++) {                                    \
-            int64_t outer = (int64_t)item / job->blocks;                                   \
-            int64_t first = (int64_t)item % job->blocks * LP_BLOCK;                        \
-            int64_t width = inner - first < LP_BLOCK ? inner - first : LP_BLOCK;           \
-            const T *x = (const T *)job->x + outer * n * inner + first;                    \
-            T *o = (T *)job->out + outer * n * inner + first;                              \
-            double acc[LP_BLOCK];                                                          \
-            for (int64_t c = 0; c < width; c++)                                            \
-                acc[c] = 0;                                                                \
-            for (int64_t k = 0; k < n; k++)                                                \
-                for (int64_t c = 0; c < width; c++) {                                      \
-                    double v = (double)x[k * inner + c];                                   \
-                    acc[c] += job->p == 1 ? fabs(v) : v * v;                               \
-                }                                                                          \
-            for (int64_t c = 0; c < width; c++) /* a norm of 0 divides 0s: give 0s */      \
-                acc[c] = acc[c] == 0 ? 1 : job->p == 1 ? acc[c] : sqrt(acc[c]);            \
-            for (int64_t k = 0; k < n; k++)                                                \
-                for (int64_t c = 0; c < width; c++)                                        \
-                    o[k * inner + c] = (T)((double)x[k * inner + c] / acc[c]);             \
-        }                                                                                  \
-    }
-DEFINE_LP(f32, float)
-DEFINE_LP(f64, double)
 
 typedef struct lp_args {
     rt_tensor_value *x, *out;
@@ -471,11 +309,12 @@ rt_status rt_ops__lp_norm_run(rt_op_ctx *ctx) {
         else if (d > a.axis)
             inner *= a.x->sizes[d];
     }
-    lp_job job = {.x = a.x->data, .out = a.out->data, .n = a.x->sizes[a.axis], .inner = inner,
-                  .blocks = (inner + LP_BLOCK - 1) / LP_BLOCK, .p = a.p};
-    int64_t width = inner < LP_BLOCK ? inner : LP_BLOCK;
+    rt_norm_lp_job job = {.x = a.x->data, .out = a.out->data, .n = a.x->sizes[a.axis],
+                          .inner = inner,
+                          .blocks = (inner + RT_NORM_LP_BLOCK - 1) / RT_NORM_LP_BLOCK, .p = a.p};
+    int64_t width = inner < RT_NORM_LP_BLOCK ? inner : RT_NORM_LP_BLOCK;
     rt_parallel__for(rt_op__threads(ctx), (size_t)(outer * job.blocks),
                      rt_op__grain(2 * job.n * width),
-                     a.x->type == RT_F32 ? lp_blocks__f32 : lp_blocks__f64, &job);
+                     rt_norm__lp_blocks(a.x->type), &job);
     return RT_OK;
 }

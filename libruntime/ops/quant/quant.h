@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <math.h>
 
-#include "ops/matmul/matmul_shape.h"
+#include "ops/matmul/matmul.h"
 #include "ops/op_util.h"
 
 /* Integer types a quantized tensor may have. */

@@ -7,7 +7,7 @@
  * tiles summed in a local buffer, so requantizing needs no scratch. */
 #include <string.h>
 
-#include "ops/matmul/matmul_shape.h"
+#include "ops/matmul/matmul.h"
 #include "ops/ops.h"
 #include "ops/quant/quant.h"
 

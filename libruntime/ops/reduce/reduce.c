@@ -4,14 +4,14 @@
  *
  * The axes of a reduction are an int list or a 1-D integer tensor read at each execute; an
  * empty list reduces nothing (numpy's axis=()), so the op maps each element (sum_square gives
- * x * x). The typed loops are in reduce_kernels.c. */
+ * x * x). The typed loops are in kernels/reduce.c. */
 #include <inttypes.h>
 #include <string.h>
 
 #include "ops/int_param.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
-#include "ops/reduce/reduce_kernels.h"
+#include "ops/reduce/kernels/reduce.h"
 
 /* ---- reductions ------------------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* rnn.c: the recurrent layers lstm, gru and rnn (ONNX LSTM, GRU, RNN), float32: arguments,
- * checks and output shapes; the computation is in rnn_kernels.c.
+ * checks and output shapes; the computation is in kernels/cells_f32.c.
  *
  *   lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, direction, layout, activations,
  *        activation_params, clip, input_forget, y, y_h, y_c)

@@ -1,5 +1,5 @@
 /* rnn.h: the recurrent layers lstm, gru and rnn (ONNX LSTM, GRU, RNN), shared by rnn.c
- * (arguments and checks) and rnn_kernels.c (the computation), and by the CUDA backend
+ * (arguments and checks) and kernels/cells_f32.c (the computation), and by the CUDA backend
  * (backends/cuda/cuda_ops_rnn.c). float32 only. */
 #ifndef RT_OPS_RNN_H
 #define RT_OPS_RNN_H

@@ -5,7 +5,7 @@
 
 #include "common.cuh"
 
-// ---- unary: the formulas of ops/elementwise/unary_kernels.c, in T's own precision ----
+// ---- unary: the formulas of ops/elementwise/kernels/unary.c, in T's own precision ----
 
 template <typename T>
 __device__ inline T clamp01(T t) { return t < (T)0 ? (T)0 : t > (T)1 ? (T)1 : t; }
@@ -127,12 +127,12 @@ extern "C" __global__ void rt_k_unary_int_u64(rt_cuda_unary_int_params p) {
 
 // ---- binary with broadcasting ----
 
-// div, pow, prelu and mod per type, the rules of ops/elementwise/elementwise_kernels.c and
-// ops/elementwise/binary_more_kernels.c. Floats: IEEE division; pow in double, rounded to T; the remainder
-// of fmod, moved into the divisor's sign for the floored form (x mod 0 is NaN). Integers (the
-// host has checked that no divisor is 0): division truncates and MIN / -1 wraps to MIN;
-// MIN mod -1 is 0; pow squares and multiplies, wrapping, a negative exponent giving the
-// integer part of 1 / x^-y; products wrap; unsigned prelu is x.
+// div, pow, prelu and mod per type, the rules of ops/elementwise/kernels/binary.c and
+// ops/elementwise/kernels/binary_more.c. Floats: IEEE division; pow in double, rounded to T; the
+// remainder of fmod, moved into the divisor's sign for the floored form (x mod 0 is NaN). Integers
+// (the host has checked that no divisor is 0): division truncates and MIN / -1 wraps to MIN; MIN
+// mod -1 is 0; pow squares and multiplies, wrapping, a negative exponent giving the integer part of
+// 1 / x^-y; products wrap; unsigned prelu is x.
 template <typename T>
 __device__ inline T rt_float_mod(T x, T y, bool floored) {
     double q = (double)y, r = fmod((double)x, q);
@@ -290,8 +290,8 @@ extern "C" __global__ void rt_k_binary_u16(rt_cuda_binary_params p) { binary<uin
 extern "C" __global__ void rt_k_binary_u32(rt_cuda_binary_params p) { binary<uint32_t>(p); }
 extern "C" __global__ void rt_k_binary_u64(rt_cuda_binary_params p) { binary<uint64_t>(p); }
 
-// ---- pow with an exponent of another dtype, as ops/elementwise/binary_more_kernels.c: a float base in
-// double; an integer base exact and wrapping for integer exponents (unsigned ones never
+// ---- pow with an exponent of another dtype, as ops/elementwise/kernels/binary_more.c: a float
+// base in double; an integer base exact and wrapping for integer exponents (unsigned ones never
 // negative), through double for float ones, truncated and saturated (NaN gives 0) ----
 
 __device__ inline double pow_exponent_double(const void *b, int type, int64_t i) {
@@ -386,7 +386,7 @@ extern "C" __global__ void rt_k_pow_mixed_i64(rt_cuda_binary_params p) {
     pow_mixed<int64_t, false>(p);
 }
 
-// ---- bit shifts, as ops/elementwise/binary_more_kernels.c ----
+// ---- bit shifts, as ops/elementwise/kernels/binary_more.c ----
 
 // Left shifts wrap (done in uint64); a shift by the width or more (or, signed, a negative
 // amount) gives 0, and right shifts of signed values are arithmetic (-1 for a negative value

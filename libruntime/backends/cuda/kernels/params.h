@@ -14,7 +14,7 @@ enum {
     RT_CUDA_I32, RT_CUDA_I64, RT_CUDA_U8, RT_CUDA_U16, RT_CUDA_U32, RT_CUDA_U64, RT_CUDA_BOOL
 };
 
-/* Unary kinds; the formulas are those of ops/elementwise/unary_kernels.c. */
+/* Unary kinds; the formulas are those of ops/elementwise/kernels/unary.c. */
 enum {
     RT_CUDA_ABS = 0, RT_CUDA_NEG, RT_CUDA_EXP, RT_CUDA_LOG, RT_CUDA_SQRT, RT_CUDA_RECIPROCAL,
     RT_CUDA_FLOOR, RT_CUDA_CEIL, RT_CUDA_ROUND, RT_CUDA_SIGN, RT_CUDA_SIN, RT_CUDA_COS,
@@ -41,7 +41,7 @@ enum {
     RT_CUDA_ACT_GELU, RT_CUDA_ACT_HARDSWISH
 };
 
-/* Reductions, with the rules of ops/reduce/reduce_kernels.c. */
+/* Reductions, with the rules of ops/reduce/kernels/reduce.c. */
 enum {
     RT_CUDA_RSUM = 0, RT_CUDA_RMEAN, RT_CUDA_RPROD, RT_CUDA_RMAX, RT_CUDA_RMIN, RT_CUDA_RL1,
     RT_CUDA_RL2, RT_CUDA_RLOG_SUM, RT_CUDA_RLOG_SUM_EXP, RT_CUDA_RSUM_SQUARE
@@ -59,9 +59,9 @@ typedef struct rt_cuda_unary_params {
 } rt_cuda_unary_params;
 
 /* abs, neg, sign, relu and clip of an integer x (kernels unary_int_i8 ... _u64), the rules of
- * ops/elementwise/unary_kernels.c: abs and neg wrap (the most negative value maps to itself), unsigned abs
- * is x and sign x != 0. clip's bounds are in x's dtype, held in lo / hi as int64 (signed
- * types) or as the bits of a uint64 (unsigned). */
+ * ops/elementwise/kernels/unary.c: abs and neg wrap (the most negative value maps to itself),
+ * unsigned abs is x and sign x != 0. clip's bounds are in x's dtype, held in lo / hi as int64
+ * (signed types) or as the bits of a uint64 (unsigned). */
 typedef struct rt_cuda_unary_int_params {
     int64_t n;
     int32_t kind; /* RT_CUDA_ABS, _NEG, _SIGN, _RELU or _CLIP */
@@ -378,12 +378,11 @@ typedef struct rt_cuda_resize_params {
 } rt_cuda_resize_params;
 
 /* lstm, gru, rnn: one step's cell arithmetic for one direction, one thread per (batch entry,
- * hidden unit), the rules of ops/rnn/rnn_kernels.c. proj [rows, gates * hidden] holds X @ W^T of
- * every step (rows in x's order), rec [batch, rec_stride] H' @ R^T (gru phase 1: only z and
+ * hidden unit), the rules of ops/rnn/kernels/cells_f32.c. proj [rows, gates * hidden] holds X @
+ * W^T of every step (rows in x's order), rec [batch, rec_stride] H' @ R^T (gru phase 1: only z and
  * r; afterwards z), rec2 [batch, hidden] gru's (r * H') @ Rh^T; h, c, tmp are [batch, hidden].
- * Kernels: rnn_init (states from initial_h / c or zero), rnn_step (phase 0: the whole step;
- * gru without linear_before_reset: 1 = z, r and tmp = r * H', 2 = the rest), rnn_final (y_h,
- * y_c). */
+ * Kernels: rnn_init (states from initial_h / c or zero), rnn_step (phase 0: the whole step; gru
+ * without linear_before_reset: 1 = z, r and tmp = r * H', 2 = the rest), rnn_final (y_h, y_c). */
 typedef struct rt_cuda_rnn_params {
     int64_t batch, hidden, seq, dirs, d, s, rec_stride;
     int32_t cell, phase, layout, reverse, input_forget, linear_before_reset;

@@ -1,8 +1,7 @@
-// reduce.cu: reduce_sum, _mean, _prod, _max, _min, _l1, _l2, _log_sum, _log_sum_exp and
-// _sum_square over any set of axes, and argmax / argmin over one axis; one block of RT_BLOCK
-// threads per output element (integer and bool reductions and int64 argmax / argmin
-// included).
-// As ops/reduce/reduce_kernels.c: sums and products in double, max and min propagate NaN, log_sum_exp
+// reduce.cu: reduce_sum, _mean, _prod, _max, _min, _l1, _l2, _log_sum, _log_sum_exp and _sum_square
+// over any set of axes, and argmax / argmin over one axis; one block of RT_BLOCK threads per output
+// element (integer and bool reductions and int64 argmax / argmin included). As
+// ops/reduce/kernels/reduce.c: sums and products in double, max and min propagate NaN, log_sum_exp
 // subtracts the maximum (exp in the element type) and returns an infinite or NaN maximum as is.
 #include "common.cuh"
 
@@ -95,7 +94,7 @@ __device__ inline void reduce(const rt_cuda_reduce_params &p) {
 extern "C" __global__ void rt_k_reduce_f32(rt_cuda_reduce_params p) { reduce<float>(p); }
 extern "C" __global__ void rt_k_reduce_f64(rt_cuda_reduce_params p) { reduce<double>(p); }
 
-// ---- integer and bool reductions, as ops/reduce/reduce_kernels.c: sum, prod, l1 and sum_square in
+// ---- integer and bool reductions, as ops/reduce/kernels/reduce.c: sum, prod, l1 and sum_square in
 // uint64 (wrapping like the result type, so any order gives the same bits), max and min in T
 // (bool: any and all, true counting as 1). ----
 
@@ -182,7 +181,7 @@ extern "C" __global__ void rt_k_reduce_bool(rt_cuda_reduce_params p) {
 // ---- argmax, argmin ----
 
 // Whether candidate (v, i) beats (w, j): NaN is the extreme; equal values go to the first
-// position (or the last), as ops/reduce/reduce_kernels.c's sequential rule gives.
+// position (or the last), as ops/reduce/kernels/reduce.c's sequential rule gives.
 template <typename V>
 __device__ inline bool arg_better(V v, int64_t i, V w, int64_t j, bool last, bool smallest) {
     if (j < 0)

@@ -1,5 +1,5 @@
-// rnn.cu: the cell arithmetic of lstm, gru and rnn (ops/rnn/rnn_kernels.c's rules), one thread
-// per (batch entry, hidden unit) of one direction; the products around it are GEMMs launched
+// rnn.cu: the cell arithmetic of lstm, gru and rnn (ops/rnn/kernels/cells_f32.c's rules), one
+// thread per (batch entry, hidden unit) of one direction; the products around it are GEMMs launched
 // by the host at every step (backends/cuda/cuda_ops_rnn.c).
 #include "common.cuh"
 

@@ -176,8 +176,8 @@ typedef struct gemm_phase {
 /* A transposed A (unit row stride): a panel's column is a run of MR floats. Two panels at a
  * time (a cache line of source per depth), with fixed-size copies for the kernels' heights,
  * a vector move each: a memcpy call per 32 bytes, one panel at a time, was most of the
- * packing of x^T in conv_pixels.c. (Depth by depth across every panel was slower still: as
- * many write streams as panels, 4 KB apart.) Returns the rows packed (whole panels). */
+ * packing of x^T in conv/kernels/pixels_f32.c. (Depth by depth across every panel was slower
+ * still: as many write streams as panels, 4 KB apart.) Returns the rows packed (whole panels). */
 static int64_t pack_a_transposed(const rt_gemm_f32_args *g, int64_t i0, int64_t mc, int64_t p0,
                                  int64_t kc, float *dst) {
     int64_t whole = mc / MR, panel = 0;

@@ -143,8 +143,8 @@ static inline __attribute__((always_inline, target("avx512f"))) __m512 row_pair(
  * once, at the end. On a Xeon (Sapphire Rapids family) the paired kernel ran 4 to 8% faster in
  * L1 by the medians, and rt_gemm__f32 3 to 6% faster at n = 128 to 1024 against OpenBLAS in
  * the same process. The direct convolution's tall panels take a 12-row tile (below); the
- * pixel rows (conv_pixels.c), whose B is in L1, took 0.95 to 1.02 of the time with it (not
- * taken). The duplicating loads are shuffles, which AMD's CPUs run beside their FMAs,
+ * pixel rows (conv/kernels/pixels_f32.c), whose B is in L1, took 0.95 to 1.02 of the time
+ * with it (not taken). The duplicating loads are shuffles, which AMD's CPUs run beside their FMAs,
  * unmeasured there: gemm.c takes the paired form on Intel CPUs. */
 static inline __attribute__((always_inline, target("avx512f"))) void micro_rows(
     int64_t k, const float *a, const float *b, const int64_t *b_offsets, float *c, int64_t ldc,

@@ -1,4 +1,4 @@
-/* conv_winograd.c: 3x3, stride-1 float32 convolution by Winograd's minimal filtering
+/* kernels/winograd_f32.c: 3x3, stride-1 float32 convolution by Winograd's minimal filtering
  * F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016).
  *
  * Each 4x4 block of outputs (a tile) reads the 6x6 input patch under it. With the patch d of

@@ -1,9 +1,9 @@
-/* elementwise_kernels.c: typed loops of add, sub, mul, div, less and equal.
+/* kernels/binary.c: typed loops of add, sub, mul, div, less and equal.
  *
  * Each kernel is generated from one expression of the two operands p and q. Integer add, sub
  * and mul compute in an unsigned type of at least int's width, so they wrap around instead of
  * overflowing (signed overflow is undefined, and uint16 * uint16 would promote to int). */
-#include "ops/elementwise/elementwise_kernels.h"
+#include "ops/elementwise/kernels/binary.h"
 
 /* Loop over n elements; the common stride patterns get their own loop so the compiler can
  * vectorise them (strides are 1 for a dense operand, 0 for a broadcast one). */

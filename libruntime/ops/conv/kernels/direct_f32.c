@@ -1,9 +1,9 @@
-/* conv_direct.c: float32 convolution (one group) on the GEMM micro-kernels without im2col.
+/* kernels/direct_f32.c: float32 convolution (one group) on the GEMM micro-kernels without im2col.
  *
  * Each thread works through a run of output rows (rt_parallel__runs: one run per thread, from
  * whose back a thread done with its own takes rows), a band of rows at a time: it copies the
  * input rows the band reads, of every channel, into zero-padded, stride-phase-split rows
- * (conv_padded.c) in its own buffer. For a block of NR outputs along one output row, the
+ * (kernels/padded_f32.c) in its own buffer. For a block of NR outputs along one output row, the
  * reduction index p = (channel, kh, kw) then reads NR contiguous floats at a fixed offset from
  * the block's first window, so the micro-kernel takes B's rows straight from the buffer
  * (rt_gemm__f32_gathered_block) while A is the weights packed once at load, in tall panels

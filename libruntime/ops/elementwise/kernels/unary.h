@@ -1,7 +1,7 @@
-/* unary_kernels.h: the typed loops of the unary math and activation ops (unary_kernels.c).
+/* kernels/unary.h: the typed loops of the unary math and activation ops (kernels/unary.c).
  * The op layer (unary.c) handles arguments, shapes and threads. */
-#ifndef RT_OPS_UNARY_KERNELS_H
-#define RT_OPS_UNARY_KERNELS_H
+#ifndef RT_OPS_ELEMENTWISE_KERNELS_UNARY_H
+#define RT_OPS_ELEMENTWISE_KERNELS_UNARY_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,11 +1,11 @@
-/* binary_more_kernels.c: typed loops of pow, mod, min, max, less_equal, and, or, xor and where.
+/* kernels/binary_more.c: typed loops of pow, mod, min, max, less_equal, and, or, xor and where.
  *
  * Each binary kernel is generated from one expression of the two operands p and q. Integer
  * results that can overflow (pow) are computed in uint64_t, so they wrap around instead of
  * overflowing (signed overflow is undefined). */
 #include <math.h>
 
-#include "ops/elementwise/binary_more_kernels.h"
+#include "ops/elementwise/kernels/binary_more.h"
 
 /* Loop over n elements; the common stride patterns get their own loop so the compiler can
  * vectorise them (strides are 1 for a dense operand, 0 for a broadcast one). */

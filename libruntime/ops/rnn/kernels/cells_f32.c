@@ -1,4 +1,4 @@
-/* rnn_kernels.c: the computation of lstm, gru and rnn (see rnn.h), float32.
+/* kernels/cells_f32.c: the computation of lstm, gru and rnn (see rnn.h), float32.
  *
  * Per direction, the input projection X @ W^T + bias of every time step is one packed GEMM
  * into scratch. Each step then multiplies the hidden state of the whole batch by R^T (a GEMM

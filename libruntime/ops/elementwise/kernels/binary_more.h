@@ -1,8 +1,8 @@
-/* binary_more_kernels.h: the typed inner loops of pow, mod, min, max, less_equal, and, or,
- * xor and where (binary_more_kernels.c). The op layer (binary_more.c) handles shapes,
+/* kernels/binary_more.h: the typed inner loops of pow, mod, min, max, less_equal, and, or,
+ * xor and where (kernels/binary_more.c). The op layer (binary_more.c) handles shapes,
  * broadcasting and threads. */
-#ifndef RT_OPS_BINARY_MORE_KERNELS_H
-#define RT_OPS_BINARY_MORE_KERNELS_H
+#ifndef RT_OPS_ELEMENTWISE_KERNELS_BINARY_MORE_H
+#define RT_OPS_ELEMENTWISE_KERNELS_BINARY_MORE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,7 +18,7 @@ typedef enum rt_more_op {
     RT_MORE_AND,
     RT_MORE_OR,
     RT_MORE_XOR,
-    RT_MORE_SHIFT_LEFT,  /* integer types; see binary_more_kernels.c for out-of-range shifts */
+    RT_MORE_SHIFT_LEFT,  /* integer types; see kernels/binary_more.c for out-of-range shifts */
     RT_MORE_SHIFT_RIGHT,
     RT_MORE_OP_COUNT
 } rt_more_op;

@@ -1,4 +1,4 @@
-/* unary_kernels.c: typed loops of the unary math and activation ops, prelu, log_softmax and
+/* kernels/unary.c: typed loops of the unary math and activation ops, prelu, log_softmax and
  * hardmax.
  *
  * Float kernels compute in their own precision (expf for float32, exp for float64); every
@@ -6,7 +6,7 @@
  * negative value wraps to itself instead of overflowing. */
 #include <math.h>
 
-#include "ops/elementwise/unary_kernels.h"
+#include "ops/elementwise/kernels/unary.h"
 
 /* suffix, C type, unsigned type the arithmetic wraps in */
 #define SIGNED_TYPES(X)                                                         \

@@ -1,7 +1,7 @@
-/* reduce_kernels.h: the typed loops of the reductions (reduce_kernels.c). The op layer
+/* kernels/reduce.h: the typed loops of the reductions (kernels/reduce.c). The op layer
  * (reduce.c) checks arguments, builds the geometry below and runs the kernel in parallel. */
-#ifndef RT_OPS_REDUCE_KERNELS_H
-#define RT_OPS_REDUCE_KERNELS_H
+#ifndef RT_OPS_REDUCE_KERNELS_REDUCE_H
+#define RT_OPS_REDUCE_KERNELS_REDUCE_H
 
 #include <stdbool.h>
 #include <stddef.h>

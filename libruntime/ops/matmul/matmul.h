@@ -1,7 +1,8 @@
-/* matmul_shape.h: numpy.matmul shapes (1-D operands, broadcast batch dimensions), shared by
- * matmul and the quantized matmul ops. */
-#ifndef RT_OPS_MATMUL_SHAPE_H
-#define RT_OPS_MATMUL_SHAPE_H
+/* matmul.h: the matmul family: numpy.matmul shapes (1-D operands, broadcast batch dimensions),
+ * shared by matmul and the quantized matmul ops (matmul_shape.c), and the loops for the dtypes
+ * the float32 GEMM (gemm/) does not take (kernels/). */
+#ifndef RT_OPS_MATMUL_H
+#define RT_OPS_MATMUL_H
 
 #include "ops/op_util.h"
 
@@ -24,5 +25,13 @@ rt_status rt_op__matmul_shape(rt_op_ctx *ctx, const rt_tensor_value *a,
 /* Offsets (elements) of the a and b matrices of batch entry `batch`. */
 void rt_op__matmul_batch_offsets(const rt_matmul_dims *dims, int64_t batch, int64_t *a_off,
                                  int64_t *b_off);
+
+/* a @ b for float64, int32 or int64 (false for another dtype), on up to `threads` threads. */
+bool rt_matmul__tiles(const rt_matmul_dims *dims, rt_type type, const void *a, const void *b,
+                      void *out, int32_t threads);
+
+/* out[rows, n] = x[rows, k] @ w[n, k]^T + bias (bias may be NULL), float32 or float64. */
+void rt_matmul__linear_dot(rt_type type, const void *x, const void *w, const void *bias,
+                           void *out, int64_t rows, int64_t k, int64_t n, int32_t threads);
 
 #endif

@@ -1,8 +1,8 @@
-/* conv_pixels.c: a pointwise convolution (1x1, stride 1, no padding, one group) on a small
+/* kernels/pixels_f32.c: a pointwise convolution (1x1, stride 1, no padding, one group) on a small
  * plane, computed with the pixels as the GEMM's rows: out^T[pixel, o] = x^T[pixel, c] @
  * w^T[c, o].
  *
- * The other way round (conv_direct.c: output channels as rows, pixels in blocks of the
+ * The other way round (kernels/direct_f32.c: output channels as rows, pixels in blocks of the
  * kernel's NR columns) suits large planes, but a 7x7 plane of 49 pixels then fills only 49 of
  * 64 columns, 14x14 fills 196 of 208, and each block of pixels streams every weight again:
  * 4 MB a block for 1024 -> 1024 channels, twice past L2. Here the pixels go in blocks of MR

@@ -1,4 +1,4 @@
-/* reduce_kernels.c: typed loops of the reductions and of argmax / argmin.
+/* kernels/reduce.c: typed loops of the reductions and of argmax / argmin.
  *
  * Each reduction is an accumulator (ACC), its start value (INIT), a step folding one element v
  * into acc (STEP) and the result from acc and the element count (FINAL). float32 accumulates
@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/reduce/reduce_kernels.h"
+#include "ops/reduce/kernels/reduce.h"
 
 #define BLOCK RT_REDUCE_BLOCK
 

@@ -1,7 +1,7 @@
-/* elementwise_kernels.h: the typed inner loops of the elementwise ops (elementwise_kernels.c).
+/* kernels/binary.h: the typed inner loops of the elementwise ops (kernels/binary.c).
  * The op layer (elementwise.c) handles shapes, broadcasting and threads. */
-#ifndef RT_OPS_ELEMENTWISE_KERNELS_H
-#define RT_OPS_ELEMENTWISE_KERNELS_H
+#ifndef RT_OPS_ELEMENTWISE_KERNELS_BINARY_H
+#define RT_OPS_ELEMENTWISE_KERNELS_BINARY_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
-/* conv_depthwise.c: float32 convolution with one input channel per output channel.
+/* kernels/depthwise_f32.c: float32 convolution with one input channel per output channel.
  *
  * A thread takes one (image, channel) plane at a time. In general it copies the plane into a
- * padded, stride-phase-split buffer (conv_padded.c), a few rows ahead of the outputs reading
+ * padded, stride-phase-split buffer (kernels/padded_f32.c), a few rows ahead of the outputs reading
  * them, so they are read back from L1. Every tap of every output row then reads a contiguous
  * run of that buffer, so padding costs nothing, strided convolutions vectorise like
  * unit-stride ones, and each output vector (8 columns) sums all its taps in a register before

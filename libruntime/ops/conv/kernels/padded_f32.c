@@ -1,4 +1,4 @@
-/* conv_padded.c: input planes copied once into a zero-padded buffer split by horizontal
+/* kernels/padded_f32.c: input planes copied once into a zero-padded buffer split by horizontal
  * stride phase (phase r of padded row i holds the padded columns stride * j + r), which the
  * direct convolution kernels read as contiguous runs for every tap. */
 #include <string.h>
