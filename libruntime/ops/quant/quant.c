@@ -2,9 +2,10 @@
  * QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear) for the integer types.
  *
  * A scale or zero point is per tensor (one element), per axis (1-D along `axis`) or blocked
- * (x's rank, `axis` cut into blocks of block_size). The loops view x as [outer, length, inner]
- * around `axis` and walk it in runs along `inner`, where a parameter's index is fixed (per
- * tensor, per axis) or advances with the element (blocked). */
+ * (x's rank, `axis` cut into blocks of block_size). Arguments, checks, the parameters' views
+ * and output sizes here; the loops (kernels/quantize.c) view x as [outer, length, inner] around
+ * `axis` and walk it in runs along `inner`, where a parameter's index is fixed (per tensor, per
+ * axis) or advances with the element (blocked). */
 #include <string.h>
 
 #include "ops/ops.h"
@@ -12,29 +13,9 @@
 
 /* ---- parameter layout ------------------------------------------------------------------- */
 
-typedef struct qlayout {
-    int64_t outer, length, inner; /* x as [outer, length, inner] around axis */
-    int64_t block, blocks;        /* blocked: block size and ceil(length / block); else 0 */
-} qlayout;
-
-/* A parameter's view: `single` (one element) or laid out along the quantization axis. */
-typedef struct qparam {
-    const void *data; /* NULL: an absent zero point (0) */
-    rt_type type;
-    bool single;
-} qparam;
-
-/* Index of the parameter of element (o, a, i) and its step along i. */
-static void param_index(const qlayout *l, const qparam *p, int64_t o, int64_t a, int64_t i,
-                        int64_t *index, int64_t *step) {
-    if (p->single) {
-        *index = 0, *step = 0;
-    } else if (l->block == 0) {
-        *index = a, *step = 0;
-    } else {
-        *index = (o * l->blocks + a / l->block) * l->inner + i, *step = 1;
-    }
-}
+typedef rt_quant_layout qlayout; /* quant.h */
+typedef rt_quant_param qparam;
+typedef rt_quant_linear_job qjob;
 
 /* Check one parameter against x (current sizes) and fill its view. */
 static rt_status param_setup(rt_op_ctx *ctx, const rt_tensor_value *p, const char *what,
@@ -91,104 +72,6 @@ static void layout_setup(const rt_tensor_value *x, int64_t axis, int64_t block,
     l->blocks = block > 0 ? rt_op__ceil_div(l->length, block) : 0;
 }
 
-/* ---- kernels ---------------------------------------------------------------------------- */
-
-/* A run of n elements with the scale (zero point) index advancing by ss (zs) per element. */
-typedef void (*qrun_fn)(const void *x, const void *s, int64_t ss, const void *z, int64_t zs,
-                        void *y, int64_t n, int64_t lo, int64_t hi);
-
-/* y = saturate(rint(x / s) + z), the division in x's type (as numpy computes it). */
-#define DEFINE_QUANTIZE(sfx, T, RINT, OT)                                                 \
-    static void quantize__##sfx(const void *xv, const void *sv, int64_t ss, const void *zv, \
-                                int64_t zs, void *yv, int64_t n, int64_t lo, int64_t hi) { \
-        const T *x = xv, *s = sv;                                                         \
-        const OT *z = zv;                                                                 \
-        OT *y = yv;                                                                       \
-        for (int64_t i = 0; i < n; i++) {                                                 \
-            int64_t zp = z ? (int64_t)z[i * zs] : 0;                                      \
-            y[i] = (OT)rt_quant__saturate((double)RINT(x[i] / s[i * ss]), zp, lo, hi);     \
-        }                                                                                 \
-    }
-
-/* y = (x - z) * s, with x first rounded to float32 and the rest in float64, then rounded to
- * the output type once: the ONNX reference's arithmetic for every x type. */
-#define DEFINE_DEQUANTIZE(sfx, T, XT)                                                     \
-    static void dequantize__##sfx(const void *xv, const void *sv, int64_t ss, const void *zv, \
-                                  int64_t zs, void *yv, int64_t n, int64_t lo, int64_t hi) { \
-        const XT *x = xv, *z = zv;                                                        \
-        const T *s = sv;                                                                  \
-        T *y = yv;                                                                        \
-        for (int64_t i = 0; i < n; i++) {                                                 \
-            double zp = z ? (double)z[i * zs] : 0.0;                                      \
-            y[i] = (T)(((double)(float)x[i] - zp) * (double)s[i * ss]);                   \
-        }                                                                                 \
-    }
-
-#define DEFINE_QUANT_TYPES(sfx, T, RINT)                  \
-    DEFINE_QUANTIZE(sfx##_i8, T, RINT, int8_t)            \
-    DEFINE_QUANTIZE(sfx##_u8, T, RINT, uint8_t)           \
-    DEFINE_QUANTIZE(sfx##_i16, T, RINT, int16_t)          \
-    DEFINE_QUANTIZE(sfx##_u16, T, RINT, uint16_t)         \
-    DEFINE_QUANTIZE(sfx##_i32, T, RINT, int32_t)          \
-    DEFINE_DEQUANTIZE(sfx##_i8, T, int8_t)                \
-    DEFINE_DEQUANTIZE(sfx##_u8, T, uint8_t)               \
-    DEFINE_DEQUANTIZE(sfx##_i16, T, int16_t)              \
-    DEFINE_DEQUANTIZE(sfx##_u16, T, uint16_t)             \
-    DEFINE_DEQUANTIZE(sfx##_i32, T, int32_t)
-DEFINE_QUANT_TYPES(f32, float, rintf)
-DEFINE_QUANT_TYPES(f64, double, rint)
-
-/* The kernel for a float type and an integer type. */
-static qrun_fn kernel_for(bool quantize, rt_type float_type, rt_type int_type) {
-    static const qrun_fn table[2][2][5] = {
-        {{quantize__f32_i8, quantize__f32_u8, quantize__f32_i16, quantize__f32_u16,
-          quantize__f32_i32},
-         {quantize__f64_i8, quantize__f64_u8, quantize__f64_i16, quantize__f64_u16,
-          quantize__f64_i32}},
-        {{dequantize__f32_i8, dequantize__f32_u8, dequantize__f32_i16, dequantize__f32_u16,
-          dequantize__f32_i32},
-         {dequantize__f64_i8, dequantize__f64_u8, dequantize__f64_i16, dequantize__f64_u16,
-          dequantize__f64_i32}},
-    };
-    int f = float_type == RT_F64;
-    switch (int_type) {
-    case RT_I8: return table[!quantize][f][0];
-    case RT_U8: return table[!quantize][f][1];
-    case RT_I16: return table[!quantize][f][2];
-    case RT_U16: return table[!quantize][f][3];
-    case RT_I32: return table[!quantize][f][4];
-    default: return NULL;
-    }
-}
-
-typedef struct qjob {
-    qrun_fn kernel;
-    qlayout layout;
-    qparam scale, zero;
-    const char *x;
-    char *y;
-    size_t x_size, y_size, s_size, z_size; /* element bytes */
-    int64_t lo, hi;
-} qjob;
-
-/* Elements [begin, end) of x in runs that stay inside one (outer, axis) row. */
-static void qjob_range(void *arg, size_t begin, size_t end) {
-    const qjob *job = arg;
-    const qlayout *l = &job->layout;
-    for (int64_t pos = (int64_t)begin; pos < (int64_t)end;) {
-        int64_t row = pos / l->inner, i = pos % l->inner;
-        int64_t o = row / l->length, a = row % l->length;
-        int64_t n = l->inner - i < (int64_t)end - pos ? l->inner - i : (int64_t)end - pos;
-        int64_t si, ss, zi, zs;
-        param_index(l, &job->scale, o, a, i, &si, &ss);
-        param_index(l, &job->zero, o, a, i, &zi, &zs);
-        const char *z = job->zero.data ? (const char *)job->zero.data + zi * job->z_size : NULL;
-        job->kernel(job->x + pos * job->x_size, (const char *)job->scale.data + si * job->s_size,
-                    ss, z, zs, job->y + pos * job->y_size, n, job->lo, job->hi);
-        pos += n;
-    }
-}
-
 /* ---- quantize_linear, dequantize_linear ------------------------------------------------- */
 
 typedef struct qargs {
@@ -239,7 +122,7 @@ static rt_status q_setup(rt_op_ctx *ctx, qargs *q, bool quantize) {
     layout_setup(q->x, q->axis, q->block, &job->scale, &job->zero, &job->layout);
     rt_type float_type = quantize ? q->x->type : q->out->type;
     rt_type int_type = quantize ? q->out->type : q->x->type;
-    job->kernel = kernel_for(quantize, float_type, int_type);
+    job->kernel = rt_quant__linear_kernel(quantize, float_type, int_type);
     if (!job->kernel)
         return rt_op__fail(ctx, RT_INTERNAL, "no kernel for %s", rt_tensor__type_name(int_type));
     rt_quant__range(int_type, &job->lo, &job->hi);
@@ -257,7 +140,8 @@ static rt_status q_run(rt_op_ctx *ctx, bool quantize) {
     RT_RETURN_IF_ERROR(q_setup(ctx, &q, quantize));
     int64_t n = rt_tensor__numel(q.x);
     if (n > 0)
-        rt_parallel__for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), qjob_range, &q.job);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), rt_quant__linear_runs,
+                         &q.job);
     return RT_OK;
 }
 
@@ -320,16 +204,6 @@ rt_status rt_ops__dynamic_quantize_linear_prepare(rt_op_ctx *ctx) {
     return dql_setup(ctx, &d);
 }
 
-/* The range of x widened to include 0; NaN elements are skipped. */
-static void dql_range(const float *x, int64_t n, float *lo, float *hi) {
-    float mn = 0.0f, mx = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        mn = x[i] < mn ? x[i] : mn;
-        mx = x[i] > mx ? x[i] : mx;
-    }
-    *lo = mn, *hi = mx;
-}
-
 /* ONNX's formula, in float32 as its reference computes it:
  * scale = (max(0, max x) - min(0, min x)) / 255 (1 / 255 when both are 0),
  * zero_point = rint(clamp(0 - min / scale, 0, 255)), y = saturate(rint(x / scale) + zp). */
@@ -338,7 +212,7 @@ rt_status rt_ops__dynamic_quantize_linear_run(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(dql_setup(ctx, &d));
     int64_t n = rt_tensor__numel(d.x);
     float mn, mx;
-    dql_range(d.x->data, n, &mn, &mx);
+    rt_quant__min_max_f32(d.x->data, n, &mn, &mx);
     float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
     float zp = 0.0f - mn / scale;
     zp = zp > 255.0f ? 255.0f : zp < 0.0f ? 0.0f : zp;
@@ -346,7 +220,7 @@ rt_status rt_ops__dynamic_quantize_linear_run(rt_op_ctx *ctx) {
     *(float *)d.scale->data = scale;
     *(uint8_t *)d.zero->data = zp8;
     qjob job = {
-        .kernel = quantize__f32_u8,
+        .kernel = rt_quant__linear_kernel(true, RT_F32, RT_U8),
         .layout = {.outer = 1, .length = 1, .inner = n},
         .scale = {.data = &scale, .type = RT_F32, .single = true},
         .zero = {.data = &zp8, .type = RT_U8, .single = true},
@@ -356,6 +230,7 @@ rt_status rt_ops__dynamic_quantize_linear_run(rt_op_ctx *ctx) {
         .lo = 0, .hi = 255,
     };
     if (n > 0)
-        rt_parallel__for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), qjob_range, &job);
+        rt_parallel__for(rt_op__threads(ctx), (size_t)n, rt_op__grain(4), rt_quant__linear_runs,
+                         &job);
     return RT_OK;
 }

@@ -1,4 +1,6 @@
-/* quant.h: helpers shared by the quantized ops (quant.c, quant_matmul.c, quant_conv.c).
+/* quant.h: the quantization family: helpers shared by the operators (quant.c, quant_matmul.c,
+ * quant_conv.c) and their kernels (kernels/), the jobs the operators hand those kernels, and
+ * the plans of the integer products for another backend.
  *
  * Rounding is round half to even (rint in the default rounding mode) and every result
  * saturates to its integer type; NaN gives the zero point rather than undefined behaviour. */
@@ -7,7 +9,11 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 
+#include "core/threadpool.h"
+#include "ops/conv/conv.h"
 #include "ops/matmul/matmul.h"
 #include "ops/op_util.h"
 
@@ -69,7 +75,8 @@ static inline int64_t rt_quant__saturate(double r, int64_t zp, int64_t lo, int64
 
 /* ONNX QLinearMatMul / QLinearConv: rint(acc * multiplier + zp), saturated. The product and
  * the sum are two float64 operations, as in the ONNX reference (numpy promotes int32 times
- * float32 to float64); the build does not contract them into an fma (-std=c11). */
+ * float32 to float64). The build allows contraction (-ffp-contract=fast), but its callers
+ * (kernels/*_int8.c) are compiled for the baseline ISA, which has no fma to contract into. */
 static inline int64_t rt_quant__requantize(int32_t acc, double multiplier, int64_t zp,
                                            int64_t lo, int64_t hi) {
     double v = (double)acc * multiplier;
@@ -162,5 +169,96 @@ typedef struct rt_quant_conv_plan {
 /* As rt_quant__matmul_plan for conv_integer / qlinear_conv. Reads x_zero_point's and
  * y_zero_point's elements. */
 rt_status rt_quant__conv_plan(rt_op_ctx *ctx, bool requant, rt_quant_conv_plan *plan);
+
+/* ---- quantize_linear, dequantize_linear (quant.c, kernels/quantize.c) ------------------- */
+
+typedef struct rt_quant_layout {
+    int64_t outer, length, inner; /* x as [outer, length, inner] around axis */
+    int64_t block, blocks;        /* blocked: block size and ceil(length / block); else 0 */
+} rt_quant_layout;
+
+/* A parameter's view: `single` (one element) or laid out along the quantization axis. */
+typedef struct rt_quant_param {
+    const void *data; /* NULL: an absent zero point (0) */
+    rt_type type;
+    bool single;
+} rt_quant_param;
+
+/* A run of n elements with the scale (zero point) index advancing by ss (zs) per element. */
+typedef void (*rt_quant_run_fn)(const void *x, const void *s, int64_t ss, const void *z,
+                                int64_t zs, void *y, int64_t n, int64_t lo, int64_t hi);
+
+/* The run kernel that quantizes (quantize true) or dequantizes between a float type (float32,
+ * float64) and an integer type of RT_QUANT_TYPES; NULL for another integer type. */
+rt_quant_run_fn rt_quant__linear_kernel(bool quantize, rt_type float_type, rt_type int_type);
+
+typedef struct rt_quant_linear_job {
+    rt_quant_run_fn kernel;
+    rt_quant_layout layout;
+    rt_quant_param scale, zero;
+    const char *x;
+    char *y;
+    size_t x_size, y_size, s_size, z_size; /* element bytes */
+    int64_t lo, hi;
+} rt_quant_linear_job;
+
+/* Elements [begin, end) of x (an rt_range_fn over rt_quant_linear_job), in runs that stay
+ * inside one (outer, axis) row. */
+void rt_quant__linear_runs(void *arg, size_t begin, size_t end);
+
+/* dynamic_quantize_linear: the range of x's n float32 elements widened to include 0; NaN
+ * elements are skipped. */
+void rt_quant__min_max_f32(const float *x, int64_t n, float *lo, float *hi);
+
+/* ---- matmul_integer, qlinear_matmul (quant_matmul.c, kernels/matmul_int8.c) ------------- */
+
+/* Output tiles of RT_QUANT_MM_TILE_M x RT_QUANT_MM_TILE_N. */
+#define RT_QUANT_MM_TILE_M 16
+#define RT_QUANT_MM_TILE_N 128
+
+typedef struct rt_quant_mm_job {
+    const rt_matmul_dims *d;
+    const void *a, *b;
+    rt_type a_type, b_type;
+    rt_quant_mm_param za, zb, sa, sb; /* zero points; scales (qlinear_matmul only) */
+    const void *y_scale;              /* NULL: store int32 (matmul_integer) */
+    rt_type scale_type;
+    int64_t y_zero, lo, hi;
+    void *out;
+    rt_type out_type;
+    int64_t row_tiles, col_tiles;
+} rt_quant_mm_job;
+
+/* Work items batch * (row_tiles * col_tiles) + tile: tiles of one batch entry's output matrix
+ * (an rt_range_fn over rt_quant_mm_job). */
+void rt_quant__matmul_tiles(void *arg, size_t begin, size_t end);
+
+/* ---- conv_integer, qlinear_conv (quant_conv.c, kernels/conv_int8.c) --------------------- */
+
+/* A tile holds at most RT_QUANT_CONV_TILE outputs: up to RT_QUANT_CONV_COLS columns of as many
+ * rows as fit. */
+#define RT_QUANT_CONV_TILE 2048
+#define RT_QUANT_CONV_COLS 256
+
+typedef struct rt_quant_conv_job {
+    const conv_dims *d;
+    const void *x, *w;
+    rt_type x_type, w_type;
+    int32_t x_zero;
+    const rt_tensor_value *w_zero; /* NULL, one element or one per output channel */
+    /* qlinear_conv only (y_scale NULL for conv_integer): */
+    const void *x_scale, *y_scale;
+    const rt_tensor_value *w_scale;
+    const int32_t *bias; /* may be NULL */
+    rt_type scale_type;
+    int64_t y_zero, lo, hi;
+    void *out;
+    rt_type out_type;
+    int64_t tile_rows, tile_cols, row_tiles, col_tiles;
+} rt_quant_conv_job;
+
+/* Work items (n * out_channels + o) * (row_tiles * col_tiles) + tile: tiles of one output plane
+ * (an rt_range_fn over rt_quant_conv_job). */
+void rt_quant__conv_tiles(void *arg, size_t begin, size_t end);
 
 #endif

@@ -415,10 +415,11 @@ typedef struct rt_cuda_non_zero_params {
     int64_t *out;
 } rt_cuda_non_zero_params;
 
-/* quantize_linear (quantize 1) and dequantize_linear (0), the rules of ops/quant/quant.c: x viewed
- * as [outer, length, inner] around the quantization axis; a parameter is single (one element)
- * or indexed by the axis position (block 0) or by (outer, axis position / block, inner) with
- * `blocks` blocks. float_type and int_type are RT_CUDA_* codes; zero may be NULL. */
+/* quantize_linear (quantize 1) and dequantize_linear (0), the rules of ops/quant/quant.c and
+ * ops/quant/kernels/quantize.c: x viewed as [outer, length, inner] around the quantization axis;
+ * a parameter is single (one element) or indexed by the axis position (block 0) or by (outer,
+ * axis position / block, inner) with `blocks` blocks. float_type and int_type are RT_CUDA_*
+ * codes; zero may be NULL. */
 typedef struct rt_cuda_quant_params {
     int64_t n, outer, length, inner, block, blocks;
     int64_t lo, hi; /* the integer type's range */

@@ -1,7 +1,8 @@
 // quant.cu: quantize_linear, dequantize_linear, dynamic_quantize_linear, the integer matrix
 // products (matmul_integer, qlinear_matmul) and convolutions (conv_integer, qlinear_conv),
-// with the rules of ops/quant/quant.h, ops/quant/quant.c, ops/quant/quant_matmul.c and ops/quant/quant_conv.c: round
-// half to even, saturation, NaN giving the zero point, int32 sums that wrap.
+// with the rules of ops/quant/quant.h and the CPU's loops in ops/quant/kernels/ (quantize.c,
+// matmul_int8.c, conv_int8.c): round half to even, saturation, NaN giving the zero point,
+// int32 sums that wrap.
 #include "common.cuh"
 
 __device__ inline int64_t quant_load_int(const void *p, int type, int64_t i) {
