@@ -73,10 +73,11 @@ static inline int64_t rt_quant__saturate(double r, int64_t zp, int64_t lo, int64
     return (int64_t)v;
 }
 
-/* ONNX QLinearMatMul / QLinearConv: rint(acc * multiplier + zp), saturated. The product and
- * the sum are two float64 operations, as in the ONNX reference (numpy promotes int32 times
- * float32 to float64). The build allows contraction (-ffp-contract=fast), but its callers
- * (kernels/*_int8.c) are compiled for the baseline ISA, which has no fma to contract into. */
+/* ONNX QLinearMatMul / QLinearConv: rint(acc * multiplier + zp), saturated. The product and the sum
+ * are two float64 operations, as in the ONNX reference (numpy promotes int32 times float32 to
+ * float64). The build allows contraction (-ffp-contract=fast), but its callers
+ * (kernels/matmul_int8.c, conv_int8.c) are compiled for the baseline ISA, which has no fma to
+ * contract into. */
 static inline int64_t rt_quant__requantize(int32_t acc, double multiplier, int64_t zp,
                                            int64_t lo, int64_t hi) {
     double v = (double)acc * multiplier;
