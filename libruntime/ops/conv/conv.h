@@ -222,7 +222,7 @@ void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weig
 /* ---- pointwise on small planes, pixels as rows (kernels/pixels_f32.c) ------------------- */
 
 /* Whether it takes these float32 sizes: a 1x1 kernel, stride 1, no padding, one group, a plane
- * of at most 256 pixels, at least 64 output channels and 1 MB of weights. */
+ * of at most 256 pixels, at least 64 output channels and 0.5 MB of weights. */
 bool rt_conv__pixels_pay(const conv_dims *d);
 
 /* Floats w^T packed as the GEMM's B takes, and the packing of w ([out_channels, channels, 1,

@@ -1,4 +1,4 @@
-/* scan.c: cumsum and topk along one axis.
+/* scan.c: the cumsum and topk operators along one axis (the loops: kernels/scan.c).
  *
  * Both view x as [outer, n, inner] with the op running along n. cumsum may run in place (out
  * the same tensor as x); topk needs outputs apart from x. cumsum's axis and topk's k are an
@@ -9,20 +9,7 @@
 #include "ops/int_param.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
-
-#define BLOCK 64
-
-/* suffix, C type, accumulator (cumsum), is-NaN test */
-#define FLOAT_NAN(v) ((v) != (v))
-#define NO_NAN(v) 0
-#define SCAN_TYPES(X)                                                     \
-    X(f32, float, double, FLOAT_NAN) X(f64, double, double, FLOAT_NAN)    \
-    X(i8, int8_t, uint64_t, NO_NAN) X(i16, int16_t, uint64_t, NO_NAN)     \
-    X(i32, int32_t, uint64_t, NO_NAN) X(i64, int64_t, uint64_t, NO_NAN)   \
-    X(u8, uint8_t, uint64_t, NO_NAN) X(u16, uint16_t, uint64_t, NO_NAN)   \
-    X(u32, uint32_t, uint64_t, NO_NAN) X(u64, uint64_t, uint64_t, NO_NAN)
-
-typedef void (*scan_kernel)(void *arg, size_t begin, size_t end);
+#include "ops/reduce/kernels/scan.h"
 
 static void split_axis(const rt_tensor_value *x, int32_t axis, int64_t *outer, int64_t *n,
                        int64_t *inner) {
@@ -37,57 +24,6 @@ static void split_axis(const rt_tensor_value *x, int32_t axis, int64_t *outer, i
 }
 
 /* ---- cumsum ----------------------------------------------------------------------------- */
-
-typedef struct cumsum_job {
-    const void *x;
-    void *out;
-    int64_t outer, n, inner, blocks;
-    bool exclusive, reverse;
-} cumsum_job;
-
-/* Items are (outer index, block of inner columns). Each element is read before the same
- * element of out is written, so out may be x. float32 sums in double; integers wrap. */
-#define DEFINE_CUMSUM(sfx, T, ACC, IS_NAN)                                    \
-    static void cumsum__##sfx(void *arg, size_t begin, size_t end) {          \
-        const cumsum_job *job = arg;                                          \
-        int64_t n = job->n, inner = job->inner;                               \
-        for (size_t item = begin; item < end; item++) {                       \
-            int64_t outer = (int64_t)item / job->blocks;                      \
-            int64_t first = ((int64_t)item % job->blocks) * BLOCK;            \
-            int64_t width = inner - first < BLOCK ? inner - first : BLOCK;    \
-            const T *x = (const T *)job->x + outer * n * inner + first;       \
-            T *o = (T *)job->out + outer * n * inner + first;                 \
-            ACC acc[BLOCK];                                                   \
-            for (int64_t c = 0; c < width; c++)                               \
-                acc[c] = 0;                                                   \
-            for (int64_t step = 0; step < n; step++) {                        \
-                int64_t k = job->reverse ? n - 1 - step : step;               \
-                for (int64_t c = 0; c < width; c++) {                         \
-                    ACC v = (ACC)x[k * inner + c];                            \
-                    ACC before = acc[c];                                      \
-                    acc[c] += v;                                              \
-                    o[k * inner + c] = (T)(job->exclusive ? before : acc[c]); \
-                }                                                             \
-            }                                                                 \
-        }                                                                     \
-    }
-SCAN_TYPES(DEFINE_CUMSUM)
-
-static scan_kernel cumsum_kernel(rt_type type) {
-    switch (type) {
-    case RT_F32: return cumsum__f32;
-    case RT_F64: return cumsum__f64;
-    case RT_I8: return cumsum__i8;
-    case RT_I16: return cumsum__i16;
-    case RT_I32: return cumsum__i32;
-    case RT_I64: return cumsum__i64;
-    case RT_U8: return cumsum__u8;
-    case RT_U16: return cumsum__u16;
-    case RT_U32: return cumsum__u32;
-    case RT_U64: return cumsum__u64;
-    default: return NULL;
-    }
-}
 
 typedef struct cumsum_args {
     rt_tensor_value *x, *out;
@@ -139,115 +75,16 @@ rt_status rt_ops__cumsum_run(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(cumsum_setup(ctx, &args));
     if (rt_tensor__numel(args.x) == 0)
         return RT_OK;
-    cumsum_job job = {.x = args.x->data, .out = args.out->data, .exclusive = args.exclusive,
-                      .reverse = args.reverse};
-    split_axis(args.x, args.dim, &job.outer, &job.n, &job.inner);
-    job.blocks = (job.inner + BLOCK - 1) / BLOCK;
-    scan_kernel kernel = cumsum_kernel(args.x->type);
-    if (!kernel) /* the type checks in setup make this unreachable */
-        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+    int64_t outer, n, inner;
+    split_axis(args.x, args.dim, &outer, &n, &inner);
+    if (!rt_reduce__cumsum(args.x->type, args.x->data, args.out->data, outer, n, inner,
+                           args.exclusive, args.reverse, rt_op__threads(ctx)))
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s", /* setup's checks */
                            rt_tensor__type_name(args.x->type));
-    rt_parallel__for(rt_op__threads(ctx), (size_t)(job.outer * job.blocks),
-                     rt_op__grain(job.n * BLOCK), kernel, &job);
     return RT_OK;
 }
 
 /* ---- topk ------------------------------------------------------------------------------- */
-
-typedef struct topk_job {
-    const void *x;
-    void *values;
-    int64_t *indices;
-    int64_t outer, n, inner, k;
-    bool largest;
-} topk_job;
-
-/* Items are rows (outer, inner column). The k best indices are kept as a heap with the worst
- * at the root, in the row of `indices` itself (stride inner), then heap-sorted best first.
- * Order: by value (largest or smallest first), NaN above every number, equal values by the
- * lower index; the order is total, so the result is unique. */
-#define DEFINE_TOPK(sfx, T, ACC, IS_NAN)                                                    \
-    static bool topk_better__##sfx(const T *x, int64_t s, int64_t i, int64_t j, bool big) { \
-        T a = x[i * s], b = x[j * s];                                                       \
-        bool na = IS_NAN(a), nb = IS_NAN(b);                                                \
-        if (na || nb)                                                                       \
-            return na && nb ? i < j : (big ? na : nb);                                      \
-        if (a != b)                                                                         \
-            return big ? a > b : a < b;                                                     \
-        return i < j;                                                                       \
-    }                                                                                       \
-                                                                                            \
-    /* Move h[at] down a heap of `size` whose root is the worst (h and x both stride s). */ \
-    static void topk_sift__##sfx(const T *x, int64_t s, int64_t *h, int64_t size,           \
-                                 int64_t at, bool big) {                                    \
-        for (;;) {                                                                          \
-            int64_t worst = at, l = 2 * at + 1, r = l + 1;                                  \
-            if (l < size && topk_better__##sfx(x, s, h[worst * s], h[l * s], big))          \
-                worst = l;                                                                  \
-            if (r < size && topk_better__##sfx(x, s, h[worst * s], h[r * s], big))          \
-                worst = r;                                                                  \
-            if (worst == at)                                                                \
-                return;                                                                     \
-            int64_t t = h[at * s];                                                          \
-            h[at * s] = h[worst * s];                                                       \
-            h[worst * s] = t;                                                               \
-            at = worst;                                                                     \
-        }                                                                                   \
-    }                                                                                       \
-                                                                                            \
-    static void topk__##sfx(void *arg, size_t begin, size_t end) {                          \
-        const topk_job *job = arg;                                                          \
-        int64_t n = job->n, s = job->inner, k = job->k;                                     \
-        bool big = job->largest;                                                            \
-        for (size_t row = begin; row < end; row++) {                                        \
-            int64_t o = (int64_t)row / s, c = (int64_t)row % s;                             \
-            const T *x = (const T *)job->x + o * n * s + c;                                 \
-            int64_t *h = job->indices + o * k * s + c;                                      \
-            T *v = (T *)job->values + o * k * s + c;                                        \
-            for (int64_t i = 0; i < k; i++) { /* heapify the first k */                     \
-                int64_t at = i;                                                             \
-                h[at * s] = i;                                                              \
-                for (int64_t p = (at - 1) / 2;                                              \
-                     at > 0 && topk_better__##sfx(x, s, h[p * s], h[at * s], big);          \
-                     at = p, p = (at - 1) / 2) {                                            \
-                    int64_t t = h[p * s];                                                   \
-                    h[p * s] = h[at * s];                                                   \
-                    h[at * s] = t;                                                          \
-                }                                                                           \
-            }                                                                               \
-            for (int64_t i = k; i < n && k > 0; i++) {                                      \
-                if (topk_better__##sfx(x, s, i, h[0], big)) {                               \
-                    h[0] = i;                                                               \
-                    topk_sift__##sfx(x, s, h, k, 0, big);                                   \
-                }                                                                           \
-            }                                                                               \
-            for (int64_t size = k - 1; size > 0; size--) { /* worst to the back */          \
-                int64_t t = h[0];                                                           \
-                h[0] = h[size * s];                                                         \
-                h[size * s] = t;                                                            \
-                topk_sift__##sfx(x, s, h, size, 0, big);                                    \
-            }                                                                               \
-            for (int64_t i = 0; i < k; i++)                                                 \
-                v[i * s] = x[h[i * s] * s];                                                 \
-        }                                                                                   \
-    }
-SCAN_TYPES(DEFINE_TOPK)
-
-static scan_kernel topk_kernel(rt_type type) {
-    switch (type) {
-    case RT_F32: return topk__f32;
-    case RT_F64: return topk__f64;
-    case RT_I8: return topk__i8;
-    case RT_I16: return topk__i16;
-    case RT_I32: return topk__i32;
-    case RT_I64: return topk__i64;
-    case RT_U8: return topk__u8;
-    case RT_U16: return topk__u16;
-    case RT_U32: return topk__u32;
-    case RT_U64: return topk__u64;
-    default: return NULL;
-    }
-}
 
 typedef struct topk_args {
     rt_tensor_value *x, *values, *indices;
@@ -309,17 +146,12 @@ rt_status rt_ops__topk_run(rt_op_ctx *ctx) {
     RT_RETURN_IF_ERROR(topk_setup(ctx, &args));
     if (rt_tensor__numel(args.values) == 0)
         return RT_OK;
-    topk_job job = {.x = args.x->data, .values = args.values->data,
-                    .indices = args.indices->data, .largest = args.largest};
-    split_axis(args.x, args.axis, &job.outer, &job.n, &job.inner);
-    job.k = args.values->sizes[args.axis];
-    scan_kernel kernel = topk_kernel(args.x->type);
-    if (!kernel) /* the type checks in setup make this unreachable */
-        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s",
+    int64_t outer, n, inner;
+    split_axis(args.x, args.axis, &outer, &n, &inner);
+    if (!rt_reduce__topk(args.x->type, args.x->data, args.values->data, args.indices->data,
+                         outer, n, inner, args.values->sizes[args.axis], args.largest,
+                         rt_op__threads(ctx)))
+        return rt_op__fail(ctx, RT_INTERNAL, "no kernel for dtype %s", /* setup's checks */
                            rt_tensor__type_name(args.x->type));
-    /* n log k comparisons per row, a few units of work each. */
-    int64_t work = rt_op__mul_sat(job.n, 4);
-    rt_parallel__for(rt_op__threads(ctx), (size_t)(job.outer * job.inner), rt_op__grain(work),
-                     kernel, &job);
     return RT_OK;
 }
