@@ -1,5 +1,6 @@
 /* movement.h: helpers shared by the data-movement ops (slice.c, gather.c, scatter.c, pad.c,
- * resize.c, layout.c, generate.c, introspect.c); implemented in movement.c.
+ * resize.c, layout.c, generate.c, introspect.c); implemented in movement.c (arguments) and
+ * kernels/copy.c (the copies).
  *
  * Most of these ops move whole elements without looking at them, so they accept every dtype
  * and copy elem_size bytes at a time. Index tensors are int32 or int64. */

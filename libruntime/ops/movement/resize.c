@@ -2,11 +2,11 @@
  * dimensions, with ONNX's coordinate transformations, nearest rounding modes, antialiasing
  * and exclude_outside.
  *
- * Interpolation is separable: every output coordinate of every dimension gets a few source
- * taps (indices and weights), computed per run into scratch; an output element sums the
- * products of its dimensions' taps (in float64). Nearest has one tap with weight 1, so it is a
- * plain gather that works on any dtype. The arithmetic follows onnx's reference implementation
- * (onnx/reference/ops/op_resize.py) operation by operation. */
+ * Interpolation is separable: every output coordinate of every dimension gets a few source taps
+ * (indices and weights), computed here per run into scratch; an output element sums the products of
+ * its dimensions' taps (in float64, kernels/interpolate.c). Nearest has one tap with weight 1, so
+ * it is a plain gather that works on any dtype. The arithmetic follows onnx's reference
+ * implementation (onnx/reference/ops/op_resize.py) operation by operation. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -284,159 +284,6 @@ static void coordinate_taps(const resize_args *a, int32_t d, int64_t o, int64_t 
     }
 }
 
-typedef struct resize_job {
-    const resize_args *a;
-    int64_t *offsets[RT_MAX_RANK];
-    double *weights[RT_MAX_RANK];
-    int64_t *outside[RT_MAX_RANK];
-    int32_t active[RT_MAX_RANK]; /* dimensions with more than one tap */
-    int32_t num_active;
-} resize_job;
-
-/* Out element at multi-index o: sum over the active dimensions' taps. */
-static double interpolate(const resize_job *job, const int64_t *o, const char *x, bool is_f32) {
-    const resize_args *a = job->a;
-    int32_t rank = a->x->rank;
-    int64_t fixed = 0;
-    for (int32_t d = 0; d < rank; d++) {
-        if (job->outside[d][o[d]])
-            return a->extrapolation;
-        if (a->taps[d] == 1)
-            fixed += job->offsets[d][o[d]];
-    }
-    int64_t k[RT_MAX_RANK] = {0};
-    double acc = 0;
-    for (;;) {
-        int64_t offset = fixed;
-        double w = 1;
-        for (int32_t i = 0; i < job->num_active; i++) {
-            int32_t d = job->active[i];
-            int64_t at = o[d] * a->taps[d] + k[i];
-            offset += job->offsets[d][at];
-            w *= job->weights[d][at];
-        }
-        acc += w * (is_f32 ? (double)((const float *)(const void *)x)[offset]
-                           : ((const double *)(const void *)x)[offset]);
-        int32_t i = job->num_active - 1;
-        for (; i >= 0; i--) {
-            if (++k[i] < a->taps[job->active[i]])
-                break;
-            k[i] = 0;
-        }
-        if (i < 0)
-            return acc;
-    }
-}
-
-/* The taps of every dimension but the last, multiplied out for one row of the output. */
-#define ROW_COMBOS 256
-
-typedef struct row_taps {
-    int64_t offset[ROW_COMBOS];
-    double weight[ROW_COMBOS];
-    int64_t count;
-} row_taps;
-
-/* false when the row needs more than ROW_COMBOS combinations; *outside for a row that some
- * outer dimension extrapolates. */
-static bool row_combos(const resize_job *job, const int64_t *o, row_taps *t, bool *outside) {
-    const resize_args *a = job->a;
-    t->count = 1;
-    t->offset[0] = 0;
-    t->weight[0] = 1;
-    *outside = false;
-    for (int32_t d = 0; d < a->x->rank - 1; d++) {
-        if (job->outside[d][o[d]]) {
-            *outside = true;
-            return true;
-        }
-        int64_t n = a->taps[d];
-        const int64_t *off = job->offsets[d] + o[d] * n;
-        const double *w = job->weights[d] + o[d] * n;
-        if (n == 1) {
-            for (int64_t c = 0; c < t->count; c++)
-                t->offset[c] += off[0];
-            continue;
-        }
-        if (t->count * n > ROW_COMBOS)
-            return false;
-        /* Expand in place from the end: entry c becomes entries c * n ... c * n + n - 1. */
-        for (int64_t c = t->count - 1; c >= 0; c--) {
-            int64_t base = t->offset[c];
-            double weight = t->weight[c];
-            for (int64_t k = n - 1; k >= 0; k--) {
-                t->offset[c * n + k] = base + off[k];
-                t->weight[c * n + k] = weight * w[k];
-            }
-        }
-        t->count *= n;
-    }
-    return true;
-}
-
-/* One output row of the last dimension: the row's combinations times the last one's taps. */
-#define DEFINE_RESIZE_ROW(sfx, T)                                                            \
-    static void resize_row__##sfx(const resize_job *job, const row_taps *t, T *dst) {       \
-        const resize_args *a = job->a;                                                      \
-        int32_t last = a->x->rank - 1;                                                      \
-        int64_t width = a->out->sizes[last], n = a->taps[last];                             \
-        const T *x = a->x->data;                                                            \
-        for (int64_t j = 0; j < width; j++) {                                               \
-            if (job->outside[last][j]) {                                                    \
-                dst[j] = (T)a->extrapolation;                                               \
-                continue;                                                                   \
-            }                                                                               \
-            const int64_t *off = job->offsets[last] + j * n;                                \
-            const double *w = job->weights[last] + j * n;                                   \
-            double acc = 0;                                                                 \
-            for (int64_t c = 0; c < t->count; c++) {                                        \
-                const T *src = x + t->offset[c];                                            \
-                double part = 0;                                                            \
-                for (int64_t k = 0; k < n; k++)                                             \
-                    part += w[k] * (double)src[off[k]];                                     \
-                acc += t->weight[c] * part;                                                 \
-            }                                                                               \
-            dst[j] = (T)acc;                                                                \
-        }                                                                                   \
-    }
-DEFINE_RESIZE_ROW(f32, float)
-DEFINE_RESIZE_ROW(f64, double)
-
-/* Rows of the output's last dimension. */
-static void resize_range(void *arg, size_t begin, size_t end) {
-    const resize_job *job = arg;
-    const rt_tensor_value *out = job->a->out;
-    int32_t last = out->rank - 1;
-    int64_t width = out->sizes[last];
-    bool is_f32 = out->type == RT_F32;
-    row_taps taps;
-    for (size_t row = begin; row < end; row++) {
-        int64_t o[RT_MAX_RANK], rest = (int64_t)row;
-        for (int32_t d = last - 1; d >= 0; d--) {
-            o[d] = rest % out->sizes[d];
-            rest /= out->sizes[d];
-        }
-        bool outside;
-        size_t first = row * (size_t)width;
-        if (row_combos(job, o, &taps, &outside) && !outside) {
-            if (is_f32)
-                resize_row__f32(job, &taps, (float *)out->data + first);
-            else
-                resize_row__f64(job, &taps, (double *)out->data + first);
-            continue;
-        }
-        /* An extrapolated row, or too many combinations: element by element. */
-        for (int64_t j = 0; j < width; j++) {
-            o[last] = j;
-            double v = interpolate(job, o, job->a->x->data, is_f32);
-            if (is_f32)
-                ((float *)out->data)[first + (size_t)j] = (float)v;
-            else
-                ((double *)out->data)[first + (size_t)j] = v;
-        }
-    }
-}
-
 /* extrapolation_value in the dtype of x, for the nearest gather's fill. */
 static void fill_value(rt_type type, double v, uint64_t *bits) {
     union {
@@ -469,11 +316,14 @@ static void fill_value(rt_type type, double v, uint64_t *bits) {
 }
 
 /* The tables at `next` (scratch_bytes for out's current sizes) for the current sizes. */
-static void build_tables(const resize_args *a, int64_t *next, resize_job *job) {
+static void build_tables(const resize_args *a, int64_t *next, rt_resize_job *job) {
     const rt_tensor_value *x = a->x, *out = a->out;
     int64_t strides[RT_MAX_RANK];
     rt_tensor__dense_strides(strides, x->rank, x->sizes, NULL);
-    job->a = a;
+    job->x = x;
+    job->out = out;
+    job->taps = a->taps;
+    job->extrapolation = a->extrapolation;
     job->num_active = 0;
     for (int32_t d = 0; d < x->rank; d++) {
         int64_t n = a->taps[d], size = out->sizes[d];
@@ -513,7 +363,7 @@ rt_status rt_ops__resize_tables(rt_op_ctx *ctx, rt_resize_tables *t) {
     if (t->table == NULL)
         return rt_error__oom("resize tables");
     t->table_bytes = need;
-    resize_job job;
+    rt_resize_job job;
     build_tables(&a, t->table, &job);
     for (int32_t d = 0; d < t->rank; d++) {
         t->taps[d] = a.taps[d];
@@ -533,7 +383,7 @@ rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
     size_t need;
     if (!scratch_bytes(&a, out->sizes, &need) || need > ctx->scratch_bytes || !ctx->scratch)
         return rt_op__fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
-    resize_job job;
+    rt_resize_job job;
     build_tables(&a, ctx->scratch, &job);
     if (a.mode == MODE_NEAREST) {
         /* One tap each: a gather through the offsets, -1 marking extrapolated positions. */
@@ -547,11 +397,6 @@ rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
                         out->elem_size);
         return RT_OK;
     }
-    int64_t work = 1;
-    for (int32_t i = 0; i < job.num_active; i++)
-        work = rt_op__mul_sat(work, a.taps[job.active[i]]);
-    int64_t width = out->sizes[out->rank - 1];
-    rt_parallel__for(rt_op__threads(ctx), (size_t)(rt_tensor__numel(out) / width),
-                     rt_op__grain(rt_op__mul_sat(work * 2, width)), resize_range, &job);
+    rt_resize__interpolate(&job, rt_op__threads(ctx));
     return RT_OK;
 }

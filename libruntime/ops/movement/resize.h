@@ -1,9 +1,11 @@
-/* resize.h: resize's interpolation tables, for a backend that interpolates elsewhere (the CUDA
- * backend uploads them): built on the host exactly as the CPU run builds them. */
+/* resize.h: resize's interpolation tables, for its kernel (kernels/interpolate.c) and for a
+ * backend that interpolates elsewhere (the CUDA backend uploads them): built on the host
+ * exactly as the CPU run builds them. */
 #ifndef RT_OPS_RESIZE_H
 #define RT_OPS_RESIZE_H
 
 #include "ops/op.h"
+#include "tensor.h"
 
 /* Per dimension d of out: for output coordinate o, taps[d] source offsets (elements of x,
  * dense row-major, already times the dimension's stride) at table[offsets_at[d] + o * taps[d]
@@ -19,6 +21,21 @@ typedef struct rt_resize_tables {
     int64_t *table; /* malloc'ed; the caller frees it */
     size_t table_bytes;
 } rt_resize_tables;
+
+/* The CPU run's view of the tables, for the interpolation kernel (kernels/interpolate.c). */
+typedef struct rt_resize_job {
+    const rt_tensor_value *x, *out;
+    const int64_t *taps; /* per dimension of out */
+    double extrapolation;
+    int64_t *offsets[RT_MAX_RANK];
+    double *weights[RT_MAX_RANK];
+    int64_t *outside[RT_MAX_RANK];
+    int32_t active[RT_MAX_RANK]; /* dimensions with more than one tap */
+    int32_t num_active;
+} rt_resize_job;
+
+/* Linear or cubic interpolation of job->x (float32 or float64) into job->out. */
+void rt_resize__interpolate(const rt_resize_job *job, int32_t threads);
 
 /* The tables of resize's instruction `ctx` for the current sizes (its arguments checked and
  * out's sizes set, as by its run). The CPU run fails when table_bytes exceeds the scratch its
