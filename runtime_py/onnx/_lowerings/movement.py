@@ -1,6 +1,7 @@
 """Data-movement ONNX ops: Split, Slice, Gather, GatherElements, GatherND, ScatterElements,
 Scatter, ScatterND, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu, OneHot, EyeLike,
-NonZero, Range, Size, ConstantOfShape (Resize and Upsample are in resize.py, Shape in shape.py).
+NonZero, Compress, Range, Size, ConstantOfShape (Resize and Upsample are in resize.py, Shape in
+shape.py).
 
 Parameters that decide an output's shape (split sizes, slice bounds, pads, repeats, a target
 shape, a depth) are passed to the runtime as literal int lists when they are known at
@@ -569,6 +570,35 @@ def non_zero(cv, node, inputs, attrs):
     # A data-dependent shape: planned for the most nonzeros, sized at every run.
     return [_call(cv, "non_zero", x, dtype="int64", shape=[len(x.shape), int(np.prod(x.shape))],
                   dynamic=True)]
+
+
+@lowers("Compress")
+def compress(cv, node, inputs, attrs):
+    """The slices of the input along `axis` (of the flattened input without one) where the 1-D
+    condition is true; slices past the condition's end are dropped. A data-dependent size: a
+    run-time condition goes through non_zero, whose indices gather takes."""
+    check_attrs(cv, attrs, ("axis",))
+    data, condition = inputs
+    shape = list(cv.shape_of(data))
+    if "axis" in attrs:
+        axis = _axis(cv, int(attrs["axis"]), len(shape))
+    else:
+        data, axis = cv.m.reshape(cv.tensor(data), [-1]), 0
+        shape = [int(np.prod(shape))]
+    cshape = list(cv.shape_of(condition))
+    if len(cshape) != 1:
+        raise cv.fail(f"condition must be 1-D, not of shape {cshape}")
+    if cshape[0] > shape[axis]:
+        raise cv.fail(f"condition has {cshape[0]} elements, more than the {shape[axis]} "
+                      f"slices along axis {axis}")
+    if not isinstance(condition, Value):
+        picked = np.nonzero(np.asarray(condition).astype(bool))[0].astype(np.int64)
+        return gather(cv, node, [data, picked], {"axis": axis})
+    where = _call(cv, "non_zero", condition, dtype="int64", shape=[1, cshape[0]], dynamic=True)
+    indices = cv.m.reshape(where, [-1])
+    shape[axis] = cshape[0]
+    return [_call(cv, "gather", cv.tensor(data), indices, axis, dtype=cv.dtype_of(data),
+                  shape=shape, dynamic=True)]
 
 
 # ---- Range, Size, ConstantOfShape, Shape ----------------------------------------------------
