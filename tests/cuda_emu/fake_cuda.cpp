@@ -54,6 +54,7 @@ static inline void __syncthreads() {
 }
 
 #include "../../libruntime/backends/cuda/kernels/conv_pool.cu"
+#include "../../libruntime/backends/cuda/kernels/detection.cu"
 #include "../../libruntime/backends/cuda/kernels/elementwise.cu"
 #include "../../libruntime/backends/cuda/kernels/gemm.cu"
 #include "../../libruntime/backends/cuda/kernels/generate.cu"
@@ -98,6 +99,7 @@ std::map<std::string, kernel_entry> &kernels() {
                                               std::string(#name).find("reduce") == 0 ||      \
                                               std::string(#name).find("arg_") == 0 ||        \
                                               std::string(#name).find("non_zero") == 0 ||    \
+                                              std::string(#name) == "nms" ||                 \
                                               std::string(#name).find("avg_pool2d_wide") == 0 ||\
                                               std::string(#name).find("quant_range") == 0);
 #include "../../libruntime/backends/cuda/kernels/kernels.inc"

@@ -6,3 +6,4 @@ from . import logic, reduce  # noqa: F401
 from . import movement, resize  # noqa: F401
 from . import control, rnn  # noqa: F401
 from . import quant  # noqa: F401
+from . import detection  # noqa: F401

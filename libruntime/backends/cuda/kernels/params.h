@@ -415,6 +415,21 @@ typedef struct rt_cuda_non_zero_params {
     int64_t *out;
 } rt_cuda_non_zero_params;
 
+/* non_max_suppression, the rules of ops/detection/kernels/nms_f32.c, in one block: each
+ * thread selects for (batch, class) pairs thread, thread + 256, ... into kept[pair * count]
+ * (taken[pair * count] marks the boxes it has visited) and counts[pair]; then thread 0 writes
+ * the rows (batch, class, box) of every pair in order into out and their total into
+ * counts[pairs]. */
+typedef struct rt_cuda_nms_params {
+    int64_t batches, classes, count, max_per_class;
+    float iou_threshold, score_threshold;
+    int32_t has_score_threshold, center;
+    const float *boxes, *scores;
+    int64_t *counts, *kept;
+    unsigned char *taken;
+    int64_t *out;
+} rt_cuda_nms_params;
+
 /* quantize_linear (quantize 1) and dequantize_linear (0), the rules of ops/quant/quant.c and
  * ops/quant/kernels/quantize.c: x viewed as [outer, length, inner] around the quantization axis;
  * a parameter is single (one element) or indexed by the axis position (block 0) or by (outer,
