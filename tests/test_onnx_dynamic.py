@@ -170,3 +170,30 @@ def test_cli_dynamic_flag(tmp_path, capsys):
     assert "argument --dynamic: 'input_ids=one:32' is not NAME=AXIS:MAX" in capsys.readouterr().err
     assert main(["convert", path, "-o", out, "--dynamic", "input_idz=0:4"]) == 1
     assert "dynamic_bounds names 'input_idz'" in capsys.readouterr().err
+
+
+def test_tile_by_counts_computed_from_sizes():
+    """Tile(x, Concat(Shape(y), [2])): the repeat counts are sizes known only at run; the
+    output's bound is the product of the bounds, and every size within them runs."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Shape", ["y"], ["ys"]),
+             helper.make_node("Concat", ["ys", "two"], ["repeats"], axis=0),
+             helper.make_node("Tile", ["x", "repeats"], ["z"])]
+    graph = helper.make_graph(
+        nodes, "tile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3]),
+                        helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m"])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [helper.make_tensor("two", TensorProto.INT64, [1], [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with rto.load(model, dynamic_bounds={"x": {0: 4}, "y": {0: 5}}) as module:
+        assert module.method_meta().outputs[0].shape == (20, 6)
+        for n, m in ((1, 1), (4, 5), (2, 3), (3, 0)):
+            x = np.random.default_rng(n).random((n, 3), dtype=np.float32)
+            (z,) = module.forward(x, np.zeros(m, np.float32))
+            np.testing.assert_array_equal(np.asarray(z), np.tile(x, (m, 2)))
+    graph.input.append(helper.make_tensor_value_info("r", TensorProto.INT64, [2]))
+    graph.node[2].input[1] = "r"
+    with pytest.raises(rto.ConversionError, match="run-time shape is supported only when"):
+        rto.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+                    dynamic_bounds={"x": {0: 4}, "y": {0: 5}})

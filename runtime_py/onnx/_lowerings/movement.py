@@ -407,9 +407,20 @@ def expand(cv, node, inputs, attrs):
 
 @lowers("Tile")
 def tile(cv, node, inputs, attrs):
-    x = cv.tensor(inputs[0])
-    repeats = _known_ints(cv, inputs[1], "repeats", "a run-time repeat count would make the "
-                          "output size unbounded")
+    x, repeats = cv.tensor(inputs[0]), inputs[1]
+    if isinstance(repeats, (Value, ShapeTensor)):
+        # Counts computed from sizes (or with recorded bounds): the op reads them at run.
+        require_dtype(cv, repeats, ("int64",), "repeats")
+        counts = _shape_dims(cv, repeats)
+        if len(counts) != len(x.shape):
+            raise cv.fail(f"repeats has {len(counts)} counts for the {len(x.shape)} dimensions "
+                          f"of x")
+        dims = [cv.space.dim(d) * cv.space.dim(r) for d, r in zip(cv.dims_of(x), counts)]
+        upper = upper_bounds(cv.space, dims, f"{cv.where()}: output")
+        y = _call(cv, "tile", x, cv.tensor(repeats), dtype=x.dtype, shape=upper, dynamic=True)
+        cv.set_dims(y, dims)
+        return [y]
+    repeats = [int(v) for v in np.asarray(repeats).reshape(-1)]
     if len(repeats) != len(x.shape) or any(r < 0 for r in repeats):
         raise cv.fail(f"repeats {repeats} must give one count >= 0 per dimension of x")
     shape = [s * r for s, r in zip(x.shape, repeats)]
