@@ -1,6 +1,6 @@
 """The data-movement ops (slice, split, gather*, scatter*, pad, tile, expand, depth_to_space,
 space_to_depth, trilu, resize, one_hot, eye_like, constant_of_shape, range, shape, size,
-non_zero) against numpy, through the builder: a few shapes each, zero-size ones included,
+non_zero, unique) against numpy, through the builder: a few shapes each, zero-size ones included,
 run-time (tensor) parameters with dynamic outputs, and load- and run-time error paths. The
 ONNX node cases whose parameters the official suite feeds at run time (so the importer
 refuses them) run here with those parameters frozen into initializers."""
@@ -465,6 +465,78 @@ def test_shape_size_non_zero_on_dynamic_input():
     (got,) = run(lambda m, x: call(m, "non_zero", x, dtype="int64", shape=(1, 0), dynamic=True),
                  np.zeros(0, np.int8))
     same(got, np.zeros((1, 0), np.int64))
+
+
+# ---- unique ---------------------------------------------------------------------------------
+
+def unique_reference(x, axis, sorted_):
+    """numpy.unique's four results; unsorted, the slices in order of first occurrence."""
+    y, index, inverse, counts = np.unique(x, return_index=True, return_inverse=True,
+                                          return_counts=True, axis=axis, equal_nan=True)
+    inverse = inverse.reshape(-1)
+    if not sorted_:
+        order = np.argsort(index, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        y = np.take(y, order, axis=0 if axis is None else axis)
+        index, counts, inverse = index[order], counts[order], rank[inverse]
+    return y, index.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64)
+
+
+def run_unique(x, axis, sorted_, bound=None):
+    flat = axis is None
+
+    def build(m, v):
+        v = m.reshape(v, [-1]) if flat else v
+        n = v.shape[0 if flat else axis]
+        return m.call("unique", v, 0 if flat else axis, sorted_,
+                      outputs=[(str(x.dtype), list(v.shape), True), ("int64", [n], True),
+                               ("int64", [n], True), ("int64", [n], True)])
+
+    return run(build, x, bounds=None if bound is None else [bound])
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int8", "uint16", "float32", "float64", "bool"])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("sorted_", [True, False])
+def test_unique_matches_numpy(dtype, axis, sorted_):
+    x = RNG.integers(0, 3, (4, 5, 2)).astype(dtype)
+    x[2] = x[0]  # a repeated slice along axis 0
+    got = run_unique(x, axis, sorted_)
+    for g, w in zip(got, unique_reference(x, axis, sorted_)):
+        same(g, w)
+
+
+def test_unique_nan_is_one_value_after_every_number():
+    x = np.array([2.0, np.nan, -1.0, np.nan, 2.0, 0.5], np.float32)
+    y, index, inverse, counts = run_unique(x, None, True)
+    np.testing.assert_array_equal(y, [-1.0, 0.5, 2.0, np.nan])
+    same(index, np.array([2, 5, 0, 1], np.int64))
+    same(inverse, np.array([2, 3, 0, 3, 2, 1], np.int64))
+    same(counts, np.array([1, 1, 2, 2], np.int64))
+
+
+def test_unique_of_a_dynamic_input_at_every_size():
+    for n in (0, 1, 5, 8):
+        x = RNG.integers(0, 4, (n, 3)).astype(np.int32)
+        got = run_unique(x, 0, False, bound=(8, 3))
+        for g, w in zip(got, unique_reference(x, 0, False) if n else
+                        (x, *(np.zeros(0, np.int64),) * 3)):
+            same(g, w)
+
+
+def test_unique_errors():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(InvalidProgram, match="axis 2 is out of range"):
+        run(lambda m, v: m.call("unique", v, 2, True, outputs=[("float32", [2, 3], True)] +
+                                [("int64", [3], True)] * 3), x)
+    with pytest.raises(InvalidProgram, match="planned smaller than x"):
+        run(lambda m, v: m.call("unique", v, 1, True, outputs=[("float32", [2, 3], True)] +
+                                [("int64", [2], True)] * 3), x)
+    with pytest.raises(InvalidProgram, match="indices has dtype int32"):
+        run(lambda m, v: m.call("unique", v, 1, True, outputs=[
+            ("float32", [2, 3], True), ("int32", [3], True), ("int64", [3], True),
+            ("int64", [3], True)]), x)
 
 
 # ---- ONNX: run-time shape parameters that Shape bounds; node cases with frozen params -------

@@ -66,6 +66,7 @@ static inline void __syncthreads() {
 #include "../../libruntime/backends/cuda/kernels/resize.cu"
 #include "../../libruntime/backends/cuda/kernels/rnn.cu"
 #include "../../libruntime/backends/cuda/kernels/scan.cu"
+#include "../../libruntime/backends/cuda/kernels/unique.cu"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;

@@ -122,6 +122,28 @@ def run_time_shapes() -> bytes:
     return b.to_bytes()
 
 
+def data_dependent() -> bytes:
+    """Outputs whose sizes the data decides: non_zero, unique along an axis, and
+    non_max_suppression with its scalars as inputs."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "int32", (None, 3), max_shape=(6, 3))
+    (nz,) = m.call("non_zero", x, outputs=[("int64", [2, 18], True)])
+    m.output(nz, "nonzero")
+    outs = m.call("unique", x, 0, False, outputs=[("int32", [6, 3], True)] +
+                  [("int64", [6], True)] * 3)
+    for i, o in enumerate(outs):
+        m.output(o, f"unique{i}")
+    boxes = m.input("boxes", "float32", (1, 5, 4))
+    scores = m.input("scores", "float32", (1, 2, 5))
+    limit = m.input("limit", "int64", (1,))
+    iou = m.input("iou", "float32", (1,))
+    (kept,) = m.call("non_max_suppression", boxes, scores, limit, iou, None, 1,
+                     outputs=[("int64", [10, 3], True)])
+    m.output(kept, "kept")
+    return b.to_bytes()
+
+
 def shapes() -> bytes:
     b = ProgramBuilder()
     m = b.method("forward")
@@ -166,7 +188,8 @@ def bundled() -> bytes:
 def seed_programs() -> Dict[str, bytes]:
     return {"mlp": mlp(), "cnn": cnn(), "winograd": winograd(), "loop": loop(),
             "attributes": attributes_and_scalars(), "dynamic": dynamic(), "shapes": shapes(),
-            "bundled": bundled(), "run_time_shapes": run_time_shapes()}
+            "bundled": bundled(), "run_time_shapes": run_time_shapes(),
+            "data_dependent": data_dependent()}
 
 
 def seed_data_files() -> Dict[str, bytes]:

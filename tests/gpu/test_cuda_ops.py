@@ -1443,3 +1443,26 @@ def test_device_count_and_missing_devices():
     with rt.Program.load(b.to_bytes()) as p:
         with pytest.raises(rt.Unsupported, match=f"no CUDA device {cuda.device_count()}"):
             p.load_method("forward", device=f"cuda:{cuda.device_count()}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8", "int16"])
+@pytest.mark.parametrize("axis,sorted_", [(0, True), (1, False), (2, True), (None, False)])
+def test_unique_matches_the_cpu(dtype, axis, sorted_):
+    x = RNG.integers(0, 3, (4, 6, 2)).astype(dtype)
+    x[:, 3] = x[:, 0]
+    if dtype == "float32":
+        x[1, 2, 0] = np.nan
+    b = ProgramBuilder()
+    m = b.method("forward")
+    v = m.input("x", dtype, x.shape, max_shape=x.shape)
+    if axis is None:
+        v, axis = m.reshape(v, [-1]), 0
+    n = v.shape[axis]
+    outs = m.call("unique", v, axis, sorted_, outputs=[(dtype, list(v.shape), True)] +
+                  [("int64", [n], True)] * 3)
+    for i, o in enumerate(outs):
+        m.output(o, f"y{i}")
+    want, got = _run_both(b.to_bytes(), x)
+    for w, g in zip(want, got):
+        assert w.shape == g.shape
+        np.testing.assert_array_equal(g, w)

@@ -61,6 +61,8 @@ rt_status rt_cuda__run_one_hot(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_range(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_non_zero(rt_op_ctx *ctx);
 rt_status rt_cuda__run_non_zero(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__check_unique(rt_op_ctx *ctx);
+rt_status rt_cuda__run_unique(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_detection.c */
 rt_status rt_cuda__check_non_max_suppression(rt_op_ctx *ctx);

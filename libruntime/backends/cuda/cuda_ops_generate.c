@@ -1,11 +1,12 @@
 /* cuda_ops_generate.c: the CUDA side of the ops that make tensors from parameters
  * (constant_of_shape, eye_like, one_hot: any dtype; range: the CPU's numeric dtypes) and of
- * non_zero (any dtype), whose output sizes depend on the data. Shape-giving parameters given
+ * non_zero and unique, whose output sizes depend on the data. Shape-giving parameters given
  * as tensors are read back to the host first (rt_cuda__with_host_params). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_ops.h"
+#include "ops/generate/unique.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -190,4 +191,58 @@ rt_status rt_cuda__run_non_zero(rt_op_ctx *ctx, rt_cuda_method *cm) {
         return RT_OK;
     p.count = count;
     return rt_cuda__op_launch(ctx, cm, RT_CUDA_K_non_zero_write, 1, 1, 1, &p);
+}
+
+/* ---- unique ------------------------------------------------------------------------- */
+
+/* The kernel's working arrays and the group count, in the method's device scratch. */
+static size_t unique_scratch(int64_t n) { return (size_t)(5 * n + 1) * sizeof(int64_t); }
+
+rt_status rt_cuda__check_unique(rt_op_ctx *ctx) {
+    const rt_tensor_value *x = ARG_T(ctx, 0);
+    int64_t axis = ctx->args[1]->u.i;
+    axis = axis < 0 ? axis + x->rank : axis;
+    rt_cuda__reserve_scratch(ctx->backend, unique_scratch(x->bounds[axis]));
+    return RT_OK;
+}
+
+/* One thread sorts and groups (kernels/unique.cu); the host reads the group count back to
+ * give the outputs their sizes, as for non_zero. */
+rt_status rt_cuda__run_unique(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    rt_unique_problem problem;
+    rt_tensor_value *outs[4];
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_unique__problem(ctx, &problem, outs, &axis));
+    int64_t groups = 0;
+    if (problem.n > 0) {
+        if (unique_scratch(problem.n) > cm->scratch_bytes)
+            return rt_op__fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
+        rt_cuda_unique_params p;
+        memset(&p, 0, sizeof p);
+        p.outer = problem.outer;
+        p.n = problem.n;
+        p.inner = problem.inner;
+        p.kind = problem.type == RT_F32 ? 0 : problem.type == RT_F64 ? 1
+                 : (RT_TYPES_SIGNED & RT_TYPE_BIT(problem.type)) ? 2 : 3;
+        p.elem_size = (int32_t)problem.elem_size;
+        p.sorted = problem.sorted;
+        p.x = problem.x;
+        p.y = outs[0]->data;
+        p.indices = outs[1]->data;
+        p.inverse = outs[2]->data;
+        p.counts = outs[3]->data;
+        p.scratch = cm->scratch;
+        RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_unique, 1, 1, 1, &p));
+        const rt_cuda_driver *cu = cm->device->cu;
+        rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(&groups, (CUdeviceptr)(uintptr_t)
+                                                               (p.scratch + 5 * problem.n),
+                                                               sizeof groups, cm->stream),
+                                          "reading the count of distinct slices");
+        if (status == RT_OK)
+            status = rt_cuda__check(cu->stream_synchronize(cm->stream),
+                                    "reading the count of distinct slices");
+        if (status != RT_OK)
+            return rt_op__fail(ctx, status, "could not read the count of distinct slices");
+    }
+    return rt_unique__set_sizes(ctx, outs, axis, groups);
 }

@@ -1,6 +1,6 @@
 """Data-movement ONNX ops: Split, Slice, Gather, GatherElements, GatherND, ScatterElements,
 Scatter, ScatterND, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu, OneHot, EyeLike,
-NonZero, Compress, Range, Size, ConstantOfShape (Resize and Upsample are in resize.py, Shape in
+NonZero, Compress, Unique, Range, Size, ConstantOfShape (Resize and Upsample are in resize.py, Shape in
 shape.py).
 
 Parameters that decide an output's shape (split sizes, slice bounds, pads, repeats, a target
@@ -610,6 +610,24 @@ def compress(cv, node, inputs, attrs):
     shape[axis] = cshape[0]
     return [_call(cv, "gather", cv.tensor(data), indices, axis, dtype=cv.dtype_of(data),
                   shape=shape, dynamic=True)]
+
+
+@lowers("Unique")
+def unique(cv, node, inputs, attrs):
+    """The distinct slices along `axis` (elements of the flattened input without one), sorted
+    or in order of first occurrence, with their first indices, every slice's position among
+    them and their counts. A data-dependent size: planned for every slice distinct."""
+    check_attrs(cv, attrs, ("axis", "sorted"))
+    x = cv.tensor(inputs[0])
+    require_dtype(cv, x, NUMERIC + ("bool",), "X")
+    if "axis" in attrs:
+        axis = _axis(cv, int(attrs["axis"]), len(x.shape))
+    else:
+        x, axis = cv.m.reshape(x, [-1]), 0
+    n = x.shape[axis]
+    return cv.m.call("unique", x, axis, bool(int(attrs.get("sorted", 1))),
+                     outputs=[(x.dtype, list(x.shape), True), ("int64", [n], True),
+                              ("int64", [n], True), ("int64", [n], True)])
 
 
 # ---- Range, Size, ConstantOfShape, Shape ----------------------------------------------------

@@ -415,6 +415,19 @@ typedef struct rt_cuda_non_zero_params {
     int64_t *out;
 } rt_cuda_non_zero_params;
 
+/* unique, the rules of ops/generate/kernels/unique.c, on one thread: x as [outer, n, inner];
+ * kind says how elements compare (0 float32, 1 float64, 2 signed, 3 unsigned or bool, of
+ * elem_size bytes); scratch holds 5 * n int64 and, after them, the number of groups, which
+ * the host reads back. */
+typedef struct rt_cuda_unique_params {
+    int64_t outer, n, inner;
+    int32_t kind, elem_size;
+    int32_t sorted, reserved;
+    const void *x;
+    void *y;
+    int64_t *indices, *inverse, *counts, *scratch;
+} rt_cuda_unique_params;
+
 /* non_max_suppression, the rules of ops/detection/kernels/nms_f32.c, in one block: each
  * thread selects for (batch, class) pairs thread, thread + 256, ... into kept[pair * count]
  * (taken[pair * count] marks the boxes it has visited) and counts[pair]; then thread 0 writes
