@@ -1,7 +1,7 @@
 """Data-movement ONNX ops: Split, Slice, Gather, GatherElements, GatherND, ScatterElements,
 Scatter, ScatterND, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu, OneHot, EyeLike,
-NonZero, Compress, Unique, Range, Size, ConstantOfShape (Resize and Upsample are in resize.py, Shape in
-shape.py).
+NonZero, Compress, Unique, Range, Size, ConstantOfShape (Resize and Upsample are in resize.py,
+Shape in shape.py).
 
 Parameters that decide an output's shape (split sizes, slice bounds, pads, repeats, a target
 shape, a depth) are passed to the runtime as literal int lists when they are known at
