@@ -111,6 +111,19 @@ rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const si
     return status;
 }
 
+rt_status rt_cuda__read_count(rt_op_ctx *ctx, rt_cuda_method *cm, const int64_t *device,
+                             int64_t *count, const char *what) {
+    const rt_cuda_driver *cu = cm->device->cu;
+    rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(count, (CUdeviceptr)(uintptr_t)device,
+                                                           sizeof *count, cm->stream),
+                                      "reading a count back");
+    if (status == RT_OK)
+        status = rt_cuda__check(cu->stream_synchronize(cm->stream), "reading a count back");
+    if (status != RT_OK)
+        return rt_op__fail(ctx, status, "could not read the count of %s", what);
+    return RT_OK;
+}
+
 /* run_name: `run` with the listed arguments read back when they are tensors. */
 #define HOST_PARAMS(run_name, run, ...)                                                  \
     static rt_status run_name(rt_op_ctx *ctx, rt_cuda_method *cm) {                      \

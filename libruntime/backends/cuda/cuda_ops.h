@@ -64,6 +64,11 @@ rt_status rt_cuda__run_non_zero(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__check_unique(rt_op_ctx *ctx);
 rt_status rt_cuda__run_unique(rt_op_ctx *ctx, rt_cuda_method *cm);
 
+/* *count from the device int64 at `device`, written by the work queued before: the size of a
+ * data-dependent output (non_zero, unique, non_max_suppression). Fails naming `what`. */
+rt_status rt_cuda__read_count(rt_op_ctx *ctx, rt_cuda_method *cm, const int64_t *device,
+                             int64_t *count, const char *what);
+
 /* cuda_ops_detection.c */
 rt_status rt_cuda__check_non_max_suppression(rt_op_ctx *ctx);
 rt_status rt_cuda__run_non_max_suppression(rt_op_ctx *ctx, rt_cuda_method *cm);

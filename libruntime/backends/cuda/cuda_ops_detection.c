@@ -46,16 +46,8 @@ static rt_status run_nms(rt_op_ctx *ctx, rt_cuda_method *cm) {
         p.taken = (unsigned char *)(p.kept + pairs * problem.count);
         p.out = out->data;
         RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_nms, 1, 1, 1, &p));
-        const rt_cuda_driver *cu = cm->device->cu;
-        rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(&rows, (CUdeviceptr)(uintptr_t)
-                                                               (p.counts + pairs),
-                                                               sizeof rows, cm->stream),
-                                          "reading the count of selected boxes");
-        if (status == RT_OK)
-            status = rt_cuda__check(cu->stream_synchronize(cm->stream),
-                                    "reading the count of selected boxes");
-        if (status != RT_OK)
-            return rt_op__fail(ctx, status, "could not read the count of selected boxes");
+        RT_RETURN_IF_ERROR(rt_cuda__read_count(ctx, cm, p.counts + pairs, &rows,
+                                               "selected boxes"));
     }
     int64_t sizes[2] = {rows, 3};
     return rt_op__set_output_sizes(ctx, out, "out", 2, sizes);

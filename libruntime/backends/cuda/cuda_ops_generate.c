@@ -174,16 +174,8 @@ rt_status rt_cuda__run_non_zero(rt_op_ctx *ctx, rt_cuda_method *cm) {
     int64_t count = 0;
     if (p.n > 0) {
         RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_non_zero_count, 1, 1, 1, &p));
-        const rt_cuda_driver *cu = cm->device->cu;
-        rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(&count, (CUdeviceptr)(uintptr_t)
-                                                               (p.chunks + RT_CUDA_NON_ZERO_CHUNKS),
-                                                               sizeof count, cm->stream),
-                                          "reading the count of nonzero elements");
-        if (status == RT_OK)
-            status = rt_cuda__check(cu->stream_synchronize(cm->stream),
-                                    "reading the count of nonzero elements");
-        if (status != RT_OK)
-            return rt_op__fail(ctx, status, "could not read the count of nonzero elements");
+        RT_RETURN_IF_ERROR(rt_cuda__read_count(ctx, cm, p.chunks + RT_CUDA_NON_ZERO_CHUNKS,
+                                               &count, "nonzero elements"));
     }
     int64_t sizes[2] = {x->rank, count};
     RT_RETURN_IF_ERROR(rt_op__set_output_sizes(ctx, out, "out", 2, sizes));
@@ -233,16 +225,8 @@ rt_status rt_cuda__run_unique(rt_op_ctx *ctx, rt_cuda_method *cm) {
         p.counts = outs[3]->data;
         p.scratch = cm->scratch;
         RT_RETURN_IF_ERROR(rt_cuda__op_launch(ctx, cm, RT_CUDA_K_unique, 1, 1, 1, &p));
-        const rt_cuda_driver *cu = cm->device->cu;
-        rt_status status = rt_cuda__check(cu->memcpy_dtoh_async(&groups, (CUdeviceptr)(uintptr_t)
-                                                               (p.scratch + 5 * problem.n),
-                                                               sizeof groups, cm->stream),
-                                          "reading the count of distinct slices");
-        if (status == RT_OK)
-            status = rt_cuda__check(cu->stream_synchronize(cm->stream),
-                                    "reading the count of distinct slices");
-        if (status != RT_OK)
-            return rt_op__fail(ctx, status, "could not read the count of distinct slices");
+        RT_RETURN_IF_ERROR(rt_cuda__read_count(ctx, cm, p.scratch + 5 * problem.n, &groups,
+                                               "distinct slices"));
     }
     return rt_unique__set_sizes(ctx, outs, axis, groups);
 }
