@@ -441,6 +441,19 @@ rt_status rt_op__check_disjoint(rt_op_ctx *ctx, const rt_tensor_value *out,
     return RT_OK;
 }
 
+rt_status rt_op__check_outputs(rt_op_ctx *ctx, rt_tensor_value *const *outs,
+                               const char *const *names, size_t count,
+                               const rt_tensor_value *x, const char *what_x) {
+    for (size_t i = 0; i < count; i++) {
+        RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, outs[i], names[i]));
+        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, outs[i], names[i]));
+        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, outs[i], names[i], x, what_x));
+        for (size_t j = 0; j < i; j++)
+            RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, outs[i], names[i], outs[j], names[j]));
+    }
+    return RT_OK;
+}
+
 /* Where the contents are: the bound data, or the home storage before anything is bound. */
 static const void *storage(const rt_tensor_value *t) {
     return t->data ? t->data : t->home;

@@ -54,6 +54,12 @@ rt_status rt_op__check_disjoint(rt_op_ctx *ctx, const rt_tensor_value *out,
                                 const char *what_out, const rt_tensor_value *in,
                                 const char *what_in);
 
+/* The outputs of an op with several: each writable, row-major, apart from x and from the
+ * others. */
+rt_status rt_op__check_outputs(rt_op_ctx *ctx, rt_tensor_value *const *outs,
+                               const char *const *names, size_t count,
+                               const rt_tensor_value *x, const char *what_x);
+
 /* Elementwise ops may write in place: `in` may be the output itself, or share its storage
  * exactly (same start and element size, and `in` already has the result's shape `sizes`); any
  * other overlap fails. Call it before rt_op__set_output_sizes, which may resize `in` when it is

@@ -108,7 +108,7 @@ static const float *conv_state_weights(const rt_op_ctx *ctx, conv_state_kind kin
     return (const float *)(state + CONV_STATE_HEADER);
 }
 
-const float *rt_conv__packed_weights(const rt_op_ctx *ctx) {
+static const float *packed_weights(const rt_op_ctx *ctx) {
     return conv_state_weights(ctx, CONV_STATE_PACKED);
 }
 
@@ -116,7 +116,7 @@ const float *rt_conv__direct_weights(const rt_op_ctx *ctx) {
     return conv_state_weights(ctx, CONV_STATE_DIRECT);
 }
 
-const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx) {
+static const float *winograd_weights(const rt_op_ctx *ctx) {
     return conv_state_weights(ctx, CONV_STATE_WINOGRAD);
 }
 
@@ -238,7 +238,7 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
                                rt_op__slot_threads(ctx));
         return;
     case RT_CONV_WINOGRAD:
-        rt_conv__winograd_f32(d, args->x->data, rt_conv__winograd_weights_of(ctx),
+        rt_conv__winograd_f32(d, args->x->data, winograd_weights(ctx),
                               args->w->data, bias, &args->act, out, scratch,
                               rt_op__slot_threads(ctx));
         return;
@@ -254,7 +254,7 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
         }
         /* fall through */
     case RT_CONV_GEMM:
-        rt_conv__gemm_f32(d, args->x->data, args->w->data, rt_conv__packed_weights(ctx), bias,
+        rt_conv__gemm_f32(d, args->x->data, args->w->data, packed_weights(ctx), bias,
                           &args->act, out, scratch, scratch_bytes, rt_op__slot_threads(ctx));
         return;
     case RT_CONV_BANDS:

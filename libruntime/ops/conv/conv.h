@@ -69,13 +69,9 @@ typedef enum rt_conv_algorithm {
  * constant weights packed for it (ctx->state). */
 void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args);
 
-/* The weights rt_conv__prepare derived from constant w, in ctx->state: packed as the GEMM's
- * A ([out_channels, channels * kh * kw]) for the im2col path (rt_gemm__f32_pack_a, per
- * group) or the direct one (rt_gemm__f32_pack_a_tall), or transformed for the Winograd one;
- * NULL when prepare made none of that kind. */
-const float *rt_conv__packed_weights(const rt_op_ctx *ctx);
+/* The weights rt_conv__prepare packed in tall panels for the direct kernel (conv_pool.c pools
+ * in its bands); NULL when it chose another algorithm. */
 const float *rt_conv__direct_weights(const rt_op_ctx *ctx);
-const float *rt_conv__winograd_weights_of(const rt_op_ctx *ctx);
 
 /* The convolution into out ([N, O, Ho, Wo] densely, not args->out) by the algorithm
  * rt_conv__prepare chose, with scratch of the size it asked for. */

@@ -39,19 +39,11 @@ static rt_status unique_setup(rt_op_ctx *ctx, unique_args *a) {
     RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, x->rank, "axis", &a->axis));
     RT_RETURN_IF_ERROR(rt_op__check_same_type(ctx, a->outs[0], "y", x, "x"));
     RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, a->outs[0], "y", x->rank));
-    for (int k = 0; k < 4; k++) {
-        rt_tensor_value *out = a->outs[k];
-        if (k > 0) {
-            RT_RETURN_IF_ERROR(rt_op__check_type(ctx, out, OUT_NAMES[k], RT_I64));
-            RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, out, OUT_NAMES[k], 1));
-        }
-        RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, out, OUT_NAMES[k]));
-        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, out, OUT_NAMES[k]));
-        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, OUT_NAMES[k], x, "x"));
-        for (int q = 0; q < k; q++)
-            RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, OUT_NAMES[k], a->outs[q],
-                                                     OUT_NAMES[q]));
+    for (int k = 1; k < 4; k++) {
+        RT_RETURN_IF_ERROR(rt_op__check_type(ctx, a->outs[k], OUT_NAMES[k], RT_I64));
+        RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, a->outs[k], OUT_NAMES[k], 1));
     }
+    RT_RETURN_IF_ERROR(rt_op__check_outputs(ctx, a->outs, OUT_NAMES, 4, x, "x"));
     if (!ctx->preparing)
         return RT_OK;
     /* Planned for every slice distinct: y at x's bounds, the index outputs at its axis. */

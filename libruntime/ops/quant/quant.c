@@ -174,15 +174,8 @@ static rt_status dql_check(rt_op_ctx *ctx, const dql_args *d) {
     RT_RETURN_IF_ERROR(rt_op__check_rank(ctx, d->zero, "y_zero_point", 0));
     RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, d->x, "x"));
     rt_tensor_value *outs[3] = {d->y, d->scale, d->zero};
-    const char *names[3] = {"y", "y_scale", "y_zero_point"};
-    for (int i = 0; i < 3; i++) {
-        RT_RETURN_IF_ERROR(rt_op__check_writable(ctx, outs[i], names[i]));
-        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, outs[i], names[i]));
-        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, outs[i], names[i], d->x, "x"));
-        for (int j = 0; j < i; j++)
-            RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, outs[i], names[i], outs[j], names[j]));
-    }
-    return RT_OK;
+    static const char *const names[3] = {"y", "y_scale", "y_zero_point"};
+    return rt_op__check_outputs(ctx, outs, names, 3, d->x, "x");
 }
 
 /* dynamic_quantize_linear(x, y, y_scale, y_zero_point) */
