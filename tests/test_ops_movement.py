@@ -422,6 +422,167 @@ def test_resize_to_sizes_read_at_run():
         run(lambda m, x, s: build(m, x, s, antialias=True), x, np.array([1, 1, 2, 3], np.int64))
 
 
+def _nearest_floor(x, scales):
+    """ONNX nearest, asymmetric coordinates, floor rounding: out index o reads floor(o / s)."""
+    out = x
+    for d, s in enumerate(scales):
+        n = x.shape[d]
+        size = int(np.floor(s * n))
+        src = np.minimum(np.floor(np.arange(size) / s).astype(int), n - 1)
+        out = np.take(out, src, axis=d)
+    return out
+
+
+def _linear_weights(positions, n):
+    """(n_out, n) interpolation matrix of 1-D linear interpolation at source positions."""
+    positions = np.clip(positions, 0, n - 1)
+    low = np.floor(positions).astype(int)
+    high = np.minimum(low + 1, n - 1)
+    frac = positions - low
+    w = np.zeros((len(positions), n))
+    w[np.arange(len(positions)), low] += 1 - frac
+    w[np.arange(len(positions)), high] += frac
+    return w
+
+
+def _resize_method(build, x_shape, param_shape, param_dtype):
+    """One loaded method forward(x, p) = build(m, x, p); the caller closes program and method."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x_shape)
+    pv = m.input("p", param_dtype, param_shape)
+    m.output(build(m, xv, pv), "y")
+    program = rt.Program.load(b.to_bytes())
+    return program, program.load_method("forward")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_resize_by_scales_read_at_run(dtype):
+    """resize's scales as a float tensor (an ONNX graph input): one loaded method, new scales at
+    each execute, against numpy's nearest (asymmetric, floor) and bilinear (align_corners)."""
+    x = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
+
+    def nearest(m, x, scales):
+        return call(m, "resize", x, [], scales, [], 0, 4, 2, -0.75, False, False, 0.0,
+                    dtype="float32", shape=(1, 2, 12, 18), dynamic=True)
+
+    def bilinear(m, x, scales):
+        return call(m, "resize", x, [], scales, [], 1, 3, 0, -0.75, False, False, 0.0,
+                    dtype="float32", shape=(1, 2, 12, 18), dynamic=True)
+
+    program, method = _resize_method(nearest, x.shape, (4,), np.dtype(dtype).name)
+    try:
+        for scales in ([1.0, 1.0, 2.0, 3.0], [1.0, 1.0, 0.5, 1.5], [1.0, 1.0, 2.5, 0.7]):
+            s = np.array(scales, dtype)
+            (got,) = method(x, s)
+            same(np.array(got), _nearest_floor(x, s.astype(np.float64)))
+    finally:
+        method.close()
+        program.close()
+
+    program, method = _resize_method(bilinear, x.shape, (4,), np.dtype(dtype).name)
+    try:
+        for scales in ([1.0, 1.0, 1.5, 2.0], [1.0, 1.0, 3.0, 0.5]):
+            s = np.array(scales, dtype)
+            h, w = int(np.floor(s[2] * 4)), int(np.floor(s[3] * 6))
+            # align_corners: output o reads o * (in - 1) / (scale * in - 1)
+            wy = _linear_weights(np.arange(h) * 3 / (float(s[2]) * 4 - 1), 4)
+            wx = _linear_weights(np.arange(w) * 5 / (float(s[3]) * 6 - 1), 6)
+            want = np.einsum("yi,ncij,xj->ncyx", wy, x.astype(np.float64), wx)
+            (got,) = method(x, s)
+            got = np.array(got)
+            assert got.shape == (1, 2, h, w)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    finally:
+        method.close()
+        program.close()
+
+
+def test_resize_by_scales_read_at_run_refuses_bad_values_by_name():
+    """Scales read at run that are not finite and > 0, or that give an output beyond out's
+    bounds, fail that execute by name and leave the method usable; the count, and antialias
+    (its filter width follows from the scales), are checked at load."""
+    x = RNG.standard_normal((1, 1, 4, 6)).astype(np.float32)
+
+    def build(m, x, scales, antialias=False, shape=(1, 1, 8, 12)):
+        return call(m, "resize", x, [], scales, [], 1, 0, 0, -0.75, False, antialias, 0.0,
+                    dtype="float32", shape=shape, dynamic=True)
+
+    program, method = _resize_method(build, x.shape, (4,), "float32")
+    try:
+        for bad, text in (([1.0, 1.0, 0.0, 1.0], "scales item 2 is 0"),
+                          ([1.0, 1.0, 1.0, -2.0], "scales item 3 is -2"),
+                          ([np.nan, 1.0, 1.0, 1.0], "scales item 0 is nan"),
+                          ([1.0, 1.0, 1.0, np.inf], "scales item 3 is inf")):
+            with pytest.raises(InvalidArgument, match=text + "; scales must be finite and > 0"):
+                method(x, np.array(bad, np.float32))
+        with pytest.raises(InvalidArgument, match=r"\[1, 1, 12, 12\], beyond the bounds "
+                                                  r"\[1, 1, 8, 12\]"):
+            method(x, np.array([1.0, 1.0, 3.0, 2.0], np.float32))
+        (got,) = method(x, np.array([1.0, 1.0, 2.0, 2.0], np.float32))
+        assert np.array(got).shape == (1, 1, 8, 12)
+    finally:
+        method.close()
+        program.close()
+    with pytest.raises(InvalidProgram, match="antialias needs scales known at load"):
+        run(lambda m, x, s: build(m, x, s, antialias=True), x, np.ones(4, np.float32))
+    with pytest.raises(InvalidProgram, match=r"scales \(3 items\) need 4 items each"):
+        run(build, x, np.ones(3, np.float32))
+    with pytest.raises(InvalidProgram, match="scales is a dynamic tensor"):
+        run(build, x, np.ones(4, np.float32), bounds=[None, (4,)])
+    with pytest.raises(InvalidProgram, match="scales is a tensor of rank 2"):
+        run(build, x, np.ones((2, 2), np.float32))
+    with pytest.raises(rt.Unsupported, match="scales has dtype int64"):
+        run(build, x, np.ones(4, np.int64))
+    with pytest.raises(InvalidProgram, match="out shares memory with the input scales"):
+        run(lambda m, x, s: m.call("resize", x, [], s, [], 0, 4, 2, -0.75, False, False, 0.0,
+                                   out=s)[0],
+            np.ones(1, np.float32), np.ones(1, np.float32))
+
+
+def test_resize_with_a_roi_read_at_run():
+    """tf_crop_and_resize's roi as a float64 tensor, new crops at each execute, against a
+    numpy bilinear crop (positions outside the input get the extrapolation value); a roi of
+    the wrong length is refused at load, a non-finite one at run; the empty roi ONNX passes
+    without tf_crop_and_resize works as a tensor too."""
+    x = RNG.standard_normal((1, 1, 5, 6)).astype(np.float32)
+
+    def crop(m, x, roi):
+        return call(m, "resize", x, [1, 1, 4, 3], [], roi, 1, 5, 0, -0.75, False, False, -9.0,
+                    dtype="float32", shape=(1, 1, 4, 3))
+
+    def axis(start, end, n, size):  # tf_crop_and_resize's source positions
+        return start * (n - 1) + np.arange(size) * (end - start) * (n - 1) / (size - 1)
+
+    program, method = _resize_method(crop, x.shape, (8,), "float64")
+    try:
+        for roi in ([0, 0, 0.2, 0.1, 1, 1, 0.8, 0.9], [0, 0, -0.25, 0.5, 1, 1, 1.0, 1.5]):
+            ys, xs = axis(roi[2], roi[6], 5, 4), axis(roi[3], roi[7], 6, 3)
+            want = np.einsum("yi,ncij,xj->ncyx", _linear_weights(ys, 5), x.astype(np.float64),
+                             _linear_weights(xs, 6))
+            outside = (ys < 0) | (ys > 4)
+            want[:, :, outside, :] = -9.0
+            want[:, :, :, (xs < 0) | (xs > 5)] = -9.0
+            (got,) = method(x, np.array(roi, np.float64))
+            np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-6)
+        with pytest.raises(InvalidArgument, match="roi item 6 is inf; roi must be finite"):
+            method(x, np.array([0, 0, 0, 0, 1, 1, np.inf, 1], np.float64))
+    finally:
+        method.close()
+        program.close()
+    with pytest.raises(InvalidProgram, match="roi has 4 items; it needs 8"):
+        run(crop, x, np.zeros(4, np.float64))
+
+    def empty_roi(m, x, roi):  # ONNX's empty roi input, given as a tensor
+        return call(m, "resize", x, [], [1.0, 1.0, 2.0, 2.0], roi, 0, 4, 2, -0.75, False, False,
+                    0.0, dtype="float32", shape=(1, 1, 10, 12))
+
+    (got,) = run(empty_roi, x, np.zeros(0, np.float32))
+    same(got, x.repeat(2, axis=2).repeat(2, axis=3))
+    with pytest.raises(InvalidProgram, match="roi has 8 items; it needs 8 .* none otherwise"):
+        run(empty_roi, x, np.zeros(8, np.float32))
+
+
 def test_onnx_resize_to_another_tensors_size():
     """An FPN's upsampling to a skip connection's size (`interpolate(x, size=skip.shape[2:])`)
     with dynamic sizes on both: one program, several sizes, against onnxruntime."""

@@ -177,3 +177,30 @@ def test_reshape_and_resize_with_tensor_sizes(mode):
     _compare_runs(b.to_bytes(), [[x, _i64(1, 2, 8, 12), _i64(6, 8)],
                                  [x, _i64(1, 2, 3, 13), _i64(-1, 2)],
                                  [x, _i64(1, 2, 9, 5), _i64(48, -1)]])
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_resize_with_tensor_scales_and_roi(mode):
+    """resize's scales (float32) and tf_crop_and_resize's roi (float64) as tensors (ONNX graph
+    inputs), new values at each execute; a bad scale is refused at run on both devices."""
+    x = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", (1, 2, 4, 6))
+    scales = m.input("scales", "float32", (4,))
+    roi = m.input("roi", "float64", (8,))
+    m.output(m.call("resize", xv, [], scales, [], mode, 0, 0, -0.75, False, False, 0.0,
+                    outputs=[("float32", (1, 2, 12, 18), True)])[0])
+    m.output(m.call("resize", xv, [], scales, roi, mode, 5, 0, -0.75, False, False, -2.0,
+                    outputs=[("float32", (1, 2, 12, 18), True)])[0])
+    f32, f64 = np.float32, np.float64
+    crop = np.array([0, 0, 0.1, -0.2, 1, 1, 0.9, 1.3], f64)
+    program = b.to_bytes()
+    _compare_runs(program, [[x, np.array([1, 1, 2, 3], f32), crop],
+                            [x, np.array([1, 1, 0.5, 1.5], f32), crop[::-1].copy()],
+                            [x, np.array([1, 1, 2.5, 0.7], f32), np.array([0, 0, 0, 0, 1, 1, 1, 1],
+                                                                           f64)]])
+    with rt.Program.load(program) as p:
+        with p.load_method("forward", device="cuda") as gpu:
+            with pytest.raises(rt.InvalidArgument, match="scales item 2 is 0"):
+                gpu(x, np.array([1, 1, 0, 1], f32), crop)

@@ -70,6 +70,55 @@ rt_status rt_mv__ints(rt_op_ctx *ctx, size_t index, const char *what, bool optio
                        index, what, optional ? " or none" : "", rt_value__kind_name(v->kind));
 }
 
+/* ---- double parameters ------------------------------------------------------------------ */
+
+rt_status rt_mv__doubles(rt_op_ctx *ctx, size_t index, const char *what,
+                         const rt_tensor_value *out, rt_mv_doubles *v) {
+    memset(v, 0, sizeof *v);
+    if (index >= ctx->nargs || !ctx->args || !ctx->args[index])
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                           "argument %zu (%s) is missing: the instruction has %zu arguments",
+                           index, what, ctx->nargs);
+    const rt_value *arg = ctx->args[index];
+    switch (arg->kind) {
+    case RT_VALUE_INT_LIST: /* [] written as ints */
+        if (arg->u.ints.count != 0)
+            break;
+        return RT_OK;
+    case RT_VALUE_DOUBLE_LIST:
+        if (arg->u.doubles.count > 0 && !arg->u.doubles.items)
+            break;
+        v->items = arg->u.doubles.items;
+        v->count = arg->u.doubles.count;
+        return RT_OK;
+    case RT_VALUE_TENSOR: {
+        const rt_tensor_value *t = arg->u.t;
+        if (!t)
+            break;
+        RT_RETURN_IF_ERROR(rt_op__check_type_in(ctx, t, what, RT_TYPES_FLOAT,
+                                                "float32 and float64"));
+        RT_RETURN_IF_ERROR(rt_op__check_default_layout(ctx, t, what));
+        if (t->rank > 1)
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "%s is a tensor of rank %" PRId32
+                               "; it must have rank 0 or 1", what, t->rank);
+        /* Ops check the count against their other arguments at load: it must not vary. */
+        if (t->dynamic)
+            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "%s is a dynamic tensor; its item "
+                               "count must be fixed", what);
+        if (out)
+            RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, out, "out", t, what));
+        v->tensor = t;
+        v->count = (size_t)rt_tensor__numel(t);
+        return RT_OK;
+    }
+    default:
+        break;
+    }
+    return rt_op__fail(ctx, RT_INVALID_PROGRAM,
+                       "argument %zu (%s) must be a double list or a float32/float64 tensor, "
+                       "not %s", index, what, rt_value__kind_name(arg->kind));
+}
+
 rt_status rt_mv__plan_at_bounds(rt_op_ctx *ctx, rt_tensor_value *out, const char *what) {
     int64_t sizes[RT_MAX_RANK];
     memcpy(sizes, out->bounds, sizeof sizes);

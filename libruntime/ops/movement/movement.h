@@ -67,6 +67,34 @@ static inline int64_t rt_mv__ints_at(const rt_mv_ints *v, size_t i) {
     return v->tensor ? rt_mv__index_at(v->tensor, (int64_t)i) : v->items[i];
 }
 
+/* ---- double parameters given as a list or as a tensor ---------------------------------- */
+
+/* A double-list parameter that a program gives either as a literal double list (an empty int
+ * list counts as an empty list) or as a float32/float64 tensor of rank <= 1 that is not
+ * dynamic, so its count is fixed at load while its contents are read at run. */
+typedef struct rt_mv_doubles {
+    const double *items;           /* the literal list, or NULL */
+    const rt_tensor_value *tensor; /* the tensor form, or NULL */
+    size_t count;
+} rt_mv_doubles;
+
+/* Also checks that a tensor form is apart from `out` (unless out is NULL). */
+rt_status rt_mv__doubles(rt_op_ctx *ctx, size_t index, const char *what,
+                         const rt_tensor_value *out, rt_mv_doubles *v);
+
+/* The values can be read now: a literal, an empty tensor, or a tensor while running. */
+static inline bool rt_mv__doubles_known(const rt_op_ctx *ctx, const rt_mv_doubles *v) {
+    return !v->tensor || !ctx->preparing || v->count == 0;
+}
+
+static inline double rt_mv__doubles_at(const rt_mv_doubles *v, size_t i) {
+    if (!v->tensor)
+        return v->items[i];
+    if (v->tensor->type == RT_F32)
+        return ((const float *)v->tensor->data)[i];
+    return ((const double *)v->tensor->data)[i];
+}
+
 /* Gives out its planned bounds: for prepare when the shape depends on tensor contents. */
 rt_status rt_mv__plan_at_bounds(rt_op_ctx *ctx, rt_tensor_value *out, const char *what);
 

@@ -36,8 +36,10 @@ enum { NEAREST_ROUND_PREFER_FLOOR, NEAREST_ROUND_PREFER_CEIL, NEAREST_FLOOR, NEA
 typedef struct resize_args {
     rt_tensor_value *x, *out;
     rt_mv_ints sizes; /* a literal list, or a tensor read at run (sizes from other tensors') */
-    const double *scales, *roi;
+    rt_mv_doubles scales, roi; /* literal lists, or tensors read at run (ONNX graph inputs) */
     size_t num_sizes, num_scales, num_roi;
+    /* scales and roi's values, read and checked once known (resize_read_values) */
+    double given_scale[RT_MAX_RANK], roi_start[RT_MAX_RANK], roi_end[RT_MAX_RANK];
     int64_t mode, coord, nearest;
     double cubic_a, extrapolation;
     bool exclude_outside, antialias;
@@ -58,7 +60,7 @@ static rt_status resize_plan(rt_op_ctx *ctx, resize_args *a, int64_t *sizes) {
     rt_status code = rt_op__shape_code(ctx);
     for (int32_t d = 0; d < x->rank; d++) {
         int64_t in = x->sizes[d];
-        double scale = a->num_scales ? a->scales[d] : 0;
+        double scale = a->num_scales ? a->given_scale[d] : 0;
         if (a->num_sizes) {
             int64_t given = rt_mv__ints_at(&a->sizes, (size_t)d);
             if (given < -1)
@@ -80,7 +82,7 @@ static rt_status resize_plan(rt_op_ctx *ctx, resize_args *a, int64_t *sizes) {
         a->scale[d] = scale;
         bool unit = fabs(scale - 1.0) <= 1e-9 * fmax(1.0, fabs(scale));
         bool whole_roi = a->coord != COORD_TF_CROP_AND_RESIZE ||
-                         (fabs(a->roi[d]) <= 1e-9 && fabs(a->roi[d + x->rank] - 1.0) <= 1e-9);
+                         (fabs(a->roi_start[d]) <= 1e-9 && fabs(a->roi_end[d] - 1.0) <= 1e-9);
         a->identity[d] = unit && sizes[d] == in && whole_roi;
         a->taps[d] = 1;
         if (a->mode != MODE_NEAREST && !a->identity[d]) {
@@ -121,29 +123,54 @@ static rt_status resize_check_params(rt_op_ctx *ctx, const resize_args *a) {
     if (a->sizes.tensor && a->antialias)
         return rt_op__fail(ctx, RT_INVALID_PROGRAM, "antialias needs sizes known at load (the "
                            "filter's width follows from them), not a tensor");
-    for (size_t i = 0; i < a->num_scales; i++)
-        if (!(a->scales[i] > 0) || !isfinite(a->scales[i]))
-            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "scales item %zu is %g; scales must be "
-                               "finite and > 0", i, a->scales[i]);
-    for (size_t i = 0; i < a->num_roi; i++)
-        if (!isfinite(a->roi[i]))
-            return rt_op__fail(ctx, RT_INVALID_PROGRAM, "roi item %zu is not finite", i);
+    if (a->scales.tensor && a->num_scales > 0 && a->antialias)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "antialias needs scales known at load (the "
+                           "filter's width follows from them), not a tensor");
     if (a->mode != MODE_NEAREST)
         return rt_op__check_type_in(ctx, a->x, "x", RT_TYPES_FLOAT,
                                     "float32 and float64 for linear and cubic modes");
     return rt_op__check_type_in(ctx, a->x, "x", RT_TYPES_ALL, "any dtype");
 }
 
-/* resize(x, sizes: int list, scales: double list, roi: double list, mode: int,
- *        coordinate_mode: int, nearest_mode: int, cubic_a: double, exclude_outside: bool,
- *        antialias: bool, extrapolation_value: double, out) */
+/* scales and roi's values once they can be read (their counts checked): literal ones at load,
+ * tensors' at each run, where a bad value comes from the caller's inputs. */
+static rt_status resize_read_values(rt_op_ctx *ctx, resize_args *a) {
+    int32_t rank = a->x->rank;
+    rt_status code = rt_op__shape_code(ctx);
+    size_t num_scales = rt_mv__doubles_known(ctx, &a->scales) ? a->num_scales : 0;
+    size_t num_roi = rt_mv__doubles_known(ctx, &a->roi) ? a->num_roi : 0;
+    for (size_t i = 0; i < num_scales; i++) {
+        double scale = rt_mv__doubles_at(&a->scales, i);
+        if (!(scale > 0) || !isfinite(scale))
+            return rt_op__fail(ctx, code, "scales item %zu is %g; scales must be finite and > 0",
+                               i, scale);
+        a->given_scale[i] = scale;
+    }
+    for (size_t i = 0; i < num_roi; i++) {
+        double r = rt_mv__doubles_at(&a->roi, i);
+        if (!isfinite(r))
+            return rt_op__fail(ctx, code, "roi item %zu is %g; roi must be finite", i, r);
+        if (i < (size_t)rank)
+            a->roi_start[i] = r;
+        else
+            a->roi_end[i - (size_t)rank] = r;
+    }
+    return RT_OK;
+}
+
+/* resize(x, sizes: int list | tensor, scales: double list | tensor, roi: double list | tensor,
+ *        mode: int, coordinate_mode: int, nearest_mode: int, cubic_a: double,
+ *        exclude_outside: bool, antialias: bool, extrapolation_value: double, out) */
 static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
     RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 12));
     RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 11, "out", &a->out));
     RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "sizes", false, &a->sizes));
     a->num_sizes = a->sizes.count;
-    RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 2, "scales", &a->scales, &a->num_scales));
-    RT_RETURN_IF_ERROR(rt_op__double_list(ctx, 3, "roi", &a->roi, &a->num_roi));
+    RT_RETURN_IF_ERROR(rt_mv__doubles(ctx, 2, "scales", a->out, &a->scales));
+    a->num_scales = a->scales.count;
+    RT_RETURN_IF_ERROR(rt_mv__doubles(ctx, 3, "roi", a->out, &a->roi));
+    a->num_roi = a->roi.count;
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "mode", &a->mode));
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 5, "coordinate_mode", &a->coord));
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 6, "nearest_mode", &a->nearest));
@@ -151,15 +178,17 @@ static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
     RT_RETURN_IF_ERROR(rt_op__bool(ctx, 8, "exclude_outside", &a->exclude_outside));
     RT_RETURN_IF_ERROR(rt_op__bool(ctx, 9, "antialias", &a->antialias));
     RT_RETURN_IF_ERROR(rt_op__double(ctx, 10, "extrapolation_value", &a->extrapolation));
-    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 11, "out", &a->out));
     RT_RETURN_IF_ERROR(resize_check_params(ctx, a));
     RT_RETURN_IF_ERROR(rt_mv__check_data_op(ctx, a->x, "x", a->out));
     RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->x, "x"));
     if (a->sizes.tensor)
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->sizes.tensor, "sizes"));
-    if (!rt_mv__ints_known(ctx, &a->sizes)) {
-        /* Sizes read at run: out is planned at its bounds, with each dimension's taps (they
-         * depend on the mode alone without antialiasing) for the interpolation tables. */
+    RT_RETURN_IF_ERROR(resize_read_values(ctx, a));
+    if (!rt_mv__ints_known(ctx, &a->sizes) || !rt_mv__doubles_known(ctx, &a->scales) ||
+        !rt_mv__doubles_known(ctx, &a->roi)) {
+        /* Sizes, scales or roi read at run: out is planned at its bounds, with each dimension's
+         * taps (they depend on the mode alone without antialiasing) for the interpolation
+         * tables. */
         if (a->out->rank != a->x->rank)
             return rt_op__fail(ctx, RT_INVALID_PROGRAM, "out has rank %" PRId32 ", x %" PRId32,
                                a->out->rank, a->x->rank);
@@ -211,7 +240,7 @@ static double source_coordinate(const resize_args *a, int32_t d, int64_t o, bool
     case COORD_ALIGN_CORNERS: return width == 1 ? 0.0 : y * (in - 1) / (width - 1);
     case COORD_ASYMMETRIC: return y / scale;
     case COORD_TF_CROP_AND_RESIZE: {
-        double start = a->roi[d], end = a->roi[d + a->x->rank];
+        double start = a->roi_start[d], end = a->roi_end[d];
         x = width == 1 ? (end - start) * (in - 1) / 2 : y * (end - start) * (in - 1) / (width - 1);
         x = x + start * (in - 1);
         *outside = x < 0 || x > in - 1;
