@@ -74,7 +74,8 @@ _importers.register(_importers.Importer(
     "ExecuTorch", "an ExecuTorch program", "runtime_py.executorch",
     lambda head, path: head[4:8] == b"ET12"))  # the FlatBuffer file identifier
 _importers.register(_importers.Importer(
-    "ONNX", "an ONNX model", "runtime_py.onnx", _is_onnx, ("input_shapes", "dynamic_bounds")))
+    "ONNX", "an ONNX model", "runtime_py.onnx", _is_onnx,
+    ("input_shapes", "dynamic_bounds", "value_bounds")))
 
 
 def __getattr__(name: str) -> Any:

@@ -50,6 +50,21 @@ def _bound_arg(text: str) -> Tuple[str, int, int]:
     return value
 
 
+def _value_bound_arg(text: str) -> Tuple[str, Tuple[float, float]]:
+    """--value-bound NAME=LO:HI -> (NAME, (LO, HI))."""
+    name, eq, rest = text.rpartition("=")
+    low, colon, high = rest.partition(":")
+    try:
+        value = (float(low), float(high))
+    except ValueError:
+        value = None
+    if not eq or not name or not colon or value is None or not value[0] <= value[1]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=LO:HI (an input name and the "
+                                         f"lowest and highest value of its elements, e.g. "
+                                         f"shape=-1:64)")
+    return name, value
+
+
 def _parse_shapes(items: Sequence[Tuple[str, List[int]]]) -> Dict[str, List[int]]:
     return {name: sizes for name, sizes in items or ()}
 
@@ -73,9 +88,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
             cases.append({name: npz[name] for name in npz.files})
     importer = importer_for(args.model)
     if importer is not None and importer.module == "runtime_py.executorch":
-        if args.shape or args.dynamic or args.no_fuse or cases:
-            print("error: --shape, --dynamic, --no-fuse and --bundle-inputs apply to ONNX "
-                  "models only (a .pte carries no reference to compute expected outputs)",
+        if args.shape or args.dynamic or args.value_bound or args.no_fuse or cases:
+            print("error: --shape, --dynamic, --value-bound, --no-fuse and --bundle-inputs "
+                  "apply to ONNX models only (a .pte carries no reference to compute expected "
+                  "outputs)",
                   file=sys.stderr)
             return 2
         from . import executorch
@@ -86,7 +102,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
         data = ro.convert(args.model, input_shapes=_parse_shapes(args.shape),
                           dynamic_bounds=_parse_bounds(args.dynamic), fuse=not args.no_fuse,
-                          bundle_inputs=cases, external_data=args.external_data)
+                          bundle_inputs=cases, external_data=args.external_data,
+                          value_bounds=dict(args.value_bound or ()))
     # Renamed into place: a process serving the old file keeps its mapping (writing in place
     # would truncate it under that process).
     write_atomically(args.output, data)
@@ -266,6 +283,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     convert.add_argument("--dynamic", action="append", metavar="NAME=AXIS:MAX", type=_bound_arg,
                          help="make an input dimension dynamic, any size up to MAX "
                               "(repeatable: one flag per axis)")
+    convert.add_argument("--value-bound", action="append", metavar="NAME=LO:HI",
+                         type=_value_bound_arg,
+                         help="the range of an input whose values give sizes (a Reshape's "
+                              "shape, Resize's scales, ...): outputs are planned for it "
+                              "(repeatable)")
     convert.add_argument("--no-fuse", action="store_true", help="keep every op separate")
     convert.add_argument("--bundle-inputs", action="append", metavar="CASE.npz",
                          help="bundle a test case: inputs by name; expected outputs come from "

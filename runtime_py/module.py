@@ -192,14 +192,17 @@ class Module:
 def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = False,
          data_files: Any = (), cache: bool = False,
          input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
-         dynamic_bounds: Optional[Mapping[str, Any]] = None, **method_options: Any) -> Module:
+         dynamic_bounds: Optional[Mapping[str, Any]] = None,
+         value_bounds: Optional[Mapping[str, Sequence[float]]] = None,
+         **method_options: Any) -> Module:
     """A Module for a program file or buffer (and the data files holding its external
     constants); method_options go to every load_method().
 
-    input_shapes and dynamic_bounds go to the ONNX importer (see runtime_py.onnx.convert):
-    fixed sizes for inputs the model leaves symbolic, and upper bounds that make input axes
-    dynamic, e.g. {"input_ids": {0: 8, 1: 512}}. They are refused for a program of ours or a
-    .pte, whose shapes are already decided.
+    input_shapes, dynamic_bounds and value_bounds go to the ONNX importer (see
+    runtime_py.onnx.convert): fixed sizes for inputs the model leaves symbolic, upper bounds
+    that make input axes dynamic, e.g. {"input_ids": {0: 8, 1: 512}}, and the range of inputs
+    whose contents give sizes, e.g. {"shape": (-1, 64)}. They are refused for a program of ours
+    or a .pte, whose shapes are already decided.
 
     An ExecuTorch program (.pte) or an ONNX model is *converted* first, by the importer that
     recognises the file's header (importers register in _importers.py). That runs a compiler,
@@ -210,7 +213,8 @@ def load(source: Any, *, copy: Optional[bool] = None, verify_constants: bool = F
     from ._importers import importer_for, registered
 
     options = {k: v for k, v in (("input_shapes", input_shapes),
-                                 ("dynamic_bounds", dynamic_bounds)) if v is not None}
+                                 ("dynamic_bounds", dynamic_bounds),
+                                 ("value_bounds", value_bounds)) if v is not None}
     importer = importer_for(source)
     if options and (importer is None or not set(options) <= set(importer.options)):
         takers = " or ".join(i.name for i in registered() if set(options) <= set(i.options))

@@ -89,3 +89,33 @@ def test_convert_over_a_served_program_leaves_its_process_running(tmp_path):
         proc.kill()
     assert proc.returncode == 0, stderr
     assert "still serving" in stdout
+
+
+def test_convert_with_value_bounds(tmp_path):
+    """--value-bound NAME=LO:HI bounds the sizes an input's contents give; a malformed flag is
+    refused naming it, without a traceback."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    graph = helper.make_graph([node], "reshape", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+        helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              tmp_path / "reshape.onnx")
+    out = tmp_path / "reshape.rtp"
+    refused = cli("convert", str(tmp_path / "reshape.onnx"), "-o", str(out))
+    assert refused.returncode == 1 and "value_bounds" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    bad = cli("convert", str(tmp_path / "reshape.onnx"), "-o", str(out), "--value-bound",
+              "shape=12")
+    assert bad.returncode == 2 and "--value-bound" in bad.stderr and "NAME=LO:HI" in bad.stderr
+    done = cli("convert", str(tmp_path / "reshape.onnx"), "-o", str(out), "--value-bound",
+               "shape=-1:12")
+    assert done.returncode == 0, done.stderr
+    import runtime_py as rt
+
+    method = rt.Program.load(str(out)).load_method("forward")
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    (y,) = method(x, np.array([4, -1], np.int64))
+    np.testing.assert_array_equal(np.asarray(y), x.reshape(4, 3))

@@ -786,3 +786,48 @@ def test_onnx_node_case_with_constant_params(case):
         rep.method.close()
     for e, g in zip(expected, got):
         assert _compare(e, g) is None, _compare(e, g)
+
+
+def test_squeeze_and_unsqueeze_with_axes_read_at_run():
+    """squeeze / unsqueeze with an axes tensor (ONNX passes axes as graph inputs): the rank
+    follows from the count, the sizes from the values at every execute (numpy.squeeze /
+    numpy.expand_dims as references); bad axes are refused by name at execute, a wrong out rank
+    at load, and the method stays usable."""
+    x = RNG.standard_normal((1, 3, 1, 2)).astype(np.float32)
+
+    def squeeze(m, x, axes):
+        return call(m, "squeeze", x, axes, dtype="float32", shape=(3, 3), dynamic=True)
+
+    def unsqueeze(m, x, axes):
+        return call(m, "unsqueeze", x, axes, dtype="float32", shape=(3, 3, 3, 3, 3, 3),
+                    dynamic=True)
+
+    for axes in ([0, 2], [-2, 0], [2, -4]):
+        (got,) = run(squeeze, x, np.array(axes, np.int64))
+        same(got, np.squeeze(x, tuple(axes)))
+    for axes in ([0, 2], [-1, 0], [5, -5]):
+        (got,) = run(unsqueeze, x, np.array(axes, np.int32))
+        same(got, np.expand_dims(x, tuple(axes)))
+    (got,) = run(squeeze, x[:, :2], np.array([0, 2], np.int64), bounds=[(1, 3, 1, 2), None])
+    same(got, x[0, :2, 0])
+    (got,) = run(lambda m, x: call(m, "unsqueeze", x, [1], dtype="float32", shape=(1, 1, 3, 1, 2)),
+                 x)
+    same(got, x[:, None])
+    with pytest.raises(InvalidArgument, match="cannot squeeze dimension 1 of x: its size is 3"):
+        run(squeeze, x, np.array([0, 1], np.int64))
+    with pytest.raises(InvalidArgument, match="axes name dimension 0 twice"):
+        run(squeeze, x, np.array([0, -4], np.int64))
+    with pytest.raises(InvalidArgument, match="axes item 1 is 6, out of range for rank 6"):
+        run(unsqueeze, x, np.array([0, 6], np.int64))
+    with pytest.raises(InvalidProgram, match="give rank 3, but out has rank 2"):
+        run(squeeze, x, np.array([0], np.int64))
+
+    b = ProgramBuilder()  # one method: a refused call leaves it usable
+    m = b.method("forward")
+    m.output(squeeze(m, m.input("x", "float32", x.shape), m.input("a", "int64", (2,))), "y")
+    with rt.Program.load(b.to_bytes()) as program:
+        method = program.load_method("forward")
+        with pytest.raises(InvalidArgument, match="its size is 2"):
+            method(x, np.array([0, 3], np.int64))
+        same(np.array(method(x, np.array([2, 0], np.int64))[0]), x.reshape(3, 2))
+        method.close()

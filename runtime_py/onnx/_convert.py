@@ -77,7 +77,8 @@ class Converter:
     """State of one conversion: the builder, the values by name, the opset."""
 
     def __init__(self, model: Any, input_shapes: Mapping[str, Sequence[int]],
-                 dynamic_bounds: Mapping[str, Any], fuse: bool = True) -> None:
+                 dynamic_bounds: Mapping[str, Any], fuse: bool = True,
+                 value_bounds: Optional[Mapping[str, Sequence[float]]] = None) -> None:
         onnx = _onnx()
         self.model = model
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -87,6 +88,9 @@ class Converter:
         self._materialized: Dict[int, Tuple[Any, Value]] = {}  # id -> (array kept alive, Value)
         self._input_shapes = dict(input_shapes)
         self._dynamic_bounds = dict(dynamic_bounds)
+        self._value_bounds = dict(value_bounds or {})
+        # The (lowest, highest) element of graph inputs given value_bounds, by id.
+        self._value_ranges: Dict[int, Tuple[Value, Tuple[Any, Any]]] = {}
         self.node: Any = None  # the node being lowered, for messages
         self.fuse = fuse
         # Symbolic sizes (_symbolic.py): the dims of dynamic values, by id (value kept alive).
@@ -232,7 +236,8 @@ class Converter:
             raise ConversionError(f"sparse initializer '{init.values.name}' is not supported")
         inputs = [inp.name for inp in graph.input if inp.name not in self.env]
         for option, given in (("input_shapes", self._input_shapes),
-                              ("dynamic_bounds", self._dynamic_bounds)):
+                              ("dynamic_bounds", self._dynamic_bounds),
+                              ("value_bounds", self._value_bounds)):
             unknown = sorted(set(given) - set(inputs))
             if unknown:
                 raise InvalidArgument(f"{option} names {', '.join(map(repr, unknown))}, not an "
@@ -241,6 +246,43 @@ class Converter:
             if inp.name in self.env:
                 continue  # an initializer with a default value: a constant here
             self.env[inp.name] = self._graph_input(inp)
+            if inp.name in self._value_bounds:
+                self._record_value_bounds(self.env[inp.name], inp.name)
+
+    def _record_value_bounds(self, value: Value, name: str) -> None:
+        """value_bounds={name: (lowest, highest)}: every element of the input lies there. It
+        bounds the outputs whose sizes the input's contents give (a Reshape's shape, Resize's
+        scales, a Pad's pads, ...); an execute whose values make an output larger than planned
+        fails in that op."""
+        given = self._value_bounds[name]
+        try:
+            lo, hi = (float(v) for v in given)
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"value_bounds for input '{name}' must be a pair (lowest, "
+                                  f"highest), not {given!r}") from None
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+            raise InvalidArgument(f"value_bounds for input '{name}': ({lo:g}, {hi:g}) is not a "
+                                  f"finite range with lowest <= highest")
+        integer = value.dtype.startswith(("int", "uint"))
+        if not integer and not value.dtype.startswith(("float", "bfloat")):
+            raise InvalidArgument(f"value_bounds for input '{name}': its dtype {value.dtype} "
+                                  f"has no numeric range")
+        if integer:
+            lo, hi = int(np.ceil(lo)), int(np.floor(hi))
+        self._value_ranges[id(value)] = (value, (lo, hi))
+
+    def value_range(self, x: Any) -> Optional[Tuple[Any, Any]]:
+        """(lowest, highest) element of x: a known array's own, a graph input's from
+        value_bounds, else None."""
+        if x is None or isinstance(x, ShapeTensor):
+            return None
+        if not isinstance(x, Value):
+            arr = np.asarray(x)
+            if arr.size == 0 or arr.dtype.kind not in "iuf":
+                return None
+            return arr.min().item(), arr.max().item()
+        entry = self._value_ranges.get(id(x))
+        return None if entry is None or entry[0] is not x else entry[1]
 
     def _graph_input(self, inp: Any) -> Value:
         ttype = inp.type.tensor_type
@@ -479,11 +521,17 @@ class Converter:
 def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
             dynamic_bounds: Optional[Mapping[str, Any]] = None, fuse: bool = True,
             bundle_inputs: Optional[Sequence[Any]] = None, external_data: Any = None,
-            reference: str = "auto") -> bytes:
+            reference: str = "auto",
+            value_bounds: Optional[Mapping[str, Sequence[float]]] = None) -> bytes:
     """Convert an ONNX model (ModelProto, path, or serialized bytes) into program bytes.
 
     input_shapes: concrete shapes for inputs whose sizes the model leaves symbolic.
     dynamic_bounds: upper bounds making an input dynamic, as a full shape or {axis: bound}.
+    value_bounds: {input: (lowest, highest)} for inputs whose contents give sizes (a Reshape's
+    target shape, Resize's scales or sizes, a Pad's pads, a Range's limits, a OneHot depth,
+    ...): every element lies in that range, so the outputs they size get upper bounds. The
+    program reads the values at every execute; values that would exceed a planned size fail
+    that execute, naming the op.
     fuse: fold Conv+BatchNormalization and MatMul+Add, apply activations in the epilogue of
     the op before them (see _fusion.py) and pool in the Conv a MaxPool alone reads; False
     keeps every op separate.
@@ -498,7 +546,7 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
     Unsupported ops, attributes or dtypes raise ConversionError naming the node.
     """
     model = load_model(model_or_path)
-    cv = Converter(model, input_shapes or {}, dynamic_bounds or {}, fuse)
+    cv = Converter(model, input_shapes or {}, dynamic_bounds or {}, fuse, value_bounds)
     nodes = list(model.graph.node)
     if fuse:
         nodes = cv.rewrite_patterns(nodes)

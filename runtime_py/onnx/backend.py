@@ -39,8 +39,8 @@ class RuntimeBackendRep(base.BackendRep):
 
 
 class RuntimeBackend(base.Backend):
-    """Backend entry points; options (input_shapes, dynamic_bounds, num_threads, ...) pass
-    through prepare's keyword arguments."""
+    """Backend entry points; options (input_shapes, dynamic_bounds, value_bounds, num_threads,
+    ...) pass through prepare's keyword arguments."""
 
     @classmethod
     def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
@@ -51,7 +51,8 @@ class RuntimeBackend(base.Backend):
         if not cls.supports_device(device):
             raise RuntimeError(f"device {device!r} is not supported by this backend")
         model = load_model(model)
-        convert_options = {k: kwargs.pop(k) for k in ("input_shapes", "dynamic_bounds") if k in kwargs}
+        convert_options = {k: kwargs.pop(k) for k in ("input_shapes", "dynamic_bounds",
+                                                      "value_bounds") if k in kwargs}
         data = convert(model, **convert_options)
         initializers = {i.name for i in model.graph.initializer}
         inputs = [i.name for i in model.graph.input if i.name not in initializers]

@@ -14,6 +14,9 @@ A case is
 - *unsupported*: a clean refusal by the importer or the library (`prepare`);
 - *crashed*: any other exception, or its worker process dying;
 - *hung*: no result within the per-case timeout (its worker is killed).
+A case the importer refuses is converted again with `value_bounds` stating each numeric input's
+lowest and highest value over the case's data sets (sizes given by an input's contents need
+them; see docs/onnx.md), as a user states the largest values their model takes.
 Cases run one at a time in worker processes, so a crash or a hang is recorded against its case
 and the sweep goes on. The node suite's `_expanded` cases run an op's function body (a graph of
 other ops), not the op: they are counted apart, so an op the runtime lacks gets no credit for
@@ -137,7 +140,7 @@ class Refused(Exception):
     """A clean refusal to take a model: the importer's, or the library's at load."""
 
 
-def prepare(model: Any) -> Any:
+def prepare(model: Any, value_bounds: Optional[Dict[str, Tuple[float, float]]] = None) -> Any:
     """The model converted and loaded (a RuntimeBackendRep); Refused when the importer refuses
     it (ConversionError, Unsupported, NotFound, or InvalidArgument for a model it cannot take
     as it is, such as a dimension with neither size nor bound) or the library's load does
@@ -149,7 +152,7 @@ def prepare(model: Any) -> Any:
     from .backend import RuntimeBackendRep
 
     try:
-        program = convert(model)
+        program = convert(model, value_bounds=value_bounds)
     except (Unsupported, NotFound, InvalidArgument) as e:
         raise Refused(str(e)) from None
     initializers = {i.name for i in model.graph.initializer}
@@ -159,6 +162,28 @@ def prepare(model: Any) -> Any:
                                  [o.name for o in model.graph.output], max_steps=10_000_000)
     except (Unsupported, NotFound) as e:
         raise Refused(str(e)) from None
+
+
+def _value_ranges(model: Any, data_sets: Sequence[Any]) -> Dict[str, Tuple[float, float]]:
+    """{input name: (lowest, highest)} over the data sets, for the numeric graph inputs."""
+    import numpy as np
+
+    initializers = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in initializers]
+    ranges: Dict[str, Tuple[float, float]] = {}
+    for inputs, _ in data_sets:
+        for name, x in zip(names, inputs):
+            if isinstance(x, (list, tuple, dict)) or x is None:
+                continue  # sequences and maps: no sizes come from them
+            arr = np.asarray(_array(x))
+            if arr.size == 0 or arr.dtype.kind not in "iuf":
+                continue
+            lo, hi = float(arr.min()), float(arr.max())
+            if not (np.isfinite(lo) and np.isfinite(hi)):
+                continue
+            old = ranges.get(name, (lo, hi))
+            ranges[name] = (min(old[0], lo), max(old[1], hi))
+    return ranges
 
 
 def run_case(case: Any) -> Tuple[str, str]:
@@ -171,7 +196,15 @@ def run_case(case: Any) -> Tuple[str, str]:
     if model is None:
         return "unsupported", "no model (needs download)"
     try:
-        rep = prepare(model)
+        try:
+            rep = prepare(model)
+        except Refused:
+            # Sizes given by graph inputs' contents: state each input's range as the case's
+            # data has it, as a user states the largest values their model takes.
+            bounds = _value_ranges(model, data_sets)
+            if not bounds:
+                raise
+            rep = prepare(model, bounds)
     except Refused as e:
         return "unsupported", str(e)
     except Error as e:

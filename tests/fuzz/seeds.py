@@ -3,11 +3,11 @@ mutations start from every part of the format (constants, loops, attributes, dyn
 scalar inputs, tensor lists, every op)."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Any, Dict
 
 import numpy as np
 
-from runtime_py.compiler import ProgramBuilder
+from runtime_py.compiler import ProgramBuilder, Value
 from tests.programs import counted_loop
 
 
@@ -144,6 +144,39 @@ def data_dependent() -> bytes:
     return b.to_bytes()
 
 
+def value_sizes() -> bytes:
+    """Sizes that inputs' values give (the ONNX importer's value_bounds): a reshape to a shape
+    input, squeeze and unsqueeze with axes inputs, pad, one_hot and resize reading theirs.
+    Each input is an offset from valid values, so that zeros run."""
+    b = ProgramBuilder()
+    m = b.method("forward")
+
+    def given(name: str, dtype: str, base: Any) -> Value:
+        offset = m.input(name, dtype, np.shape(base))
+        return m.add(offset, m.constant(np.asarray(base, dtype)))
+
+    x = m.input("x", "float32", (2, 1, 3))
+    (r,) = m.call("reshape", x, given("shape", "int64", [3, -1]),
+                  outputs=[("float32", [6, 6], True)])
+    m.output(r, "reshaped")
+    axes = given("axes", "int64", [1])
+    (sq,) = m.call("squeeze", x, axes, outputs=[("float32", [3, 3], True)])
+    (unsq,) = m.call("unsqueeze", sq, axes, outputs=[("float32", [3, 3, 3], True)])
+    m.output(unsq, "unsqueezed")
+    (padded,) = m.call("pad", x, given("pads", "int64", [0, 1, 0, 1, 0, 2]), 0, None,
+                       outputs=[("float32", [6, 5, 7], True)])
+    m.output(padded, "padded")
+    indices = m.constant(np.array([0, 2, -1], np.int64))
+    on_off = m.constant(np.array([0.0, 1.0], np.float32))
+    (hot,) = m.call("one_hot", indices, given("depth", "int64", [4]), -1, on_off,
+                    outputs=[("float32", [3, 5], True)])
+    m.output(hot, "one_hot")
+    (big,) = m.call("resize", x, [], given("scales", "float32", [1.0, 2.0, 2.0]), [], 0, 4, 2,
+                    -0.75, False, False, 0.0, outputs=[("float32", [4, 2, 6], True)])
+    m.output(big, "resized")
+    return b.to_bytes()
+
+
 def shapes() -> bytes:
     b = ProgramBuilder()
     m = b.method("forward")
@@ -189,7 +222,7 @@ def seed_programs() -> Dict[str, bytes]:
     return {"mlp": mlp(), "cnn": cnn(), "winograd": winograd(), "loop": loop(),
             "attributes": attributes_and_scalars(), "dynamic": dynamic(), "shapes": shapes(),
             "bundled": bundled(), "run_time_shapes": run_time_shapes(),
-            "data_dependent": data_dependent()}
+            "data_dependent": data_dependent(), "value_sizes": value_sizes()}
 
 
 def seed_data_files() -> Dict[str, bytes]:

@@ -204,3 +204,16 @@ def test_resize_with_tensor_scales_and_roi(mode):
         with p.load_method("forward", device="cuda") as gpu:
             with pytest.raises(rt.InvalidArgument, match="scales item 2 is 0"):
                 gpu(x, np.array([1, 1, 0, 1], f32), crop)
+
+
+def test_squeeze_and_unsqueeze_with_tensor_axes():
+    """squeeze / unsqueeze with axes read at run (ONNX Squeeze / Unsqueeze axes inputs)."""
+    x = RNG.standard_normal((1, 3, 1, 2)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", (1, 3, 1, 2))
+    axes = m.input("axes", "int64", (2,))
+    (sq,) = m.call("squeeze", xv, axes, outputs=[("float32", (3, 3), True)])
+    m.output(sq)
+    m.output(m.call("unsqueeze", sq, axes, outputs=[("float32", (3, 3, 3, 3), True)])[0])
+    _compare_runs(b.to_bytes(), [[x, _i64(0, 2)], [x, _i64(-2, 0)], [x, _i64(2, 0)]])

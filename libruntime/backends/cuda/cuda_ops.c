@@ -781,6 +781,8 @@ static rt_status run_cast(rt_op_ctx *ctx, rt_cuda_method *cm) {
 /* ---- ops whose parameters may be tensors read at each execute ------------------------ */
 
 HOST_PARAMS(run_reshape, rt_cuda__run_reshape, 1)
+HOST_PARAMS(run_squeeze, rt_cuda__run_squeeze, 1)
+HOST_PARAMS(run_unsqueeze, rt_cuda__run_unsqueeze, 1)
 HOST_PARAMS(run_resize, rt_cuda__run_resize, 1, 2, 3)
 HOST_PARAMS(run_expand, rt_cuda__run_expand, 1)
 HOST_PARAMS(run_slice, rt_cuda__run_slice, 1, 2, 3, 4)

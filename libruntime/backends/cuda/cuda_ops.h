@@ -36,6 +36,8 @@ rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const si
 /* cuda_ops_movement.c */
 rt_status rt_cuda__run_copy(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_reshape(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_squeeze(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_unsqueeze(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_transpose(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_concat(rt_op_ctx *ctx, rt_cuda_method *cm);
 rt_status rt_cuda__run_expand(rt_op_ctx *ctx, rt_cuda_method *cm);

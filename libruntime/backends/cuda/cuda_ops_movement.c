@@ -40,6 +40,16 @@ rt_status rt_cuda__run_reshape(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return device_move(ctx, cm, ARG_T(ctx, 0), ARG_T(ctx, 2));
 }
 
+rt_status rt_cuda__run_squeeze(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__squeeze_prepare(ctx));
+    return device_move(ctx, cm, ARG_T(ctx, 0), ARG_T(ctx, 2));
+}
+
+rt_status rt_cuda__run_unsqueeze(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__unsqueeze_prepare(ctx));
+    return device_move(ctx, cm, ARG_T(ctx, 0), ARG_T(ctx, 2));
+}
+
 /* ---- transpose, concat -------------------------------------------------------------- */
 
 static rt_status strided(rt_op_ctx *ctx, rt_cuda_method *cm, void *dst,

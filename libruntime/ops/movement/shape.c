@@ -1,4 +1,5 @@
-/* shape.c: reshape, transpose and concat. Any dtype; data is moved as raw elements. */
+/* shape.c: reshape, squeeze, unsqueeze, transpose and concat. Any dtype; data is moved as raw
+ * elements. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -112,6 +113,91 @@ rt_status rt_ops__reshape_run(rt_op_ctx *ctx) {
         memmove(args.out->data, args.x->data, nbytes);
     return RT_OK;
 }
+
+/* ---- squeeze, unsqueeze ------------------------------------------------------------------ */
+
+/* squeeze(x, axes, out) drops the listed dimensions of size 1; unsqueeze(x, axes, out) inserts
+ * dimensions of size 1 at the listed positions of out. The axes may be a tensor read at run
+ * (ONNX gives them as graph inputs): out's rank follows from their count, its sizes from their
+ * values. The elements do not move. */
+typedef struct axes_args {
+    rt_tensor_value *x, *out;
+    rt_mv_ints axes;
+} axes_args;
+
+static rt_status axes_setup(rt_op_ctx *ctx, axes_args *args, bool insert) {
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 3));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &args->x));
+    RT_RETURN_IF_ERROR(rt_mv__ints(ctx, 1, "axes", false, &args->axes));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 2, "out", &args->out));
+    RT_RETURN_IF_ERROR(check_data_op(ctx, args->x, "x", args->out));
+    if (args->axes.tensor)
+        RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, args->out, "out", args->axes.tensor, "axes"));
+    int64_t rank = args->x->rank + (insert ? 1 : -1) * (int64_t)args->axes.count;
+    if (rank < 0 || rank > RT_MAX_RANK || rank != args->out->rank)
+        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "%zu axes %s x of rank %" PRId32 " give rank %"
+                           PRId64 ", but out has rank %" PRId32, args->axes.count,
+                           insert ? "inserted into" : "removed from", args->x->rank, rank,
+                           args->out->rank);
+    return RT_OK;
+}
+
+/* Marks the dimensions the axes name (of a tensor of `rank` dimensions): each once, in range. */
+static rt_status mark_axes(rt_op_ctx *ctx, const rt_mv_ints *axes, int32_t rank,
+                           bool *marked) {
+    memset(marked, 0, (size_t)rank * sizeof *marked);
+    for (size_t k = 0; k < axes->count; k++) {
+        int64_t a = rt_mv__ints_at(axes, k);
+        if (a < -(int64_t)rank || a >= (int64_t)rank)
+            return rt_op__fail(ctx, rt_op__shape_code(ctx), "axes item %zu is %" PRId64 ", out of "
+                               "range for rank %" PRId32, k, a, rank);
+        a += a < 0 ? rank : 0;
+        if (marked[a])
+            return rt_op__fail(ctx, rt_op__shape_code(ctx), "axes name dimension %" PRId64
+                               " twice", a);
+        marked[a] = true;
+    }
+    return RT_OK;
+}
+
+static rt_status axes_sizes(rt_op_ctx *ctx, axes_args *args, bool insert) {
+    if (!rt_mv__ints_known(ctx, &args->axes))
+        return rt_mv__plan_at_bounds(ctx, args->out, "out");
+    const rt_tensor_value *x = args->x;
+    int32_t rank = args->out->rank;
+    bool marked[RT_MAX_RANK];
+    int64_t sizes[RT_MAX_RANK];
+    RT_RETURN_IF_ERROR(mark_axes(ctx, &args->axes, insert ? rank : x->rank, marked));
+    if (insert) {
+        for (int32_t d = 0, from = 0; d < rank; d++)
+            sizes[d] = marked[d] ? 1 : x->sizes[from++];
+    } else {
+        for (int32_t d = 0, to = 0; d < x->rank; d++) {
+            if (!marked[d])
+                sizes[to++] = x->sizes[d];
+            else if (x->sizes[d] != 1)
+                return rt_op__fail(ctx, rt_op__shape_code(ctx), "cannot squeeze dimension %"
+                                   PRId32 " of x: its size is %" PRId64 ", not 1", d,
+                                   x->sizes[d]);
+        }
+    }
+    return rt_op__set_output_sizes(ctx, args->out, "out", rank, sizes);
+}
+
+static rt_status axes_op(rt_op_ctx *ctx, bool insert, bool run) {
+    axes_args args;
+    RT_RETURN_IF_ERROR(axes_setup(ctx, &args, insert));
+    RT_RETURN_IF_ERROR(axes_sizes(ctx, &args, insert));
+    size_t nbytes = rt_tensor__nbytes(args.x);
+    if (run && nbytes > 0 && args.out->data != args.x->data)
+        memmove(args.out->data, args.x->data, nbytes);
+    return RT_OK;
+}
+
+rt_status rt_ops__squeeze_prepare(rt_op_ctx *ctx) { return axes_op(ctx, false, false); }
+rt_status rt_ops__squeeze_run(rt_op_ctx *ctx) { return axes_op(ctx, false, true); }
+rt_status rt_ops__unsqueeze_prepare(rt_op_ctx *ctx) { return axes_op(ctx, true, false); }
+rt_status rt_ops__unsqueeze_run(rt_op_ctx *ctx) { return axes_op(ctx, true, true); }
 
 /* ---- transpose -------------------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@ parameter is refused: its output could be any size.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ from ...compiler import Value
 from .._registry import lowers
 from .._shape_tensor import ShapeTensor, shape_tensor, upper_bounds
 from .._symbolic import Size, as_int, broadcast_dims
-from .common import NUMERIC, check_attrs, optional, require_dtype
+from .common import FLOATS, NUMERIC, check_attrs, optional, require_dtype
 
 INDEX_DTYPES = ("int32", "int64")
 
@@ -36,7 +37,12 @@ def int_bounds(cv: Any, x: Any) -> Optional[np.ndarray]:
     if not isinstance(x, Value):
         return None if x is None else np.asarray(x).astype(np.int64)
     entry = cv.__dict__.get("_int_bounds", {}).get(id(x))
-    return None if entry is None else entry[1]
+    if entry is not None:
+        return entry[1]
+    given = cv.value_range(x)  # a graph input given value_bounds
+    if given is None or given[0] < 0 or x.dtype not in INDEX_DTYPES or x.dynamic:
+        return None
+    return np.full(x.shape, int(given[1]), np.int64)
 
 
 def set_int_bounds(cv: Any, value: Value, upper: Any) -> Value:
@@ -446,9 +452,11 @@ def pad(cv, node, inputs, attrs):
         axes = list(range(rank))
     else:
         check_attrs(cv, attrs, ("mode",))
-        pads = _known_ints(cv, inputs[1], "pads", why)
         value = optional(inputs, 2)
         axes_in = optional(inputs, 3)
+        if isinstance(inputs[1], Value) or isinstance(axes_in, Value):
+            return [_pad_at_run(cv, x, inputs[1], axes_in, mode, _pad_value(cv, x, mode, value))]
+        pads = _known_ints(cv, inputs[1], "pads", why)
         axes = list(range(rank)) if axes_in is None else [
             _axis(cv, a, rank, "axes item") for a in _known_ints(cv, axes_in, "axes", why)]
     if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
@@ -462,17 +470,62 @@ def pad(cv, node, inputs, attrs):
         raise cv.fail(f"pads {pads} crop more than x {list(x.shape)} holds")
     if mode != "constant" and not x.dynamic and any(k == 0 and s > 0 for k, s in zip(kept, shape)):
         raise cv.fail(f"{mode} padding of an empty dimension")
+    return [_call(cv, "pad", x, full, _PAD_MODES[mode], _pad_value(cv, x, mode, value),
+                  dtype=x.dtype, shape=shape, dynamic=x.dynamic)]
+
+
+def _pad_value(cv: Any, x: Value, mode: str, value: Any) -> Optional[Value]:
+    """The constant_value operand of pad: none (zero) unless mode constant gives one."""
     empty = value is None or (not isinstance(value, Value) and np.asarray(value).size == 0)
     if mode != "constant" or empty:
-        value_arg = None
-    elif isinstance(value, Value):
+        return None
+    if isinstance(value, Value):
         if value.dtype != x.dtype:
             raise cv.fail("constant_value must have the dtype of data")
-        value_arg = value
-    else:
-        value_arg = cv.tensor(np.asarray(value).astype(x.dtype).reshape(()))
-    return [_call(cv, "pad", x, full, _PAD_MODES[mode], value_arg, dtype=x.dtype, shape=shape,
-                  dynamic=x.dynamic)]
+        return value
+    return cv.tensor(np.asarray(value).astype(x.dtype).reshape(()))
+
+
+def _pad_at_run(cv: Any, x: Value, pads: Any, axes: Any, mode: str,
+                value: Optional[Value]) -> Value:
+    """Pad with pads (or axes) read at run: bounded by the pads' value_bounds. With axes, the
+    pads are scattered into the begins-then-ends list of every dimension at run."""
+    rank = len(x.shape)
+    given = cv.value_range(pads)
+    if given is None:
+        raise cv.fail("run-time pads need an upper bound: give the graph input they come from "
+                      "value_bounds")
+    require_dtype(cv, pads, INDEX_DTYPES, "pads")
+    count = int(np.prod(cv.shape_of(pads)))
+    pads_t = cv.tensor(pads)
+    if pads_t.dtype != "int64":
+        pads_t = cv.m.cast(pads_t, "int64")
+    if axes is not None:
+        require_dtype(cv, axes, INDEX_DTYPES, "axes")
+        n = int(np.prod(cv.shape_of(axes)))
+        if count != 2 * n:
+            raise cv.fail(f"pads has {count} items; {n} axes need {2 * n}")
+        axes_t = cv.tensor(axes)
+        if axes_t.dtype != "int64":
+            axes_t = cv.m.cast(axes_t, "int64")
+        axes_t = cv.m.reshape(axes_t, [n])
+        # Negative axes count from the end; out-of-range ones fail in scatter_elements.
+        negative = cv.m.less(axes_t, cv.tensor(np.zeros((), np.int64)))
+        shifted = cv.m.add(axes_t, cv.tensor(np.array(rank, np.int64)))
+        axes_t = _call(cv, "where", negative, shifted, axes_t, dtype="int64", shape=[n],
+                       dynamic=False)
+        ends = cv.m.add(axes_t, cv.tensor(np.array(rank, np.int64)))
+        where = cv.m.concat([axes_t, ends], 0)
+        zeros = cv.tensor(np.zeros(2 * rank, np.int64))
+        pads_t = _call(cv, "scatter_elements", zeros, where, cv.m.reshape(pads_t, [2 * n]), 0,
+                       0, dtype="int64", shape=[2 * rank], dynamic=False)
+    elif count != 2 * rank:
+        raise cv.fail(f"pads has {count} items; x of rank {rank} needs {2 * rank}")
+    # Any dimension may get the largest pad at both ends.
+    most = int(given[1])
+    shape = [max(s + 2 * most, 0) for s in x.shape]
+    return _call(cv, "pad", x, pads_t, _PAD_MODES[mode], value, dtype=x.dtype, shape=shape,
+                 dynamic=True)
 
 
 # ---- DepthToSpace, SpaceToDepth, Trilu ------------------------------------------------------
@@ -537,19 +590,28 @@ def one_hot(cv, node, inputs, attrs):
     indices, depth, values = inputs
     require_dtype(cv, indices, NUMERIC, "indices")
     if isinstance(depth, Value):
-        raise cv.fail("depth must be known at conversion time: a run-time depth would make "
-                      "the output size unbounded")
-    depth_n = int(np.asarray(depth).reshape(-1)[0])  # ONNX casts a float depth to int64
-    if depth_n < 0:
-        raise cv.fail(f"depth {depth_n} must be >= 0")
+        # Read at run (ONNX casts a float depth to int64), bounded by value_bounds.
+        given = cv.value_range(depth)
+        if given is None or int(np.prod(depth.shape)) != 1:
+            raise cv.fail("a run-time depth needs an upper bound: give the graph input it "
+                          "comes from value_bounds")
+        depth_arg, depth_n = cv.tensor(depth), max(int(given[1]), 0)
+        if depth_arg.dtype not in INDEX_DTYPES:
+            depth_arg = cv.m.cast(depth_arg, "int64")
+        dynamic = True
+    else:
+        depth_arg = depth_n = int(np.asarray(depth).reshape(-1)[0])
+        if depth_n < 0:
+            raise cv.fail(f"depth {depth_n} must be >= 0")
+        dynamic = cv.is_dynamic(indices)
     ishape = list(cv.shape_of(indices))
     axis = _axis(cv, int(attrs.get("axis", -1)), len(ishape) + 1)
     shape = ishape[:axis] + [depth_n] + ishape[axis:]
     vals = cv.tensor(values)
     if int(np.prod(vals.shape)) != 2:
         raise cv.fail("values must hold 2 elements (off, on)")
-    return [_call(cv, "one_hot", cv.tensor(indices), depth_n, axis, vals, dtype=vals.dtype,
-                  shape=shape, dynamic=cv.is_dynamic(indices))]
+    return [_call(cv, "one_hot", cv.tensor(indices), depth_arg, axis, vals, dtype=vals.dtype,
+                  shape=shape, dynamic=dynamic)]
 
 
 @lowers("EyeLike")
@@ -641,9 +703,7 @@ def range_op(cv, node, inputs, attrs):
     items = [_size_item(v) for v in (start, limit, delta)]
     step = None if items[2] is None else as_int(items[2])
     if items[0] is None or items[1] is None or not step:
-        raise cv.fail("Range with run-time inputs is supported only for a known nonzero delta "
-                      "and a start and limit computed from sizes (its length must have an upper "
-                      "bound)")
+        return [_range_in_value_bounds(cv, start, limit, delta, dtype)]
     space = cv.space
     span = space.dim(items[1]) - items[0] if step > 0 else space.dim(items[0]) - items[1]
     count = space.divide(span + (abs(step) - 1), abs(step))
@@ -655,6 +715,33 @@ def range_op(cv, node, inputs, attrs):
     y = _call(cv, "range", *args, dtype=dtype, shape=bound, dynamic=True)
     cv.set_dims(y, [count])
     return [y]
+
+
+def _range_in_value_bounds(cv: Any, start: Any, limit: Any, delta: Any, dtype: str) -> Value:
+    """A Range of run-time values within known ranges (value_bounds of the graph inputs they
+    are): its length is at most the widest span over the narrowest step."""
+    ranges = [cv.value_range(v) for v in (start, limit, delta)]
+    if any(r is None for r in ranges):
+        raise cv.fail("Range needs an upper bound for its length: start and limit computed from "
+                      "sizes with a known delta, or graph inputs given value_bounds")
+    (start_lo, start_hi), (limit_lo, limit_hi), (delta_lo, delta_hi) = ranges
+    integer = dtype not in FLOATS
+    if delta_lo > 0 or delta_hi < 0 or integer:
+        # An integer delta's interval may hold 0 (refused at run); elsewhere |delta| >= 1.
+        up = delta_lo if delta_lo > 0 else 1 if delta_hi > 0 else None
+        down = -delta_hi if delta_hi < 0 else 1 if delta_lo < 0 else None
+    else:
+        up = down = None
+    if up is None and down is None:
+        raise cv.fail(f"Range's delta lies in [{delta_lo:g}, {delta_hi:g}]: its length has no "
+                      f"upper bound")
+    length = 0
+    if up is not None:
+        length = max(length, math.ceil((limit_hi - start_lo) / up))
+    if down is not None:
+        length = max(length, math.ceil((start_hi - limit_lo) / down))
+    args = [_scalar_tensor(cv, v, dtype) for v in (start, limit, delta)]
+    return _call(cv, "range", *args, dtype=dtype, shape=[length], dynamic=True)
 
 
 def _size_item(x: Any) -> Optional[Size]:
@@ -707,8 +794,8 @@ def _shape_dims(cv: Any, shape: Any) -> List[Size]:
         return list(shape.items.reshape(-1))
     upper = int_bounds(cv, shape)
     if upper is None or (isinstance(shape, Value) and shape.dynamic):
-        raise cv.fail("a run-time shape is supported only when it is computed from sizes of "
-                      "tensors (its values must have known upper bounds)")
+        raise cv.fail("a run-time shape needs upper bounds for its values: compute it from "
+                      "sizes of tensors, or give the graph input it comes from value_bounds")
     if not isinstance(shape, Value):
         return [int(u) for u in upper.reshape(-1)]
     return [cv.space.atom(f"%{shape.index}[{i}]", 0, int(u), ("element", shape, i))

@@ -1,7 +1,8 @@
 """Resize and Upsample, lowered to the runtime's resize op (docs/ops.md, resize).
 
-Scales and roi must be known at conversion time; sizes too, or computed from other tensors'
-sizes (then read at every execute, the output planned at their bounds). The op
+Scales, sizes and roi known at conversion time are passed as lists. Sizes computed from other
+tensors' sizes, and scales, sizes or roi that are graph inputs given value_bounds, are read at
+every execute, the output planned at their bounds. The op
 takes full-rank lists (axes and keep_aspect_ratio_policy are resolved here, as onnx's
 reference does) and reproduces the reference's arithmetic for every coordinate transform,
 nearest rounding mode, linear and cubic filter, antialiasing and exclude_outside.
@@ -28,13 +29,10 @@ def _text(value: Any) -> str:
 
 
 def _known(cv: Any, x: Any, what: str) -> Optional[np.ndarray]:
-    """A known 1-D parameter, or None when absent or empty."""
+    """A known 1-D parameter, or None when absent or empty (run-time ones go to
+    _emit_at_run)."""
     if x is None:
         return None
-    if isinstance(x, Value):
-        why = ("the op takes it as a parameter" if what == "roi"
-               else "run-time values would make the output size unbounded")
-        raise cv.fail(f"{what} must be known at conversion time: {why}")
     arr = np.asarray(x).reshape(-1)
     return arr if arr.size else None
 
@@ -70,9 +68,11 @@ def resize(cv, node, inputs, attrs):
     if mode not in ("nearest", "linear", "cubic"):
         raise cv.fail(f"mode {mode!r} is not supported")
     if cv.opset < 11:
-        return [_legacy(cv, x, _known(cv, optional(inputs, 1), "scales"), mode)]
+        return [_legacy(cv, x, optional(inputs, 1), mode)]
     params = [cv.tensor(p) if isinstance(p, ShapeTensor) and k < 3 else p
               for k, p in enumerate(inputs)]
+    if any(isinstance(optional(params, k), Value) for k in (1, 2, 3)):
+        return [_emit_at_run(cv, x, params, mode, attrs)]
     roi = _known(cv, optional(params, 1), "roi")
     scales = _known(cv, optional(params, 2), "scales")
     run_time_sizes = optional(params, 3) if isinstance(optional(params, 3), ShapeTensor) else None
@@ -130,6 +130,94 @@ def resize(cv, node, inputs, attrs):
                   antialias, float(attrs.get("extrapolation_value", 0.0)))]
 
 
+def _emit_at_run(cv, x: Value, params: List[Any], mode: str, attrs) -> Value:
+    """Resize whose roi, scales or sizes are graph inputs read at every execute; the output is
+    planned from their value_bounds (the largest scale or size)."""
+    rank = len(x.shape)
+    axes = [int(a) + (rank if int(a) < 0 else 0) for a in attrs.get("axes", range(rank))]
+    coord = _text(attrs.get("coordinate_transformation_mode", "half_pixel"))
+    nearest = _text(attrs.get("nearest_mode", "round_prefer_floor"))
+    if coord not in _COORDS or nearest not in _NEAREST:
+        raise cv.fail(f"coordinate_transformation_mode {coord!r} / nearest_mode {nearest!r} "
+                      f"is not supported")
+    if _text(attrs.get("keep_aspect_ratio_policy", "stretch")) != "stretch":
+        raise cv.fail("keep_aspect_ratio_policy needs sizes known at conversion time")
+    antialias = bool(attrs.get("antialias", 0)) and mode != "nearest"
+    if antialias:
+        raise cv.fail("antialias needs scales or sizes known at conversion time (the filter's "
+                      "width follows from them)")
+    if mode != "nearest" and x.dtype not in FLOATS:
+        raise cv.fail(f"{mode} mode on {x.dtype} is not supported (float32, float64 only)")
+    roi, scales, sizes = (_present(optional(params, k)) for k in (1, 2, 3))
+    if (scales is None) == (sizes is None):
+        raise cv.fail("exactly one of scales and sizes must be given")
+    bounds = list(x.shape)
+    if scales is not None:
+        hi = _highest(cv, scales, "scales", FLOATS)
+        for a in axes:
+            bounds[a] = int(x.shape[a] * hi)
+        scales = _full(cv, scales, axes, rank, np.ones(rank, np.float32), "scales")
+    else:
+        hi = _highest(cv, sizes, "sizes", ("int64",))
+        copies = cv.value_range(sizes)[0] <= -1  # -1: x's size
+        for a in axes:
+            bounds[a] = max(int(hi), x.shape[a] if copies else 0)
+        sizes = _full(cv, sizes, axes, rank, np.full(rank, -1, np.int64), "sizes")
+    full_roi: Any = []
+    if coord == "tf_crop_and_resize":
+        if roi is None:
+            raise cv.fail("tf_crop_and_resize needs a roi")
+        if not isinstance(roi, Value):
+            roi = np.asarray(roi, np.float64).reshape(-1)
+        starts_ends = np.concatenate([np.zeros(rank), np.ones(rank)]).astype(
+            roi.dtype if isinstance(roi, Value) else np.float64)
+        full_roi = _full(cv, roi, axes + [a + rank for a in axes], 2 * rank, starts_ends, "roi")
+        if not isinstance(full_roi, Value):
+            full_roi = [float(r) for r in np.asarray(full_roi).reshape(-1)]
+    return cv.m.call("resize", x, [] if sizes is None else sizes,
+                     [] if scales is None else scales, full_roi, _MODES[mode], _COORDS[coord],
+                     _NEAREST[nearest], float(attrs.get("cubic_coeff_a", -0.75)),
+                     bool(attrs.get("exclude_outside", 0)), False,
+                     float(attrs.get("extrapolation_value", 0.0)),
+                     outputs=[(x.dtype, bounds, True)])[0]
+
+
+def _present(p: Any) -> Any:
+    """p, or None for an absent or empty parameter."""
+    if p is None or (not isinstance(p, Value) and np.asarray(p).size == 0):
+        return None
+    return p
+
+
+def _highest(cv, p: Any, what: str, dtypes) -> float:
+    """The largest value a run-time parameter can hold (its value_bounds)."""
+    if isinstance(p, Value) and p.dtype not in dtypes:
+        raise cv.fail(f"{what} has dtype {p.dtype}; supported: {', '.join(dtypes)}")
+    given = cv.value_range(p)
+    if given is None:
+        raise cv.fail(f"run-time {what} need an upper bound: give the graph input they come "
+                      f"from value_bounds")
+    return given[1]
+
+
+def _full(cv, p: Any, positions: List[int], length: int, defaults: np.ndarray, what: str):
+    """A parameter given for some positions spread over all of them (defaults elsewhere): a
+    known list, or a tensor scattered at run."""
+    count = int(np.prod(cv.shape_of(p)))
+    if count != len(positions):
+        raise cv.fail(f"{what} has {count} items for {len(positions)} positions")
+    if not isinstance(p, Value):
+        full = defaults.astype(np.float64 if defaults.dtype.kind == "f" else np.int64)
+        full[positions] = np.asarray(p).reshape(-1)
+        return full.tolist()
+    flat = cv.m.reshape(p, [count])
+    if positions == list(range(length)):
+        return flat
+    return cv.m.call("scatter_elements", cv.tensor(defaults.astype(p.dtype)),
+                     cv.tensor(np.asarray(positions, np.int64)), flat, 0, 0,
+                     outputs=[(p.dtype, [length], False)])[0]
+
+
 def _emit_run_time_sizes(cv, x: Value, sizes: ShapeTensor, axes: List[int], mode: str,
                          coord: str, nearest: str, attrs) -> Value:
     """Sizes computed from other tensors' sizes (an FPN's `interpolate(x, size=y.shape[2:])`):
@@ -167,8 +255,17 @@ def _keep_aspect(cv, x: Value, axes: List[int], sizes: List[int], policy: str):
     return new_sizes, scales
 
 
-def _legacy(cv, x: Value, scales: Optional[np.ndarray], mode: str) -> Value:
+def _legacy(cv, x: Value, scales: Any, mode: str) -> Value:
     """Upsample and Resize-10: asymmetric coordinates; nearest takes the floor."""
+    if isinstance(scales, Value):
+        given = cv.value_range(scales)
+        if mode == "nearest" and given is not None and given[0] < 1:
+            raise cv.fail("nearest downsampling before opset 11 is not supported (implementations "
+                          "round differently): the scales' value_bounds must start at 1")
+        return _emit_at_run(cv, x, [x, None, scales], mode,
+                            {"coordinate_transformation_mode": "asymmetric",
+                             "nearest_mode": "floor"})
+    scales = _known(cv, scales, "scales")
     if scales is None or len(scales) != len(x.shape):
         raise cv.fail("scales must give one factor per dimension")
     if mode == "nearest" and any(float(s) < 1 for s in scales):
@@ -193,7 +290,10 @@ def upsample(cv, node, inputs, attrs):
             raise cv.fail("height_scale/width_scale need a rank-4 input")
         scales = np.array([1.0, 1.0, attrs["height_scale"], attrs.get("width_scale", 1.0)])
     else:
-        scales = _known(cv, optional(inputs, 1), "scales")
+        scales = optional(inputs, 1)
+        if isinstance(scales, Value):
+            return [_legacy(cv, x, scales, mode)]
+        scales = _known(cv, scales, "scales")
     if scales is not None and any(float(s) < 1 for s in scales):
         raise cv.fail(f"Upsample scales {list(scales)} must be >= 1")
     return [_legacy(cv, x, scales, mode)]

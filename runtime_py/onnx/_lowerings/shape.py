@@ -45,10 +45,10 @@ def _numel(cv, dims):
 @lowers("Reshape")
 def reshape_op(cv, node, inputs, attrs):
     x, target = inputs[0], inputs[1]
-    if isinstance(target, Value):
-        const_ints(cv, target, "shape")  # refuses, naming the input
-    items = list(as_items(target).reshape(-1))
     allow_zero = bool(attrs.get("allowzero", 0))
+    if isinstance(target, Value):
+        return [_reshape_at_run(cv, cv.tensor(x), target, allow_zero)]
+    items = list(as_items(target).reshape(-1))
     xdims = cv.dims_of(x)
     dims = []
     for i, t in enumerate(items):
@@ -80,6 +80,37 @@ def reshape_op(cv, node, inputs, attrs):
     return [reshape_to_dims(cv, x, dims)]
 
 
+def _reshape_at_run(cv, x, target, allow_zero):
+    """Reshape to a shape read at run, whose elements lie in the graph input's value_bounds.
+    A size is at most the highest value, x's element count where it may be -1 (inferred), and
+    x's size there where it may be 0 (copied, without allowzero). The runtime's reshape infers
+    -1; ONNX's 0 is replaced by x's size here, at run."""
+    given = cv.value_range(target)
+    if given is None or len(target.shape) != 1 or target.dtype != "int64":
+        raise cv.fail("a run-time shape needs upper bounds for its values: compute it from "
+                      "sizes of tensors, or give the graph input it comes from value_bounds")
+    lo, hi = given
+    rank = target.shape[0]
+    bounds = []
+    for i in range(rank):
+        bound = max(hi, 0)
+        if lo <= -1:
+            bound = max(bound, int(np.prod(x.shape)))
+        if lo <= 0 <= hi and not allow_zero and i < len(x.shape):
+            bound = max(bound, x.shape[i])
+        bounds.append(bound)
+    shape = target
+    if lo <= 0 <= hi and not allow_zero:
+        # 0 copies x's size at the same position (x's rank may be below the target's).
+        kept = min(rank, len(x.shape))
+        sizes = cv.m.call("shape", x, 0, kept, outputs=[("int64", [kept], False)])[0]
+        if rank > kept:
+            sizes = cv.m.concat([sizes, cv.tensor(np.zeros(rank - kept, np.int64))], 0)
+        zero = cv.m.equal(target, cv.tensor(np.zeros((), np.int64)))
+        shape = cv.m.call("where", zero, sizes, target, outputs=[("int64", [rank], False)])[0]
+    return cv.m.call("reshape", x, shape, outputs=[(x.dtype, bounds, True)])[0]
+
+
 def _text(cv, sizes):
     return "[" + ", ".join(cv.space.text(d) for d in sizes) + "]"
 
@@ -102,9 +133,26 @@ def _axes(cv, node, inputs, attrs):
     return None if axes is None else const_ints(cv, axes, "axes")
 
 
+def _axes_at_run(cv, op, x, axes):
+    """Squeeze / Unsqueeze with axes read at run: the rank follows from their count; each
+    size is at most x's largest (or 1)."""
+    if axes.dtype not in ("int32", "int64") or len(axes.shape) > 1:
+        raise cv.fail(f"axes must be a 0-d or 1-d int32 or int64 tensor, not {axes.dtype} "
+                      f"{list(axes.shape)}")
+    x = cv.tensor(x)
+    count = int(np.prod(axes.shape))
+    rank = len(x.shape) + (count if op == "unsqueeze" else -count)
+    if rank < 0:
+        raise cv.fail(f"{count} axes cannot be removed from x of rank {len(x.shape)}")
+    bound = max(list(x.shape) + [1])
+    return cv.m.call(op, x, axes, outputs=[(x.dtype, [bound] * rank, True)])[0]
+
+
 @lowers("Squeeze")
 def squeeze(cv, node, inputs, attrs):
     x = inputs[0]
+    if "axes" not in attrs and isinstance(optional(inputs, 1), Value):
+        return [_axes_at_run(cv, "squeeze", x, inputs[1])]
     dims = list(cv.dims_of(x))
     axes = _axes(cv, node, inputs, attrs)
     rank = len(dims)
@@ -126,6 +174,8 @@ def squeeze(cv, node, inputs, attrs):
 @lowers("Unsqueeze")
 def unsqueeze(cv, node, inputs, attrs):
     x = inputs[0]
+    if "axes" not in attrs and isinstance(optional(inputs, 1), Value):
+        return [_axes_at_run(cv, "unsqueeze", x, inputs[1])]
     dims = list(cv.dims_of(x))
     axes = _axes(cv, node, inputs, attrs)
     if axes is None:
