@@ -28,7 +28,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _known(cv: Any, x: Any, what: str) -> Optional[np.ndarray]:
+def _known(x: Any) -> Optional[np.ndarray]:
     """A known 1-D parameter, or None when absent or empty (run-time ones go to
     _emit_at_run)."""
     if x is None:
@@ -73,10 +73,10 @@ def resize(cv, node, inputs, attrs):
               for k, p in enumerate(inputs)]
     if any(isinstance(optional(params, k), Value) for k in (1, 2, 3)):
         return [_emit_at_run(cv, x, params, mode, attrs)]
-    roi = _known(cv, optional(params, 1), "roi")
-    scales = _known(cv, optional(params, 2), "scales")
+    roi = _known(optional(params, 1))
+    scales = _known(optional(params, 2))
     run_time_sizes = optional(params, 3) if isinstance(optional(params, 3), ShapeTensor) else None
-    sizes = None if run_time_sizes is not None else _known(cv, optional(params, 3), "sizes")
+    sizes = None if run_time_sizes is not None else _known(optional(params, 3))
     coord = _text(attrs.get("coordinate_transformation_mode", "half_pixel"))
     nearest = _text(attrs.get("nearest_mode", "round_prefer_floor"))
     policy = _text(attrs.get("keep_aspect_ratio_policy", "stretch"))
@@ -265,7 +265,7 @@ def _legacy(cv, x: Value, scales: Any, mode: str) -> Value:
         return _emit_at_run(cv, x, [x, None, scales], mode,
                             {"coordinate_transformation_mode": "asymmetric",
                              "nearest_mode": "floor"})
-    scales = _known(cv, scales, "scales")
+    scales = _known(scales)
     if scales is None or len(scales) != len(x.shape):
         raise cv.fail("scales must give one factor per dimension")
     if mode == "nearest" and any(float(s) < 1 for s in scales):
@@ -293,7 +293,7 @@ def upsample(cv, node, inputs, attrs):
         scales = optional(inputs, 1)
         if isinstance(scales, Value):
             return [_legacy(cv, x, scales, mode)]
-        scales = _known(cv, scales, "scales")
+        scales = _known(scales)
     if scales is not None and any(float(s) < 1 for s in scales):
         raise cv.fail(f"Upsample scales {list(scales)} must be >= 1")
     return [_legacy(cv, x, scales, mode)]
