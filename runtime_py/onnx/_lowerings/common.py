@@ -66,3 +66,14 @@ def legacy_broadcast(cv: Any, a: Any, b: Any, attrs: dict) -> Any:
     if isinstance(b, Value) and b.dynamic:
         raise cv.fail("legacy broadcast of a dynamic B is not supported")
     return reshape(cv, b, target)
+
+
+# The refusal for a size taken from run-time values that nothing bounds.
+UNBOUNDED_SHAPE = ("a run-time shape needs upper bounds for its values: compute it from sizes "
+                   "of tensors, or give the graph input it comes from value_bounds")
+
+
+def int64_tensor(cv: Any, x: Any) -> Value:
+    """x as an int64 program tensor (int32 run-time parameters cast)."""
+    v = cv.tensor(x)
+    return v if v.dtype == "int64" else cv.m.cast(v, "int64")

@@ -24,7 +24,8 @@ from ...compiler import Value
 from .._registry import lowers
 from .._shape_tensor import ShapeTensor, shape_tensor, upper_bounds
 from .._symbolic import Size, as_int, broadcast_dims
-from .common import FLOATS, NUMERIC, check_attrs, optional, require_dtype
+from .common import (FLOATS, NUMERIC, UNBOUNDED_SHAPE, check_attrs, int64_tensor, optional,
+                     require_dtype)
 
 INDEX_DTYPES = ("int32", "int64")
 
@@ -497,18 +498,13 @@ def _pad_at_run(cv: Any, x: Value, pads: Any, axes: Any, mode: str,
                       "value_bounds")
     require_dtype(cv, pads, INDEX_DTYPES, "pads")
     count = int(np.prod(cv.shape_of(pads)))
-    pads_t = cv.tensor(pads)
-    if pads_t.dtype != "int64":
-        pads_t = cv.m.cast(pads_t, "int64")
+    pads_t = int64_tensor(cv, pads)
     if axes is not None:
         require_dtype(cv, axes, INDEX_DTYPES, "axes")
         n = int(np.prod(cv.shape_of(axes)))
         if count != 2 * n:
             raise cv.fail(f"pads has {count} items; {n} axes need {2 * n}")
-        axes_t = cv.tensor(axes)
-        if axes_t.dtype != "int64":
-            axes_t = cv.m.cast(axes_t, "int64")
-        axes_t = cv.m.reshape(axes_t, [n])
+        axes_t = cv.m.reshape(int64_tensor(cv, axes), [n])
         # Negative axes count from the end; out-of-range ones fail in scatter_elements.
         negative = cv.m.less(axes_t, cv.tensor(np.zeros((), np.int64)))
         shifted = cv.m.add(axes_t, cv.tensor(np.array(rank, np.int64)))
@@ -595,9 +591,7 @@ def one_hot(cv, node, inputs, attrs):
         if given is None or int(np.prod(depth.shape)) != 1:
             raise cv.fail("a run-time depth needs an upper bound: give the graph input it "
                           "comes from value_bounds")
-        depth_arg, depth_n = cv.tensor(depth), max(int(given[1]), 0)
-        if depth_arg.dtype not in INDEX_DTYPES:
-            depth_arg = cv.m.cast(depth_arg, "int64")
+        depth_arg, depth_n = int64_tensor(cv, depth), max(int(given[1]), 0)
         dynamic = True
     else:
         depth_arg = depth_n = int(np.asarray(depth).reshape(-1)[0])
@@ -794,8 +788,7 @@ def _shape_dims(cv: Any, shape: Any) -> List[Size]:
         return list(shape.items.reshape(-1))
     upper = int_bounds(cv, shape)
     if upper is None or (isinstance(shape, Value) and shape.dynamic):
-        raise cv.fail("a run-time shape needs upper bounds for its values: compute it from "
-                      "sizes of tensors, or give the graph input it comes from value_bounds")
+        raise cv.fail(UNBOUNDED_SHAPE)
     if not isinstance(shape, Value):
         return [int(u) for u in upper.reshape(-1)]
     return [cv.space.atom(f"%{shape.index}[{i}]", 0, int(u), ("element", shape, i))

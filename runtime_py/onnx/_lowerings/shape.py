@@ -8,7 +8,7 @@ from ...compiler import Value
 from .._registry import lowers
 from .._shape_tensor import as_items, shape_tensor, upper_bounds
 from .._symbolic import as_int
-from .common import const_ints, optional, reshape
+from .common import UNBOUNDED_SHAPE, const_ints, optional, reshape
 
 
 def reshape_to_dims(cv, x, dims):
@@ -87,8 +87,7 @@ def _reshape_at_run(cv, x, target, allow_zero):
     -1; ONNX's 0 is replaced by x's size here, at run."""
     given = cv.value_range(target)
     if given is None or len(target.shape) != 1 or target.dtype != "int64":
-        raise cv.fail("a run-time shape needs upper bounds for its values: compute it from "
-                      "sizes of tensors, or give the graph input it comes from value_bounds")
+        raise cv.fail(UNBOUNDED_SHAPE)
     lo, hi = given
     rank = target.shape[0]
     bounds = []
