@@ -126,6 +126,34 @@ def test_resize_with_scales_and_sizes_inputs(mode, coord):
         method(x, np.array([10, 3], np.int64))
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_antialiased_with_scales_and_sizes_inputs(mode):
+    """The filter widens with the scale read at run; the scratch for it is planned from the
+    output's bounds."""
+    x = np.random.default_rng(2).standard_normal((1, 2, 8, 10)).astype(np.float32)
+    attrs = {"mode": mode, "antialias": 1}
+    scales = model("Resize", [("x", F32, [1, 2, 8, 10]), ("", 0, None),
+                              ("scales", F32, [4])], 4, attrs)
+    check(scales, {"scales": (0.1, 2)}, [{"x": x, "scales": np.array(s, np.float32)}
+                                         for s in ([1, 1, 0.25, 0.3], [1, 1, 0.5, 2],
+                                                   [1, 1, 1, 1], [1, 1, 0.125, 0.1])])
+    sizes = model("Resize", [("x", F32, [1, 2, 8, 10]), ("", 0, None), ("", 0, None),
+                             ("sizes", I64, [2])], 4, dict(attrs, axes=[2, 3]))
+    check(sizes, {"sizes": (1, 16)}, [{"x": x, "sizes": np.array(s, np.int64)}
+                                      for s in ([2, 3], [1, 16], [8, 10], [5, 4])])
+
+
+@pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
+def test_resize_keeping_the_aspect_ratio_with_a_sizes_input(policy):
+    """One scale for every axis, computed by the program from the sizes read at run."""
+    x = np.random.default_rng(3).standard_normal((1, 1, 6, 4)).astype(np.float32)
+    m = model("Resize", [("x", F32, [1, 1, 6, 4]), ("", 0, None), ("", 0, None),
+                         ("sizes", I64, [2])], 4,
+              {"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": policy})
+    check(m, {"sizes": (1, 12)}, [{"x": x, "sizes": np.array(s, np.int64)}
+                                  for s in ([3, 3], [12, 2], [7, 12], [6, 4], [1, 1])])
+
+
 def test_resize_crop_with_roi_input():
     x = np.random.default_rng(1).standard_normal((1, 1, 6, 6)).astype(np.float32)
     m = model("Resize", [("x", F32, [1, 1, 6, 6]), ("roi", F32, [4]), ("", 0, None),

@@ -401,13 +401,13 @@ def test_reshape_to_a_shape_read_at_run():
 
 def test_resize_to_sizes_read_at_run():
     """resize's sizes as an int tensor: each execute resizes to them (against numpy's nearest
-    gather), planned at the output's bounds; sizes beyond them, or negative, are refused by
-    name; antialias needs sizes known at load."""
+    gather, and antialiased linear against a numpy transcription of the filter), planned at the
+    output's bounds; sizes beyond them, or negative, are refused by name."""
     x = np.arange(24, dtype=np.float32).reshape(1, 1, 4, 6)
 
-    def build(m, x, sizes, antialias=False):
-        return call(m, "resize", x, sizes, [], [], 0 if not antialias else 1, 4, 2, -0.75, False,
-                    antialias, 0.0, dtype="float32", shape=(1, 1, 8, 12), dynamic=True)
+    def build(m, x, sizes):
+        return call(m, "resize", x, sizes, [], [], 0, 4, 2, -0.75, False, False, 0.0,
+                    dtype="float32", shape=(1, 1, 8, 12), dynamic=True)
 
     for h, w in ((8, 12), (2, 3), (5, 7)):
         (got,) = run(build, x, np.array([1, 1, h, w], np.int64))
@@ -418,8 +418,16 @@ def test_resize_to_sizes_read_at_run():
         run(build, x, np.array([1, 1, 9, 12], np.int64))
     with pytest.raises(InvalidArgument, match="sizes item 3 is -5"):
         run(build, x, np.array([1, 1, 4, -5], np.int64))
-    with pytest.raises(InvalidProgram, match="antialias needs sizes known at load"):
-        run(lambda m, x, s: build(m, x, s, antialias=True), x, np.array([1, 1, 2, 3], np.int64))
+
+    def antialiased(m, x, sizes):  # linear, half_pixel
+        return call(m, "resize", x, sizes, [], [], 1, 0, 0, -0.75, False, True, 0.0,
+                    dtype="float32", shape=(1, 1, 8, 12), dynamic=True)
+
+    for h, w in ((1, 2), (2, 5), (8, 12)):
+        want = np.einsum("yi,ncij,xj->ncyx", _antialiased_linear_weights(h / 4, 4, h),
+                         x.astype(np.float64), _antialiased_linear_weights(w / 6, 6, w))
+        (got,) = run(antialiased, x, np.array([1, 1, h, w], np.int64))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def _nearest_floor(x, scales):
@@ -524,8 +532,6 @@ def test_resize_by_scales_read_at_run_refuses_bad_values_by_name():
     finally:
         method.close()
         program.close()
-    with pytest.raises(InvalidProgram, match="antialias needs scales known at load"):
-        run(lambda m, x, s: build(m, x, s, antialias=True), x, np.ones(4, np.float32))
     with pytest.raises(InvalidProgram, match=r"scales \(3 items\) need 4 items each"):
         run(build, x, np.ones(3, np.float32))
     with pytest.raises(InvalidProgram, match="scales is a dynamic tensor"):
@@ -538,6 +544,57 @@ def test_resize_by_scales_read_at_run_refuses_bad_values_by_name():
         run(lambda m, x, s: m.call("resize", x, [], s, [], 0, 4, 2, -0.75, False, False, 0.0,
                                    out=s)[0],
             np.ones(1, np.float32), np.ones(1, np.float32))
+
+
+def _antialiased_linear_weights(scale, n_in, n_out):
+    """onnx's antialiased linear filter (half_pixel): a triangle 1/s wide at s = min(scale, 1),
+    taps clamped to the edges, weights normalized."""
+    s = min(scale, 1.0)
+    w = np.zeros((n_out, n_in))
+    for o in range(n_out):
+        x = (o + 0.5) / scale - 0.5
+        for i in range(int(np.floor(x - 1 / s)) - 1, int(np.ceil(x + 1 / s)) + 2):
+            w[o, min(max(i, 0), n_in - 1)] += max(0.0, 1 - abs((i - x) * s))
+        w[o] /= w[o].sum()
+    return w
+
+
+def test_resize_antialiased_by_scales_read_at_run():
+    """Antialiased linear resize with scales read at run: the filter widens as the scale
+    shrinks, within scratch planned at load from out's bounds, against a numpy transcription of
+    the filter; sizes and scales that disagree (the filter far wider than the sizes imply) fail
+    that execute by name and leave the method usable."""
+    x = RNG.standard_normal((1, 2, 8, 12)).astype(np.float32)
+
+    def build(m, x, scales):
+        return call(m, "resize", x, [], scales, [], 1, 0, 0, -0.75, False, True, 0.0,
+                    dtype="float32", shape=(1, 2, 16, 24), dynamic=True)
+
+    program, method = _resize_method(build, x.shape, (4,), "float32")
+    try:
+        for scales in ([1, 1, 0.25, 0.5], [1, 1, 0.5, 1.5], [1, 1, 2, 0.3], [1, 1, 0.125, 0.1]):
+            h, w = int(scales[2] * 8), int(scales[3] * 12)
+            want = np.einsum("yi,ncij,xj->ncyx", _antialiased_linear_weights(scales[2], 8, h),
+                             x.astype(np.float64), _antialiased_linear_weights(scales[3], 12, w))
+            (got,) = method(x, np.array(scales, np.float32))
+            np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-6)
+    finally:
+        method.close()
+        program.close()
+
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x.shape)
+    sizes, scales = m.input("sizes", "int64", (4,)), m.input("scales", "float64", (4,))
+    m.output(call(m, "resize", xv, sizes, scales, [], 1, 0, 0, -0.75, False, True, 0.0,
+                  dtype="float32", shape=(1, 2, 8, 12), dynamic=True), "y")
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as method:
+        agreeing = np.array([1, 1, 4, 3], np.int64), np.array([1, 1, 0.5, 0.25])
+        (want,) = method(x, *agreeing)
+        with pytest.raises(InvalidArgument, match="resize.*sizes and scales disagree"):
+            method(x, np.array([1, 1, 8, 12], np.int64), np.array([1, 1, 0.01, 0.01]))
+        (got,) = method(x, *agreeing)
+        same(np.array(got), np.array(want))
 
 
 def test_resize_with_a_roi_read_at_run():

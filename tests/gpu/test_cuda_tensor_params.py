@@ -182,7 +182,8 @@ def test_reshape_and_resize_with_tensor_sizes(mode):
 @pytest.mark.parametrize("mode", [0, 1, 2])
 def test_resize_with_tensor_scales_and_roi(mode):
     """resize's scales (float32) and tf_crop_and_resize's roi (float64) as tensors (ONNX graph
-    inputs), new values at each execute; a bad scale is refused at run on both devices."""
+    inputs), antialiased too, new values at each execute; a bad scale is refused at run on both
+    devices."""
     x = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
     b = ProgramBuilder()
     m = b.method("forward")
@@ -193,6 +194,9 @@ def test_resize_with_tensor_scales_and_roi(mode):
                     outputs=[("float32", (1, 2, 12, 18), True)])[0])
     m.output(m.call("resize", xv, [], scales, roi, mode, 5, 0, -0.75, False, False, -2.0,
                     outputs=[("float32", (1, 2, 12, 18), True)])[0])
+    if mode:  # antialiased: the filter's width follows from the scales read at run
+        m.output(m.call("resize", xv, [], scales, [], mode, 0, 0, -0.75, False, True, 0.0,
+                        outputs=[("float32", (1, 2, 12, 18), True)])[0])
     f32, f64 = np.float32, np.float64
     crop = np.array([0, 0, 0.1, -0.2, 1, 1, 0.9, 1.3], f64)
     program = b.to_bytes()

@@ -43,6 +43,7 @@ typedef struct resize_args {
     int64_t mode, coord, nearest;
     double cubic_a, extrapolation;
     bool exclude_outside, antialias;
+    bool read_at_run; /* sizes, scales or roi are tensors: out is planned at its bounds */
     double scale[RT_MAX_RANK]; /* per dimension, as the coordinate transform uses it */
     int64_t taps[RT_MAX_RANK];
     bool identity[RT_MAX_RANK];
@@ -120,12 +121,6 @@ static rt_status resize_check_params(rt_op_ctx *ctx, const resize_args *a) {
         return rt_op__fail(ctx, RT_INVALID_PROGRAM, "roi has %zu items; it needs %" PRId32
                            " (starts, then ends) with tf_crop_and_resize and none otherwise",
                            a->num_roi, 2 * rank);
-    if (a->sizes.tensor && a->antialias)
-        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "antialias needs sizes known at load (the "
-                           "filter's width follows from them), not a tensor");
-    if (a->scales.tensor && a->num_scales > 0 && a->antialias)
-        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "antialias needs scales known at load (the "
-                           "filter's width follows from them), not a tensor");
     if (a->mode != MODE_NEAREST)
         return rt_op__check_type_in(ctx, a->x, "x", RT_TYPES_FLOAT,
                                     "float32 and float64 for linear and cubic modes");
@@ -184,11 +179,12 @@ static rt_status resize_setup(rt_op_ctx *ctx, resize_args *a) {
     if (a->sizes.tensor)
         RT_RETURN_IF_ERROR(rt_op__check_disjoint(ctx, a->out, "out", a->sizes.tensor, "sizes"));
     RT_RETURN_IF_ERROR(resize_read_values(ctx, a));
+    a->read_at_run = a->sizes.tensor || a->scales.tensor || a->roi.tensor;
     if (!rt_mv__ints_known(ctx, &a->sizes) || !rt_mv__doubles_known(ctx, &a->scales) ||
         !rt_mv__doubles_known(ctx, &a->roi)) {
         /* Sizes, scales or roi read at run: out is planned at its bounds, with each dimension's
-         * taps (they depend on the mode alone without antialiasing) for the interpolation
-         * tables. */
+         * taps (they depend on the mode alone without antialiasing; antialiased tables are
+         * bounded by antialiased_entries) for the interpolation tables. */
         if (a->out->rank != a->x->rank)
             return rt_op__fail(ctx, RT_INVALID_PROGRAM, "out has rank %" PRId32 ", x %" PRId32,
                                a->out->rank, a->x->rank);
@@ -221,10 +217,37 @@ static bool scratch_bytes(const resize_args *a, const int64_t *out_sizes, size_t
     return true;
 }
 
+/* Table entries of one antialiased dimension whose scale is read at run. Its filter is
+ * support / s wide at s = min(scale, 1), so taps <= 2 * support / s + 2. When s < 1, out <= s * in
+ * (out = floor(scale * in), or scale = out / in), or out <= 2 * s * in where both are given and
+ * out = round(scale * in) >= 1 (keep_aspect_ratio_policy); so out * (2 * taps + 1) stays below
+ * 8 * support * max(in, out) + 5 * out whatever the scale. The + 1 absorbs rounding; run
+ * refuses sizes and scales that disagree beyond that. */
+static bool antialiased_entries(const resize_args *a, int32_t d, int64_t *entries) {
+    int64_t in = a->x->bounds[d], out = a->out->bounds[d];
+    int64_t support = a->mode == MODE_LINEAR ? 1 : 2, widest, rest;
+    if (!rt_op__mul(out, 2 * MAX_TAPS + 1, &widest))
+        widest = INT64_MAX;
+    if (!rt_op__mul(8 * support, (in > out ? in : out) + 1, entries) ||
+        !rt_op__mul(5, out, &rest) || !rt_op__add(*entries, rest, entries))
+        *entries = INT64_MAX;
+    if (widest < *entries)
+        *entries = widest;
+    return *entries < INT64_MAX;
+}
+
 rt_status rt_ops__resize_prepare(rt_op_ctx *ctx) {
     resize_args a;
     RT_RETURN_IF_ERROR(resize_setup(ctx, &a));
-    if (!scratch_bytes(&a, a.out->bounds, &ctx->scratch_bytes))
+    bool fits = scratch_bytes(&a, a.out->bounds, &ctx->scratch_bytes);
+    if (fits && a.antialias && a.read_at_run) {
+        int64_t total = 0, entries;
+        for (int32_t d = 0; d < a.x->rank && fits; d++)
+            fits = antialiased_entries(&a, d, &entries) && rt_op__add(total, entries, &total);
+        fits = fits && rt_op__mul(total, 8, &total) && (uint64_t)total <= SIZE_MAX;
+        ctx->scratch_bytes = fits ? (size_t)total : 0;
+    }
+    if (!fits)
         return rt_op__fail(ctx, RT_INVALID_PROGRAM, "the interpolation tables overflow");
     return RT_OK;
 }
@@ -410,7 +433,12 @@ rt_status rt_ops__resize_run(rt_op_ctx *ctx) {
     if (rt_tensor__numel(out) == 0)
         return RT_OK;
     size_t need;
-    if (!scratch_bytes(&a, out->sizes, &need) || need > ctx->scratch_bytes || !ctx->scratch)
+    bool fits = scratch_bytes(&a, out->sizes, &need) && need <= ctx->scratch_bytes;
+    if (!fits && a.antialias && a.read_at_run)
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "sizes and scales disagree: "
+                           "antialiasing at these scales needs wider filters than the sizes "
+                           "allow (sizes must be about scales * x's sizes)");
+    if (!fits || !ctx->scratch)
         return rt_op__fail(ctx, RT_INTERNAL, "the scratch planned at load is too small");
     rt_resize_job job;
     build_tables(&a, ctx->scratch, &job);

@@ -92,10 +92,8 @@ def resize(cv, node, inputs, attrs):
         if scales is not None or policy != "stretch" or coord == "tf_crop_and_resize":
             raise cv.fail("sizes computed at run time take neither scales, "
                           "keep_aspect_ratio_policy nor tf_crop_and_resize")
-        if antialias:
-            raise cv.fail("antialias needs sizes known at conversion time (the filter's width "
-                          "follows from them)")
-        return [_emit_run_time_sizes(cv, x, run_time_sizes, axes, mode, coord, nearest, attrs)]
+        return [_emit_run_time_sizes(cv, x, run_time_sizes, axes, mode, coord, nearest,
+                                     antialias, attrs)]
     if (scales is None) == (sizes is None):
         raise cv.fail("exactly one of scales and sizes must be given")
     given = scales if scales is not None else sizes
@@ -140,12 +138,8 @@ def _emit_at_run(cv, x: Value, params: List[Any], mode: str, attrs) -> Value:
     if coord not in _COORDS or nearest not in _NEAREST:
         raise cv.fail(f"coordinate_transformation_mode {coord!r} / nearest_mode {nearest!r} "
                       f"is not supported")
-    if _text(attrs.get("keep_aspect_ratio_policy", "stretch")) != "stretch":
-        raise cv.fail("keep_aspect_ratio_policy needs sizes known at conversion time")
+    policy = _text(attrs.get("keep_aspect_ratio_policy", "stretch"))
     antialias = bool(attrs.get("antialias", 0)) and mode != "nearest"
-    if antialias:
-        raise cv.fail("antialias needs scales or sizes known at conversion time (the filter's "
-                      "width follows from them)")
     if mode != "nearest" and x.dtype not in FLOATS:
         raise cv.fail(f"{mode} mode on {x.dtype} is not supported (float32, float64 only)")
     roi, scales, sizes = (_present(optional(params, k)) for k in (1, 2, 3))
@@ -162,7 +156,10 @@ def _emit_at_run(cv, x: Value, params: List[Any], mode: str, attrs) -> Value:
         copies = cv.value_range(sizes)[0] <= -1  # -1: x's size
         for a in axes:
             bounds[a] = max(int(hi), x.shape[a] if copies else 0)
-        sizes = _full(cv, sizes, axes, rank, np.full(rank, -1, np.int64), "sizes")
+        if policy != "stretch":
+            sizes, scales, bounds = _keep_aspect_at_run(cv, x, axes, sizes, hi, policy)
+        else:
+            sizes = _full(cv, sizes, axes, rank, np.full(rank, -1, np.int64), "sizes")
     full_roi: Any = []
     if coord == "tf_crop_and_resize":
         if roi is None:
@@ -177,9 +174,40 @@ def _emit_at_run(cv, x: Value, params: List[Any], mode: str, attrs) -> Value:
     return cv.m.call("resize", x, [] if sizes is None else sizes,
                      [] if scales is None else scales, full_roi, _MODES[mode], _COORDS[coord],
                      _NEAREST[nearest], float(attrs.get("cubic_coeff_a", -0.75)),
-                     bool(attrs.get("exclude_outside", 0)), False,
+                     bool(attrs.get("exclude_outside", 0)), antialias,
                      float(attrs.get("extrapolation_value", 0.0)),
                      outputs=[(x.dtype, bounds, True)])[0]
+
+
+def _keep_aspect_at_run(cv, x: Value, axes: List[int], sizes: Value, highest: float,
+                        policy: str):
+    """_keep_aspect on sizes read at run, computed by the program in float64 as onnx's
+    reference does: full sizes, full scales and the output's bounds."""
+    if policy not in ("not_larger", "not_smaller"):
+        raise cv.fail(f"keep_aspect_ratio_policy {policy!r} is not supported")
+    if x.dynamic:
+        raise cv.fail("keep_aspect_ratio_policy needs a static input shape")
+    m, rank, count = cv.m, len(x.shape), len(axes)
+    extents = np.asarray([x.shape[a] for a in axes], np.float64)
+    if count != int(np.prod(cv.shape_of(sizes))) or not extents.all():
+        raise cv.fail(f"sizes need {count} items and x nonzero sizes on axes {axes}")
+    ratios = m.div(m.cast(m.reshape(sizes, [count]), "float64"), cv.tensor(extents))
+    pick = "reduce_min" if policy == "not_larger" else "reduce_max"
+    (scale,) = m.call(pick, ratios, [0], True, outputs=[("float64", [1], False)])
+    scaled = m.mul(scale, cv.tensor(extents))
+    rounded = m.call("floor", m.add(scaled, cv.tensor(np.full(count, 0.5))),
+                     outputs=[("float64", [count], False)])[0]
+    full_sizes = _full(cv, m.cast(rounded, "int64"), axes, rank, np.asarray(x.shape, np.int64),
+                       "sizes")
+    scales = m.mul(scale, cv.tensor(np.ones(count)))
+    full_scales = _full(cv, scales, axes, rank, np.ones(rank, np.float64), "scales")
+    # not_larger keeps every size within the sizes given; not_smaller scales the smallest
+    # extent up to at most `highest`.
+    bounds = list(x.shape)
+    for a in axes:
+        bounds[a] = (int(highest) if policy == "not_larger"
+                     else int(highest / extents.min() * x.shape[a]) + 1)
+    return full_sizes, full_scales, bounds
 
 
 def _present(p: Any) -> Any:
@@ -219,7 +247,7 @@ def _full(cv, p: Any, positions: List[int], length: int, defaults: np.ndarray, w
 
 
 def _emit_run_time_sizes(cv, x: Value, sizes: ShapeTensor, axes: List[int], mode: str,
-                         coord: str, nearest: str, attrs) -> Value:
+                         coord: str, nearest: str, antialias: bool, attrs) -> Value:
     """Sizes computed from other tensors' sizes (an FPN's `interpolate(x, size=y.shape[2:])`):
     the op reads them at every execute; the output is planned at their upper bounds."""
     items = list(sizes.items.reshape(-1))
@@ -234,7 +262,7 @@ def _emit_run_time_sizes(cv, x: Value, sizes: ShapeTensor, axes: List[int], mode
     full = cv.tensor(shape_tensor(cv.space, dims, "int64"))
     y = cv.m.call("resize", x, full, [], [], _MODES[mode], _COORDS[coord], _NEAREST[nearest],
                   float(attrs.get("cubic_coeff_a", -0.75)), bool(attrs.get("exclude_outside", 0)),
-                  False, float(attrs.get("extrapolation_value", 0.0)),
+                  antialias, float(attrs.get("extrapolation_value", 0.0)),
                   outputs=[(x.dtype, bounds, True)])[0]
     cv.set_dims(y, dims)
     return y
