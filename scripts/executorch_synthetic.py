@@ -409,6 +409,14 @@ def build_refused(out_dir: str) -> None:
     w.add(p, [out])
     supported = {"index_two_tensors": w}  # refused once; kept here so the seeds stay as they were
     w = ProgramWriter()
+    p = Plan("forward", w)  # x[i0, :, i2]: index tensors apart, broadcast dimensions in front
+    a = p.input(torch.randn(3, 2, 4, 5))
+    i0, i2 = p.input(torch.tensor([[0], [2]])), p.input(torch.tensor([1, 3, 0]))
+    out = p.tensor(torch.empty(2, 3, 2, 5))
+    p.call("aten::index.Tensor_out", [a, p.optional_tensors([i0, -1, i2])], [out], out)
+    w.add(p, [out])
+    supported["index_tensors_apart"] = w
+    w = ProgramWriter()
     p = Plan("forward", w)  # a divisor_override
     a = p.input(torch.randn(1, 1, 4, 4))
     out = p.tensor(torch.empty(1, 1, 2, 2))

@@ -204,3 +204,17 @@ def test_advanced_indexing_with_two_index_tensors():
             np.testing.assert_array_equal(np.asarray(method(x, i0, i1)[0]), x[i0, i1])
         with pytest.raises(rt.InvalidArgument, match="out of range"):
             method(x, np.array([0, 3], np.int64), np.array([1, 3], np.int64))
+
+
+def test_advanced_indexing_with_index_tensors_apart():
+    """x[i0, :, i2]: with a slice between the index tensors, numpy and torch put the broadcast
+    dimensions first and the sliced ones after them."""
+    np = pytest.importorskip("numpy")
+    program = et.convert(DATA / "index_tensors_apart.pte")
+    x = np.arange(120, dtype=np.float32).reshape(3, 2, 4, 5)
+    with rt.Program.load(program) as p, p.load_method("forward") as method:
+        for i0, i2 in (([[0], [2]], [1, 3, 0]), ([[-1], [1]], [-4, 2, 3])):
+            i0, i2 = np.array(i0, np.int64), np.array(i2, np.int64)
+            got = np.asarray(method(x, i0, i2)[0])
+            assert got.shape == (2, 3, 2, 5)
+            np.testing.assert_array_equal(got, x[i0, :, i2])

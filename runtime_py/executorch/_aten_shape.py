@@ -422,9 +422,10 @@ def index_select(cx, a, o):
 @lowers("aten::index.Tensor_out", args=2)
 def index(cx, a, o):
     """x[..., i_0, ..., i_{n-1}, ...]: one index tensor is a gather along its dimension; several
-    (adjacent, as transformers' mask functions index) are broadcast against each other,
-    stacked on a last axis and read with gather_nd, the indexed dimensions moved to the front
-    and the result's moved back."""
+    are broadcast against each other, stacked on a last axis and read with gather_nd, the
+    indexed dimensions moved to the front. As in numpy and torch, the result keeps the
+    broadcast dimensions in front where the index tensors are apart (a slice between them) and
+    moves them back to where they stood where they are adjacent."""
     items = cx.tensor_items(a[1])
     present = [k for k, i in enumerate(items) if i != -1 and not cx.is_none(i)]
     if not present:
@@ -436,11 +437,7 @@ def index(cx, a, o):
     if len(present) == 1:
         cx.emit("gather", x, _indices(cx, items[present[0]]), present[0], out=o[0])
         return
-    k0, n = present[0], len(present)
-    if present != list(range(k0, k0 + n)):
-        raise cx.fail(f"index tensors at dimensions {present}: only adjacent ones are "
-                      f"supported")
-    rank = len(x.shape)
+    rank, n = len(x.shape), len(present)
     indices = [_indices(cx, items[k]) for k in present]
     zero = cx.const(0, "int64")
     spread = None  # the broadcast of every index tensor, as zeros
@@ -451,15 +448,17 @@ def index(cx, a, o):
                for t in indices]
     joint = cx.new("concat", stacked, len(spread.shape), dtype="int64",
                    shape=list(spread.shape) + [n], dynamic=spread.dynamic)
-    front = list(range(k0, k0 + n)) + list(range(k0)) + list(range(k0 + n, rank))
-    source = x if k0 == 0 else cx.new("transpose", x, front, dtype=x.dtype,
-                                      shape=[x.shape[d] for d in front], dynamic=x.dynamic)
-    if k0 == 0:
+    rest = [d for d in range(rank) if d not in present]
+    front = present + rest
+    source = x if front == list(range(rank)) else cx.new(
+        "transpose", x, front, dtype=x.dtype, shape=[x.shape[d] for d in front],
+        dynamic=x.dynamic)
+    k0 = present[0]
+    if k0 == 0 or present != list(range(k0, k0 + n)):
         cx.emit("gather_nd", source, joint, 0, out=o[0])
         return
     b = len(spread.shape)
-    gathered_shape = list(spread.shape) + [x.shape[d] for d in range(k0)] + \
-        [x.shape[d] for d in range(k0 + n, rank)]
+    gathered_shape = list(spread.shape) + [x.shape[d] for d in rest]
     gathered = cx.new("gather_nd", source, joint, 0, dtype=x.dtype, shape=gathered_shape,
                       dynamic=x.dynamic or spread.dynamic)
     back = list(range(b, b + k0)) + list(range(b)) + list(range(b + k0, len(gathered_shape)))
