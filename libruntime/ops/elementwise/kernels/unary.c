@@ -1,12 +1,13 @@
 /* kernels/unary.c: typed loops of the unary math and activation ops, prelu, log_softmax and
  * hardmax.
  *
- * Float kernels compute in their own precision (expf for float32, exp for float64); every
- * formula keeps NaN as NaN. Integer negation and abs compute in an unsigned type, so the most
+ * Float kernels compute in their own precision (float32's transcendentals in the vector math
+ * of kernels/vmath.h, float64's through libm); every formula keeps NaN as NaN. Integer negation and abs compute in an unsigned type, so the most
  * negative value wraps to itself instead of overflowing. */
 #include <math.h>
 
 #include "ops/elementwise/kernels/unary.h"
+#include "ops/elementwise/kernels/vmath.h"
 
 /* suffix, C type, unsigned type the arithmetic wraps in */
 #define SIGNED_TYPES(X)                                                         \
@@ -86,8 +87,6 @@ DEFINE_FLOAT_HELPERS(f64, double, FN_f64)
 #define DEFINE_FLOAT_KINDS(sfx, T, FN)                                                        \
     DEFINE_FLOAT_UNARY(abs__##sfx, T, T, FN(fabs)(v))                                         \
     DEFINE_FLOAT_UNARY(neg__##sfx, T, T, -v)                                                  \
-    DEFINE_FLOAT_UNARY(exp__##sfx, T, T, FN(exp)(v))                                          \
-    DEFINE_FLOAT_UNARY(log__##sfx, T, T, FN(log)(v))                                          \
     DEFINE_FLOAT_UNARY(sqrt__##sfx, T, T, FN(sqrt)(v))                                        \
     DEFINE_FLOAT_UNARY(reciprocal__##sfx, T, T, 1 / v)                                        \
     DEFINE_FLOAT_UNARY(floor__##sfx, T, T, FN(floor)(v))                                      \
@@ -98,18 +97,10 @@ DEFINE_FLOAT_HELPERS(f64, double, FN_f64)
     DEFINE_FLOAT_UNARY(sin__##sfx, T, T, FN(sin)(v))                                          \
     DEFINE_FLOAT_UNARY(cos__##sfx, T, T, FN(cos)(v))                                          \
     DEFINE_FLOAT_UNARY(tan__##sfx, T, T, FN(tan)(v))                                          \
-    DEFINE_FLOAT_UNARY(tanh__##sfx, T, T, FN(tanh)(v))                                        \
-    DEFINE_FLOAT_UNARY(erf__##sfx, T, T, FN(erf)(v))                                          \
-    DEFINE_FLOAT_UNARY(sigmoid__k##sfx, T, T, sigmoid__##sfx(v))                              \
     DEFINE_FLOAT_UNARY(hard_sigmoid__##sfx, T, T, clamp01__##sfx(alpha * v + beta))           \
     DEFINE_FLOAT_UNARY(leaky_relu__##sfx, T, T, v < 0 ? alpha * v : v)                        \
     DEFINE_FLOAT_UNARY(elu__##sfx, T, T, v < 0 ? alpha * FN(expm1)(v) : v)                    \
     DEFINE_FLOAT_UNARY(selu__##sfx, T, T, beta * (v <= 0 ? alpha * FN(expm1)(v) : v))         \
-    DEFINE_FLOAT_UNARY(gelu__##sfx, T, T, (T)0.5 * v * (1 + FN(erf)(v * (T)INV_SQRT2)))       \
-    DEFINE_FLOAT_UNARY(gelu_tanh__##sfx, T, T,                                                \
-                       (T)0.5 * v *                                                           \
-                           (1 + FN(tanh)((T)SQRT_2_OVER_PI * (v + (T)0.044715 * v * v * v)))) \
-    DEFINE_FLOAT_UNARY(softplus__k##sfx, T, T, softplus__##sfx(v))                            \
     DEFINE_FLOAT_UNARY(softsign__##sfx, T, T, v / (1 + FN(fabs)(v)))                          \
     DEFINE_FLOAT_UNARY(hard_swish__##sfx, T, T, v * clamp01__##sfx(v / 6 + (T)0.5))           \
     DEFINE_FLOAT_UNARY(mish__##sfx, T, T, v * FN(tanh)(softplus__##sfx(v)))                   \
@@ -120,6 +111,32 @@ DEFINE_FLOAT_HELPERS(f64, double, FN_f64)
     DEFINE_CLIP(sfx, T)
 DEFINE_FLOAT_KINDS(f32, float, FN_f32)
 DEFINE_FLOAT_KINDS(f64, double, FN_f64)
+
+/* Transcendental kinds: float64 through libm; float32 through the vector math, a few ulp
+ * from the exact result (kernels/vmath.h). */
+DEFINE_FLOAT_UNARY(exp__f64, double, double, exp(v))
+DEFINE_FLOAT_UNARY(log__f64, double, double, log(v))
+DEFINE_FLOAT_UNARY(tanh__f64, double, double, tanh(v))
+DEFINE_FLOAT_UNARY(erf__f64, double, double, erf(v))
+DEFINE_FLOAT_UNARY(sigmoid__kf64, double, double, sigmoid__f64(v))
+DEFINE_FLOAT_UNARY(gelu__f64, double, double, 0.5 * v * erfc(-v * INV_SQRT2))
+DEFINE_FLOAT_UNARY(gelu_tanh__f64, double, double,
+                   v * sigmoid__f64(2 * SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
+DEFINE_FLOAT_UNARY(softplus__kf64, double, double, softplus__f64(v))
+
+#define DEFINE_VMATH_UNARY(name, fn)                                                      \
+    static void name(void *out, const void *x, size_t n, const rt_unary_params *p) {     \
+        (void)p;                                                                          \
+        rt_vmath__kernel(fn)(out, x, n);                                                  \
+    }
+DEFINE_VMATH_UNARY(exp__f32, RT_VMATH_EXP)
+DEFINE_VMATH_UNARY(log__f32, RT_VMATH_LOG)
+DEFINE_VMATH_UNARY(tanh__f32, RT_VMATH_TANH)
+DEFINE_VMATH_UNARY(erf__f32, RT_VMATH_ERF)
+DEFINE_VMATH_UNARY(sigmoid__kf32, RT_VMATH_SIGMOID)
+DEFINE_VMATH_UNARY(gelu__f32, RT_VMATH_GELU)
+DEFINE_VMATH_UNARY(gelu_tanh__f32, RT_VMATH_GELU_TANH)
+DEFINE_VMATH_UNARY(softplus__kf32, RT_VMATH_SOFTPLUS)
 
 #define DEFINE_SIGNED_KINDS(sfx, T, W)                                      \
     DEFINE_INT_UNARY(abs__##sfx, T, v < 0 ? (T)(0u - (W)v) : v)             \

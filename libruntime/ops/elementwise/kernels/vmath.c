@@ -1,0 +1,86 @@
+/* kernels/vmath.c: the float32 array math of vmath.h, compiled from one set of formulas
+ * (vmath_impl.h, GCC vector types) three times: for AVX-512, for AVX2 and for the baseline,
+ * which is the portable fallback on every CPU. The variant is chosen once, at first use.
+ *
+ * This file is compiled without floating-point contraction (CMakeLists.txt): no variant fuses
+ * a multiply and an add that another does not, so all three perform the same IEEE operations
+ * and give bit-identical results. */
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/elementwise/kernels/vmath.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi" /* vectors wider than the baseline's registers */
+
+#define VM_LANES 16
+typedef float vm_f __attribute__((vector_size(VM_LANES * 4)));
+typedef int32_t vm_i __attribute__((vector_size(VM_LANES * 4)));
+typedef double vm_d __attribute__((vector_size(VM_LANES * 8)));
+typedef int64_t vm_l __attribute__((vector_size(VM_LANES * 8)));
+#define VM_SPLAT(c) ((vm_f){0} + (c)) /* +0 for -0: write -VM_SPLAT(0.0f) */
+#define VM_SPLAT_I(c) ((vm_i){0} + (c))
+
+#define VM_TARGET
+#define VM(name) vm_portable_##name
+#include "ops/elementwise/kernels/vmath_impl.h"
+#undef VM
+#undef VM_TARGET
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VM_X86 1
+#define VM_TARGET __attribute__((target("avx2")))
+#define VM(name) vm_avx2_##name
+#include "ops/elementwise/kernels/vmath_impl.h"
+#undef VM
+#undef VM_TARGET
+
+#define VM_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+#define VM(name) vm_avx512_##name
+#include "ops/elementwise/kernels/vmath_impl.h"
+#undef VM
+#undef VM_TARGET
+#endif
+
+static const rt_vmath_kernel *chosen = vm_portable_kernels;
+static const char *chosen_name = "portable";
+static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+
+static bool env_is(const char *name, const char *value) {
+    const char *set = getenv(name);
+    return set != NULL && strcmp(set, value) == 0;
+}
+
+static void choose(void) {
+    const char *portable = getenv("RT_PORTABLE_KERNELS");
+    if ((portable != NULL && portable[0] != '\0' && portable[0] != '0') ||
+        env_is("RT_VMATH_KERNEL", "portable"))
+        return;
+#ifdef VM_X86
+    const char *wanted = getenv("RT_VMATH_KERNEL");
+    bool any = wanted == NULL || wanted[0] == '\0';
+    __builtin_cpu_init();
+    if ((any || env_is("RT_VMATH_KERNEL", "avx512")) && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw")) {
+        chosen = vm_avx512_kernels;
+        chosen_name = "avx512";
+    } else if ((any || env_is("RT_VMATH_KERNEL", "avx2")) && __builtin_cpu_supports("avx2")) {
+        chosen = vm_avx2_kernels;
+        chosen_name = "avx2";
+    }
+#endif
+}
+
+rt_vmath_kernel rt_vmath__kernel(rt_vmath_fn fn) {
+    pthread_once(&choose_once, choose);
+    return chosen[fn];
+}
+
+const char *rt_vmath__variant(void) {
+    pthread_once(&choose_once, choose);
+    return chosen_name;
+}
