@@ -148,6 +148,31 @@ def test_pow_dtypes():
          np.array([1, 9, 2 ** 31 - 1, 2 ** 31 - 1, 1, 1, 11], np.int32))  # inf saturates
 
 
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, 0, 1, 4, -2, 7, 64, -64, 1.7, -2.5])
+@pytest.mark.parametrize("edtype", ["float32", "float64", "int64"])
+def test_pow_float32_by_one_exponent(exponent, edtype):
+    """A one-element exponent (RMSNorm's 2, tanh-GELU's 3, 0.5, -0.5, -1, other integers) takes
+    its own loop: within 1 ulp of numpy's power in float64, and its special cases (signed
+    zeros, infinities, NaN, negative bases) exactly as numpy's (0.5 is sqrt there)."""
+    if edtype == "int64" and exponent != int(exponent):
+        pytest.skip("a fractional exponent has no int64 form")
+    x = np.concatenate([data((500,), "float32") * 4, np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, -2.0, -0.5, 1e-40, -1e-40, 3e38, -3e38, 1e-20,
+         1e20, 1.0, -1.0], np.float32)])
+    e = np.array(exponent, edtype)
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), e.astype(np.float64))
+    got = run1("pow", [x, e], [], "float32", x.shape)
+    rounded = want.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(rounded))
+    finite = np.isfinite(rounded)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(got)], rounded[~finite & ~np.isnan(got)])
+    ulp = np.spacing(np.abs(rounded[finite])).astype(np.float64)
+    assert (np.abs(got[finite].astype(np.float64) - want[finite]) <= ulp).all()
+    zeros = rounded == 0
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(rounded[zeros]))
+
+
 @pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint16", "uint64"])
 @pytest.mark.parametrize("fmod", [False, True])
 def test_mod_integers(dtype, fmod):

@@ -179,9 +179,34 @@ rt_status rt_ops__pow_prepare(rt_op_ctx *ctx) {
     return pow_setup(ctx, &args);
 }
 
+/* The value of a one-element tensor of a float or 32/64-bit integer type, as a double. */
+static bool single_value(const rt_tensor_value *t, double *value) {
+    if (rt_tensor__numel(t) != 1)
+        return false;
+    switch (t->type) {
+    case RT_F32: *value = *(const float *)t->data; return true;
+    case RT_F64: *value = *(const double *)t->data; return true;
+    case RT_I32: *value = *(const int32_t *)t->data; return true;
+    case RT_I64: *value = (double)*(const int64_t *)t->data; return true;
+    default: return false;
+    }
+}
+
 rt_status rt_ops__pow_run(rt_op_ctx *ctx) {
     nary_args args;
     RT_RETURN_IF_ERROR(pow_setup(ctx, &args));
+    double exponent;
+    rt_nary_kernel constant = NULL;
+    if (args.in[0]->type == RT_F32 && single_value(args.in[1], &exponent))
+        constant = rt_ops__pow_f32_constant_kernel(exponent);
+    if (constant) { /* the exponent passed as a double of one element */
+        rt_tensor_value as_double = *args.in[1];
+        as_double.type = RT_F64;
+        as_double.elem_size = sizeof exponent;
+        as_double.data = &exponent;
+        args.in[1] = &as_double;
+        return run_kernel(ctx, &args, constant);
+    }
     return run_kernel(ctx, &args, rt_ops__pow_kernel(args.in[0]->type, args.in[1]->type));
 }
 

@@ -198,8 +198,12 @@ __device__ inline float rt_div(float x, float y) { return x / y; }
 __device__ inline double rt_div(double x, double y) { return x / y; }
 __device__ inline float rt_mod(float x, float y, bool f) { return rt_float_mod(x, y, f); }
 __device__ inline double rt_mod(double x, double y, bool f) { return rt_float_mod(x, y, f); }
-__device__ inline float rt_pow(float x, float y) { return (float)pow((double)x, (double)y); }
-__device__ inline double rt_pow(double x, double y) { return pow(x, y); }
+// x^0.5 is sqrt(x), as numpy and torch compute it (and the CPU's pow)
+__device__ inline double rt_float_pow(double x, double y) {
+    return y == 0.5 ? sqrt(x) : pow(x, y);
+}
+__device__ inline float rt_pow(float x, float y) { return (float)rt_float_pow(x, y); }
+__device__ inline double rt_pow(double x, double y) { return rt_float_pow(x, y); }
 __device__ inline float rt_prelu(float x, float s) { return x < 0.0f ? x * s : x; }
 __device__ inline double rt_prelu(double x, double s) { return x < 0.0 ? x * s : x; }
 
@@ -368,8 +372,8 @@ __device__ inline void pow_mixed(const rt_cuda_binary_params &p) {
             bo += index * p.b_strides[d];
         }
         T x = a[ao];
-        ((T *)p.out)[i] = FLOAT_BASE ? (T)pow((double)x, pow_exponent_double(p.b, p.b_type, bo))
-                                     : pow_int_base(x, p, bo);
+        double e = pow_exponent_double(p.b, p.b_type, bo);
+        ((T *)p.out)[i] = FLOAT_BASE ? (T)rt_float_pow((double)x, e) : pow_int_base(x, p, bo);
     }
 }
 

@@ -217,8 +217,10 @@ static inline int64_t saturate_i64(double v) {
     return (int64_t)v;
 }
 
-/* Float bases: the power in double, rounded to the base's type. */
-#define FLOAT_POW(B, BT, E, ET) DEFINE_BINARY(pow__##B##_##E, BT, ET, BT, pow((double)p, (double)q))
+/* Float bases: the power in double, rounded to the base's type; x^0.5 is sqrt(x), as numpy
+ * and torch compute it (sqrt(-0) = -0 and sqrt(-inf) = NaN, where C's pow gives +0 and +inf). */
+static inline double float_pow(double x, double y) { return y == 0.5 ? sqrt(x) : pow(x, y); }
+#define FLOAT_POW(B, BT, E, ET) DEFINE_BINARY(pow__##B##_##E, BT, ET, BT, float_pow(p, (double)q))
 #define FLOAT_BASE(X, B, BT)                                              \
     X(B, BT, f32, float) X(B, BT, f64, double) X(B, BT, i8, int8_t)       \
     X(B, BT, i16, int16_t) X(B, BT, i32, int32_t) X(B, BT, i64, int64_t)  \
@@ -265,6 +267,63 @@ rt_nary_kernel rt_ops__pow_kernel(rt_type base, rt_type exponent) {
     case RT_I64: return pow_kernels[3][exponent];
     default: return NULL;
     }
+}
+
+/* float32 to one constant power (the exponent, as a double, is the second input with stride
+ * 0): the exponents models use get a few float or double operations instead of pow(). */
+#define DEFINE_POW_F32(name, EXPR)                                                           \
+    static void pow_f32__##name(void *out, const void *const *in, const int64_t *st,        \
+                                int64_t n) {                                                \
+        float *o = out;                                                                     \
+        const float *x = in[0];                                                             \
+        const double q = *(const double *)in[1];                                            \
+        (void)q;                                                                            \
+        if (st[0] == 1) {                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                               \
+                float p = x[i];                                                             \
+                o[i] = (EXPR);                                                              \
+            }                                                                               \
+        } else {                                                                            \
+            for (int64_t i = 0; i < n; i++) {                                               \
+                float p = x[i * st[0]];                                                     \
+                o[i] = (EXPR);                                                              \
+            }                                                                               \
+        }                                                                                   \
+    }
+DEFINE_POW_F32(square, p * p)
+DEFINE_POW_F32(cube, (float)((double)p * p * p))
+/* x^0.5 is sqrt(x), as in float_pow; x^-0.5 keeps pow's special cases. */
+DEFINE_POW_F32(sqrt, sqrtf(p))
+DEFINE_POW_F32(rsqrt, p == 0 ? INFINITY : p == -INFINITY ? 0.0f : (float)(1.0 / sqrt((double)p)))
+DEFINE_POW_F32(reciprocal, 1.0f / p)
+
+/* Square and multiply in double (exact up to a few roundings far below float's), then the
+ * reciprocal for a negative exponent. */
+static inline float pow_f32_integer(float base, double exponent) {
+    double r = 1.0, b = base;
+    for (uint32_t e = (uint32_t)fabs(exponent); e; e >>= 1) {
+        if (e & 1u)
+            r *= b;
+        b *= b;
+    }
+    return (float)(exponent < 0 ? 1.0 / r : r);
+}
+DEFINE_POW_F32(integer, pow_f32_integer(p, q))
+
+rt_nary_kernel rt_ops__pow_f32_constant_kernel(double exponent) {
+    if (exponent == 2)
+        return pow_f32__square;
+    if (exponent == 3)
+        return pow_f32__cube;
+    if (exponent == 0.5)
+        return pow_f32__sqrt;
+    if (exponent == -0.5)
+        return pow_f32__rsqrt;
+    if (exponent == -1)
+        return pow_f32__reciprocal;
+    if (exponent == floor(exponent) && fabs(exponent) <= 64)
+        return pow_f32__integer;
+    return NULL;
 }
 
 /* ---- where ------------------------------------------------------------------------------ */

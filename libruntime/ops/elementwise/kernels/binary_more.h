@@ -36,6 +36,11 @@ rt_nary_kernel rt_ops__more_kernel(rt_more_op op, rt_type type);
  * integer type; NULL for other types. */
 rt_nary_kernel rt_ops__pow_kernel(rt_type base, rt_type exponent);
 
+/* float32 to the power `exponent`, for an exponent of one element: its kernel takes the
+ * exponent as a double second input (stride 0). NULL where the generic kernel serves (an
+ * exponent that is neither 0.5, -0.5 nor an integer of magnitude <= 64). */
+rt_nary_kernel rt_ops__pow_f32_constant_kernel(double exponent);
+
 /* where(cond, a, b) moving elements of elem_size bytes (1, 2, 4 or 8); NULL otherwise. */
 rt_nary_kernel rt_ops__where_kernel(size_t elem_size);
 
