@@ -125,3 +125,116 @@ def _weights(model):
 
     found = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
     return found["w"], found["b"]
+
+
+def _linear_then(chain, extra_inits=(), duplicate_add=False, outputs=("y",)):
+    """f = x @ w + b (computed twice when duplicate_add, as the classic exporter repeats
+    values), then `chain` of (op, inputs, output)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 5)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b")]
+    inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in extra_inits]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["f"])]
+    if duplicate_add:
+        nodes.append(helper.make_node("Add", ["m", "b"], ["f2"]))
+    nodes += [helper.make_node(op, inputs, [out]) for op, inputs, out in chain]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [3, 5]) for o in outputs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def _tanh_gelu(f):
+    return 0.5 * f * (1 + np.tanh(np.sqrt(2 / np.pi) * (f + 0.044715 * f ** 3)))
+
+
+@pytest.mark.parametrize("duplicate_add", [False, True])
+def test_tanh_gelu_chain_becomes_one_epilogue(duplicate_add):
+    """GPT-2's GELU, 0.5 f (1 + tanh(sqrt(2/pi) (f + 0.044715 f^3))), as eight nodes: one
+    linear_act. With f computed twice (the cube from the second copy, as the classic exporter
+    writes it), the copies merge first."""
+    constants = (("half", 0.5), ("one", 1.0), ("three", 3.0), ("c", 0.044715),
+                 ("k", np.sqrt(2 / np.pi)))
+    cube_of = "f2" if duplicate_add else "f"
+    chain = [("Pow", [cube_of, "three"], "p"), ("Mul", ["p", "c"], "pc"), ("Add", ["f", "pc"], "s"),
+             ("Mul", ["s", "k"], "u"), ("Tanh", ["u"], "t"), ("Add", ["t", "one"], "a"),
+             ("Mul", ["f", "half"], "h"), ("Mul", ["h", "a"], "y")]
+    model = _linear_then(chain, constants, duplicate_add)
+    x = np.random.default_rng(6).standard_normal((3, 6)).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    assert ops == {"linear_act"}, ops
+    w, b = _weights(model)
+    np.testing.assert_allclose(fused, _tanh_gelu(x.astype(np.float64) @ w + b), rtol=1e-5,
+                               atol=1e-6)
+    plain, plain_ops = run(ro.convert(model, fuse=False), x)
+    assert {"tanh", "pow"} <= plain_ops
+    np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_silu_becomes_one_epilogue_unless_its_sigmoid_is_read():
+    x = np.random.default_rng(7).standard_normal((3, 6)).astype(np.float32)
+    model = _linear_then([("Sigmoid", ["f"], "s"), ("Mul", ["f", "s"], "y")])
+    fused, ops = run(ro.convert(model), x)
+    assert ops == {"linear_act"}, ops
+    w, b = _weights(model)
+    f = x.astype(np.float64) @ w + b
+    np.testing.assert_allclose(fused, f / (1 + np.exp(-f)), rtol=1e-5, atol=1e-6)
+    shared = _linear_then([("Sigmoid", ["f"], "s"), ("Mul", ["s", "f"], "y")],
+                          outputs=("y", "s"))
+    with rt.Program.load(ro.convert(shared)) as program:
+        assert "sigmoid" in program.instruction_ops("forward")
+
+
+def test_repeated_nodes_merge_but_keep_outputs_and_random_ops():
+    """merge_duplicates drops a node that repeats an earlier one (its readers read the first),
+    but keeps one whose output is a graph output, and never merges random draws."""
+    from onnx import helper
+
+    from runtime_py.onnx._patterns import merge_duplicates
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["x"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Relu", ["x"], ["out"]),
+             helper.make_node("RandomUniformLike", ["x"], ["r1"]),
+             helper.make_node("RandomUniformLike", ["x"], ["r2"])]
+    merged = merge_duplicates(nodes, keep={"out"})
+    assert [list(n.output) for n in merged] == [["a"], ["c"], ["out"], ["r1"], ["r2"]]
+    assert list(merged[1].input) == ["a", "a"]
+    assert list(nodes[2].input) == ["a", "b"]  # the caller's node is not modified
+
+
+@pytest.mark.parametrize("kind,op,params", [(3, "sigmoid", ()), (4, "gelu", (False,)),
+                                            (6, "silu", ()), (7, "gelu", (True,))])
+def test_epilogue_activations_give_the_separate_ops_bits(kind, op, params):
+    """linear_act and conv2d_act apply sigmoid, silu and both GELUs with the unary ops' own
+    vector math: the same bits as the op after an unfused layer."""
+    from runtime_py.compiler import ProgramBuilder
+
+    rng = np.random.default_rng(kind)
+    x = (rng.standard_normal((7, 40)) * 3).astype(np.float32)
+    w = rng.standard_normal((33, 40)).astype(np.float32)
+    img = (rng.standard_normal((1, 3, 9, 9)) * 3).astype(np.float32)
+    k = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, iv = m.input("x", "float32", x.shape), m.input("img", "float32", img.shape)
+    wv, kv = m.constant(w), m.constant(k)
+    fused = m.call("linear_act", xv, wv, None, kind, 0.0, 0.0,
+                   outputs=[("float32", (7, 33), False)])[0]
+    plain = m.linear(xv, wv)
+    separate = m.call(op, plain, *params, outputs=[("float32", (7, 33), False)])[0]
+    conv_fused = m.call("conv2d_act", iv, kv, None, [1, 1], [1, 1, 1, 1], [1, 1], 1, kind, 0.0,
+                        0.0, outputs=[("float32", (1, 5, 9, 9), False)])[0]
+    conv = m.conv2d(iv, kv, padding=1)
+    conv_separate = m.call(op, conv, *params, outputs=[("float32", (1, 5, 9, 9), False)])[0]
+    for i, v in enumerate((fused, separate, conv_fused, conv_separate)):
+        m.output(v, f"y{i}")
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as method:
+        outs = [np.asarray(o) for o in method(x, img)]
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[2], outs[3])

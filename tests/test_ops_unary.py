@@ -70,6 +70,7 @@ REFERENCES = {
     "softplus": softplus, "softsign": lambda x: x / (1 + np.abs(x)),
     "hard_swish": lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
     "mish": lambda x: x * np.tanh(softplus(x)),
+    "silu": lambda x: x / (1 + np.exp(-x.astype(np.float64))),
 }
 
 

@@ -1,33 +1,19 @@
-/* fused_activation.c: activation epilogues over a run of floats, written as branch-free
- * loops the compiler vectorises (exp through fast_exp.h, no libm calls). */
+/* fused_activation.c: activation epilogues over a run of floats: ReLU, clip and hardswish as
+ * branch-free loops the compiler vectorises, the others through the vector math. */
 #include "ops/fused_activation.h"
 
 #include "core/multiversion.h"
-#include "ops/fast_exp.h"
+#include "ops/elementwise/kernels/vmath.h"
 
-/* GELU's 1 + erf(z), z = x / sqrt 2, through erfc(|z|) with a relative error under 1.2e-7
- * (the Chebyshev fit of Numerical Recipes' erfcc): 2 - erfc(z) for z >= 0, erfc(-z) below,
- * so the tail of negative x keeps its relative accuracy instead of cancelling in 1 + erf. */
-static inline float one_plus_erf(float z) {
-    float a = fabsf(z);
-    float t = 1.0f / (1.0f + 0.5f * a);
-    float p = 0.17087277f;
-    p = p * t - 0.82215223f;
-    p = p * t + 1.48851587f;
-    p = p * t - 1.13520398f;
-    p = p * t + 0.27886807f;
-    p = p * t - 0.18628806f;
-    p = p * t + 0.09678418f;
-    p = p * t + 0.37409196f;
-    p = p * t + 1.00002368f;
-    float erfc = t * rt_fast_exp__f32(-a * a - 1.26551223f + t * p);
-    return z >= 0.0f ? 2.0f - erfc : erfc;
+RT_MULTIVERSION static void hardswish(float *x, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        float g = x[i] / 6.0f + 0.5f;
+        x[i] = x[i] * (g < 0.0f ? 0.0f : g > 1.0f ? 1.0f : g);
+    }
 }
 
 RT_MULTIVERSION void rt_activation__apply(const rt_activation *a, float *x, int64_t count) {
     switch (a->kind) {
-    case RT_ACT_NONE:
-        return;
     case RT_ACT_RELU:
         for (int64_t i = 0; i < count; i++)
             x[i] = x[i] < 0.0f ? 0.0f : x[i];
@@ -40,16 +26,11 @@ RT_MULTIVERSION void rt_activation__apply(const rt_activation *a, float *x, int6
         }
         return;
     }
-    case RT_ACT_SIGMOID:
-        for (int64_t i = 0; i < count; i++)
-            x[i] = 1.0f / (1.0f + rt_fast_exp__f32(-x[i]));
-        return;
-    case RT_ACT_GELU:
-        for (int64_t i = 0; i < count; i++)
-            x[i] = 0.5f * x[i] * one_plus_erf(x[i] * 0.70710678118654752f);
-        return;
-    default:
-        for (int64_t i = 0; i < count; i++)
-            x[i] = rt_activation__one(a, x[i]);
+    case RT_ACT_HARDSWISH: hardswish(x, count); return;
+    case RT_ACT_SIGMOID: rt_vmath__kernel(RT_VMATH_SIGMOID)(x, x, (size_t)count); return;
+    case RT_ACT_GELU: rt_vmath__kernel(RT_VMATH_GELU)(x, x, (size_t)count); return;
+    case RT_ACT_SILU: rt_vmath__kernel(RT_VMATH_SILU)(x, x, (size_t)count); return;
+    case RT_ACT_GELU_TANH: rt_vmath__kernel(RT_VMATH_GELU_TANH)(x, x, (size_t)count); return;
+    default: return;
     }
 }

@@ -3,7 +3,6 @@
 #ifndef RT_OPS_FUSED_ACTIVATION_H
 #define RT_OPS_FUSED_ACTIVATION_H
 
-#include <math.h>
 #include <stdint.h>
 
 typedef enum rt_fused_activation {
@@ -13,6 +12,8 @@ typedef enum rt_fused_activation {
     RT_ACT_SIGMOID = 3,
     RT_ACT_GELU = 4,      /* exact form: x * (1 + erf(x / sqrt 2)) / 2 */
     RT_ACT_HARDSWISH = 5, /* x * clip(x / 6 + 1 / 2, 0, 1) */
+    RT_ACT_SILU = 6,      /* x * sigmoid(x) */
+    RT_ACT_GELU_TANH = 7, /* tanh form: x * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 */
     RT_ACT_COUNT
 } rt_fused_activation;
 
@@ -21,22 +22,15 @@ typedef struct rt_activation {
     float lo, hi;
 } rt_activation;
 
-static inline float rt_activation__one(const rt_activation *a, float x) {
-    switch (a->kind) {
-    case RT_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN kept, as rt_activation__apply */
-    case RT_ACT_CLIP: return x < a->lo ? a->lo : x > a->hi ? a->hi : x;
-    case RT_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case RT_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case RT_ACT_HARDSWISH: {
-        float g = x / 6.0f + 0.5f;
-        return x * (g < 0.0f ? 0.0f : g > 1.0f ? 1.0f : g);
-    }
-    default: return x;
-    }
-}
-
-/* Apply to `count` floats in place (fused_activation.c, vectorised where the CPU allows). NaN
- * passes through ReLU and clip as the unfused ops let it. */
+/* Apply to `count` floats in place (fused_activation.c): the transcendental kinds through the
+ * vector math of the unary ops (ops/elementwise/kernels/vmath.h), so a fused activation gives
+ * the bits the separate op would. NaN passes through ReLU and clip as the unfused ops let it. */
 void rt_activation__apply(const rt_activation *a, float *x, int64_t count);
+
+/* One value, the same as rt_activation__apply gives it. */
+static inline float rt_activation__one(const rt_activation *a, float x) {
+    rt_activation__apply(a, &x, 1);
+    return x;
+}
 
 #endif

@@ -14,7 +14,8 @@ from typing import Any, List, Optional
 from ..compiler import shapes as _shapes
 from . import _program as P
 from ._convert import FLOATS, MethodConverter, lowers, pack_scalar
-from ._fusion import CLIP, GELU, HARD_SWISH, RELU, SIGMOID, fold_batch_norm, fuse_activation
+from ._fusion import (CLIP, GELU, GELU_TANH, HARD_SWISH, RELU, SIGMOID, SILU, fold_batch_norm,
+                      fuse_activation)
 from . import _aten_shape  # noqa: F401  (registers the data-movement lowerings)
 
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -194,9 +195,8 @@ def log1p_expm1(cx, a, o):
 
 @lowers("aten::silu.out", args=1)
 def silu(cx, a, o):
-    x = cx.tensor(a[0])
-    s = cx.new("sigmoid", x, dtype=x.dtype, shape=x.shape, dynamic=x.dynamic)
-    cx.emit("mul", x, s, out=o[0])
+    if not fuse_activation(cx, a[0], SILU, o[0]):
+        cx.emit("silu", cx.tensor(a[0]), out=o[0])
 
 
 @lowers("aten::gelu.out", args=2)
@@ -204,7 +204,7 @@ def gelu(cx, a, o):
     mode = cx.string(a[1]) or "none"
     if mode not in ("none", "tanh"):
         raise cx.fail(f"approximate={mode!r} is not supported")
-    if mode == "none" and fuse_activation(cx, a[0], GELU, o[0]):
+    if fuse_activation(cx, a[0], GELU if mode == "none" else GELU_TANH, o[0]):
         return
     cx.emit("gelu", cx.tensor(a[0]), mode == "tanh", out=o[0])
 

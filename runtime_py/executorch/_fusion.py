@@ -1,6 +1,7 @@
 """Fusions the .pte importer applies (the ONNX importer's, for the same programs):
 
-- an activation (relu, hardtanh/clamp, sigmoid, gelu, hardswish) whose input comes from
+- an activation (relu, hardtanh/clamp, sigmoid, gelu in both forms, hardswish, silu) whose
+  input comes from
   conv2d or linear and is read by nothing else runs in that op's epilogue (conv2d_act,
   linear_act);
 - batch norm with constant statistics after a convolution with constant weights is folded
@@ -15,7 +16,7 @@ from ._convert import MethodConverter
 
 MAX_FOLD_ELEMENTS = 1 << 22
 
-RELU, CLIP, SIGMOID, GELU, HARD_SWISH = 1, 2, 3, 4, 5  # docs/ops.md, linear_act
+RELU, CLIP, SIGMOID, GELU, HARD_SWISH, SILU, GELU_TANH = 1, 2, 3, 4, 5, 6, 7  # docs/ops.md
 
 
 def _sole_reader(cx: MethodConverter, index: int):

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..compiler import Value
 
-RELU, CLIP, SIGMOID, GELU, HARDSWISH = 1, 2, 3, 4, 5
+RELU, CLIP, SIGMOID, GELU, HARDSWISH, SILU, GELU_TANH = 1, 2, 3, 4, 5, 6, 7
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -27,7 +27,11 @@ def _clip(cv, node, inputs, attrs):
 def _gelu(cv, node, inputs, attrs):
     approximate = attrs.get("approximate", b"none")
     approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
-    return (GELU, 0.0, 0.0) if approximate == "none" else None
+    return {"none": (GELU, 0.0, 0.0), "tanh": (GELU_TANH, 0.0, 0.0)}.get(approximate)
+
+
+def _swish(cv, node, inputs, attrs):
+    return (SILU, 0.0, 0.0) if float(attrs.get("alpha", 1.0)) == 1.0 else None
 
 
 ACTIVATIONS = {
@@ -36,4 +40,5 @@ ACTIVATIONS = {
     "Sigmoid": lambda cv, node, inputs, attrs: (SIGMOID, 0.0, 0.0),
     "HardSwish": lambda cv, node, inputs, attrs: (HARDSWISH, 0.0, 0.0),
     "Gelu": _gelu,
+    "Swish": _swish,
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from .. import dtypes as _dtypes
 from ..compiler import MethodBuilder, ProgramBuilder, Value
 from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
-from ._patterns import fuse_erf_gelu
+from ._patterns import fuse_gelu, fuse_silu, merge_duplicates
 from ._registry import LOWERINGS, ConversionError
 from ._shape_tensor import SHAPE_AWARE, Materializer, ShapeTensor, evaluate, upper_bounds
 from ._symbolic import Size, SymbolSpace
@@ -46,6 +46,18 @@ FLOAT32_COMPUTED = frozenset({
     "GroupNormalization", "LpNormalization", "ConvTranspose", "Einsum", "RMSNormalization"})
 FLOAT32_COMPUTED |= {"LSTM", "GRU", "RNN"}  # recurrent layers (_lowerings/rnn.py)
 _HALF = ("float16", "bfloat16")
+
+
+def _read_in_subgraphs(nodes: Sequence[Any]) -> Set[str]:
+    """The value names that nodes inside the subgraphs of `nodes` (If branches, Loop and Scan
+    bodies, at any depth) read."""
+    names: Set[str] = set()
+    for node in nodes:
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                names.update(name for n in sub.node for name in n.input)
+                names |= _read_in_subgraphs(sub.node)
+    return names
 
 
 def _onnx():
@@ -132,11 +144,18 @@ class Converter:
             attr = next((a for a in node.attribute if a.name == "value"), None) if node else None
             return self._numpy_helper.to_array(attr.t) if attr is not None else None
 
-        rewritten = fuse_erf_gelu(nodes, constant, self.consumers, onnx.helper.make_node)
-        if len(rewritten) != len(nodes):
-            self.consumers = {}
-            self._count_consumers(graph, rewritten)
-        return rewritten
+        keep = {out.name for out in graph.output} | _read_in_subgraphs(nodes)
+        make_node = onnx.helper.make_node
+        steps = [lambda ns: merge_duplicates(ns, keep),
+                 lambda ns: fuse_gelu(ns, constant, self.consumers, make_node),
+                 lambda ns: fuse_silu(ns, constant, self.consumers, make_node)]
+        for step in steps:
+            rewritten = step(nodes)
+            if len(rewritten) != len(nodes):
+                self.consumers = {}
+                self._count_consumers(graph, rewritten)
+            nodes = rewritten
+        return nodes
 
     # ---- values --------------------------------------------------------------------------
 

@@ -1,101 +1,197 @@
 """Graph rewrites applied before lowering, where one kernel can replace a chain of nodes.
 
-The exact (erf) GELU that exporters write out as five nodes,
+First, duplicates merge: exporters often compute one value twice (the classic exporter
+reshapes a linear layer's output once per reader, and rebuilds the same shape vector for
+each), and a chain can only be recognised where its input is one value. Then:
 
-    Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt 2)), 1))     or
-    Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)     (Div may be Mul by 1 / sqrt 2),
+- the exact (erf) GELU that exporters write out as five nodes,
 
-becomes one Gelu node, which the activation fusion can then move into the epilogue of the
-linear layer before it. A chain is rewritten only when each intermediate value has no reader
-outside it, so nothing else can observe what disappears.
+      Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt 2)), 1))     or
+      Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)     (Div may be Mul by 1 / sqrt 2),
+
+  and the tanh GELU (GPT-2's), the same with Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)),
+  sqrt(2 / pi))) in place of the Erf, become one Gelu node (approximate "tanh" for the second);
+- SiLU, Mul(x, Sigmoid(x)), becomes one Swish node (alpha 1);
+
+which the activation fusion can then move into the epilogue of the layer before them. A chain
+is rewritten only when each intermediate value has no reader outside it, so nothing else can
+observe what disappears. Operands of Mul and Add match in either order.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
 _SQRT2 = math.sqrt(2.0)
+# Ops whose result is not a function of their inputs and attributes: never merged.
+_NOT_PURE = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+             "Multinomial", "Bernoulli"}
 
 
-def fuse_erf_gelu(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
-                  consumers: Dict[str, int], make_node: Callable[..., Any]) -> List[Any]:
-    """`nodes` with every erf-GELU chain replaced by a Gelu node at the chain's last node.
+def merge_duplicates(nodes: Sequence[Any], keep: Set[str]) -> List[Any]:
+    """`nodes` with every node that repeats an earlier one (same op, inputs and attributes)
+    dropped and its readers reading the earlier one's outputs. Nodes with subgraphs stay, and so
+    do nodes with an output in `keep` (graph outputs, values read inside subgraphs). Nodes
+    whose inputs change are copies; the caller's nodes are not modified."""
+    rename: Dict[str, str] = {}
+    seen: Dict[Any, Any] = {}
+    merged = []
+    for node in nodes:
+        inputs = [rename.get(name, name) for name in node.input]
+        if inputs != list(node.input):
+            copy = type(node)()
+            copy.CopyFrom(node)
+            del copy.input[:]
+            copy.input.extend(inputs)
+            node = copy
+        pure = node.op_type not in _NOT_PURE and not any(
+            a.HasField("g") or len(a.graphs) for a in node.attribute)
+        key = (node.domain, node.op_type, tuple(inputs),
+               tuple(a.SerializeToString() for a in node.attribute)) if pure else None
+        first = seen.get(key) if key is not None else None
+        if first is not None and len(first.output) == len(node.output) and \
+                not any(out in keep for out in node.output):
+            for out, earlier in zip(node.output, first.output):
+                if out:
+                    rename[out] = earlier
+            continue
+        if key is not None:
+            seen[key] = node
+        merged.append(node)
+    return merged
 
-    constant(name) gives the value of an initializer or Constant output (None otherwise);
-    consumers counts the readers of each value name (graph outputs included)."""
-    producer = {out: n for n in nodes for out in n.output if out}
-    readers: Dict[str, List[Any]] = {}
-    for n in nodes:
-        for name in n.input:
-            readers.setdefault(name, []).append(n)
 
-    def scalar(name: str) -> Optional[float]:
-        value = constant(name)
-        if value is None or value.size != 1 or value.dtype.kind != "f":
+class _Graph:
+    """Producers, readers and constants of a node list, for the matchers below."""
+
+    def __init__(self, nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
+                 consumers: Dict[str, int]):
+        self.constant = constant
+        self.consumers = consumers
+        self.producer = {out: n for n in nodes for out in n.output if out}
+        self.readers: Dict[str, List[Any]] = {}
+        for n in nodes:
+            for name in n.input:
+                self.readers.setdefault(name, []).append(n)
+
+    def near(self, name: str, target: float) -> bool:
+        """name is a one-element numeric constant within 1e-6 (relative) of target."""
+        value = self.constant(name)
+        if value is None or value.size != 1 or value.dtype.kind not in "fiu":
+            return False
+        return abs(float(value.reshape(())) - target) <= 1e-6 * abs(target)
+
+    def only_reader(self, name: str) -> Optional[Any]:
+        found = self.readers.get(name, [])
+        return found[0] if self.consumers.get(name, 0) == 1 and len(found) == 1 else None
+
+    def sole_producer(self, name: str, op_type: str) -> Optional[Any]:
+        """The op_type node producing name, when name has no other reader."""
+        node = self.producer.get(name)
+        if node is None or node.op_type != op_type or self.consumers.get(name, 0) != 1:
             return None
-        return float(value.reshape(()))
+        return node
 
-    def near(name: str, target: float) -> bool:
-        value = scalar(name)
-        return value is not None and abs(value - target) <= 1e-6 * abs(target)
-
-    def only_reader(name: str) -> Optional[Any]:
-        found = readers.get(name, [])
-        return found[0] if consumers.get(name, 0) == 1 and len(found) == 1 else None
-
+    @staticmethod
     def other_input(node: Any, name: str) -> Optional[str]:
+        """The other operand of a two-input Mul or Add reading name."""
         if node.op_type not in ("Mul", "Add") or len(node.input) != 2:
             return None
         if node.input[0] == name:
             return node.input[1]
         return node.input[0] if node.input[1] == name else None
 
+    def scaled(self, node: Any, factor: float) -> Optional[str]:
+        """x of Mul(x, factor) (either order), else None."""
+        if node is None or node.op_type != "Mul" or len(node.input) != 2:
+            return None
+        a, b = node.input
+        return a if self.near(b, factor) else b if self.near(a, factor) else None
+
+
+def _erf_head(g: _Graph, erf: Any):
+    """(x, the head's nodes) of Erf(Div(x, sqrt 2)) or Erf(Mul(x, 1 / sqrt 2))."""
+    scale = g.sole_producer(erf.input[0], "Div") or g.sole_producer(erf.input[0], "Mul")
+    if scale is None or len(scale.input) != 2:
+        return None
+    if scale.op_type == "Div":
+        x = scale.input[0] if g.near(scale.input[1], _SQRT2) else None
+    else:
+        x = g.scaled(scale, 1 / _SQRT2)
+    return (x, [scale]) if x is not None else None
+
+
+def _tanh_head(g: _Graph, tanh: Any):
+    """(x, the head's nodes) of Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)), sqrt(2 / pi)))."""
+    outer = g.sole_producer(tanh.input[0], "Mul")
+    inner = g.scaled(outer, math.sqrt(2 / math.pi))
+    add = g.sole_producer(inner, "Add") if inner else None
+    if add is None or len(add.input) != 2:
+        return None
+    for x, cubic_name in (add.input, add.input[::-1]):
+        cubic = g.sole_producer(cubic_name, "Mul")
+        cube = g.sole_producer(g.scaled(cubic, 0.044715) or "", "Pow")
+        if cube is not None and list(cube.input[:1]) == [x] and g.near(cube.input[1], 3.0):
+            return x, [outer, add, cubic, cube]
+    return None
+
+
+def fuse_gelu(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
+              consumers: Dict[str, int], make_node: Callable[..., Any]) -> List[Any]:
+    """`nodes` with every erf or tanh GELU chain replaced by a Gelu node at the chain's last
+    node. constant(name) gives the value of an initializer or Constant output (None
+    otherwise); consumers counts the readers of each value name (graph outputs included)."""
+    g = _Graph(nodes, constant, consumers)
     removed, replaced = set(), {}
-    for erf in nodes:
-        if erf.op_type != "Erf" or len(erf.input) != 1:
+    for core in nodes:
+        if core.op_type not in ("Erf", "Tanh") or len(core.input) != 1:
             continue
-        scale = producer.get(erf.input[0])
-        if scale is None or only_reader(erf.input[0]) is not erf:
+        head = (_erf_head if core.op_type == "Erf" else _tanh_head)(g, core)
+        if head is None or constant(head[0]) is not None:  # a constant is folded anyway
             continue
-        x = _scaled_input(scale, near)
-        if x is None:
+        x, head_nodes = head
+        add = g.only_reader(core.output[0])
+        if add is None or not g.near(g.other_input(add, core.output[0]) or "", 1.0):
             continue
-        if constant(x) is not None:
-            continue  # folded anyway
-        add = only_reader(erf.output[0])
-        if add is None or not near(other_input(add, erf.output[0]) or "", 1.0):
-            continue
-        outer = only_reader(add.output[0])
-        partner = other_input(outer, add.output[0]) if outer is not None else None
+        outer = g.only_reader(add.output[0])
+        partner = g.other_input(outer, add.output[0]) if outer is not None else None
         if outer is None or outer.op_type != "Mul" or partner is None:
             continue
-        half = producer.get(partner)
-        if half is not None and half.op_type == "Mul" and near(other_input(half, x) or "", 0.5) \
-                and only_reader(partner) is outer:
-            chain, last = [scale, erf, add, half], outer  # (0.5 * x) * (1 + erf)
+        half = g.producer.get(partner)
+        if half is not None and half.op_type == "Mul" and \
+                g.near(g.other_input(half, x) or "", 0.5) and g.only_reader(partner) is outer:
+            chain, last = head_nodes + [core, add, half], outer  # (0.5 * x) * (1 + erf)
         elif partner == x:
-            last = only_reader(outer.output[0])            # (x * (1 + erf)) * 0.5
-            if last is None or not near(other_input(last, outer.output[0]) or "", 0.5):
+            last = g.only_reader(outer.output[0])                # (x * (1 + erf)) * 0.5
+            if last is None or not g.near(g.other_input(last, outer.output[0]) or "", 0.5):
                 continue
-            chain = [scale, erf, add, outer]
+            chain = head_nodes + [core, add, outer]
         else:
             continue
         if any(id(n) in removed for n in chain + [last]):
             continue
         removed.update(id(n) for n in chain)
-        replaced[id(last)] = make_node("Gelu", [x], [last.output[0]], name=last.name or "gelu")
+        approximate = "tanh" if core.op_type == "Tanh" else "none"
+        replaced[id(last)] = make_node("Gelu", [x], [last.output[0]], name=last.name or "gelu",
+                                       approximate=approximate)
     return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
 
 
-def _scaled_input(scale: Any, near: Callable[[str, float], bool]) -> Optional[str]:
-    """x of Div(x, sqrt 2) or Mul(x, 1 / sqrt 2) (either operand order), else None."""
-    if len(scale.input) != 2:
-        return None
-    a, b = scale.input
-    if scale.op_type == "Div":
-        return a if near(b, _SQRT2) else None
-    if scale.op_type == "Mul":
-        return a if near(b, 1 / _SQRT2) else b if near(a, 1 / _SQRT2) else None
-    return None
+def fuse_silu(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
+              consumers: Dict[str, int], make_node: Callable[..., Any]) -> List[Any]:
+    """`nodes` with every Mul(x, Sigmoid(x)) replaced by Swish(x) (alpha 1) at the Mul."""
+    g = _Graph(nodes, constant, consumers)
+    removed, replaced = set(), {}
+    for sigmoid in nodes:
+        if sigmoid.op_type != "Sigmoid" or len(sigmoid.input) != 1:
+            continue
+        x = sigmoid.input[0]
+        mul = g.only_reader(sigmoid.output[0])
+        if mul is None or g.other_input(mul, sigmoid.output[0]) != x or mul.op_type != "Mul" \
+                or constant(x) is not None or id(mul) in removed:
+            continue
+        removed.add(id(sigmoid))
+        replaced[id(mul)] = make_node("Swish", [x], [mul.output[0]], name=mul.name or "silu")
+    return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]

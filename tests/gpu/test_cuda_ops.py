@@ -54,7 +54,7 @@ UNARY = [
     ("tan", ()), ("tanh", ()), ("erf", ()), ("sigmoid", ()), ("hard_sigmoid", (0.2, 0.5)),
     ("leaky_relu", (0.1,)), ("elu", (1.0,)), ("selu", (1.6733, 1.0507)), ("gelu", (False,)),
     ("gelu", (True,)), ("softplus", ()), ("softsign", ()), ("hard_swish", ()), ("mish", ()),
-    ("relu", ()), ("clip", (-0.5, 0.75)), ("clip", (None, 0.25)),
+    ("silu", ()), ("relu", ()), ("clip", (-0.5, 0.75)), ("clip", (None, 0.25)),
 ]
 
 

@@ -7,6 +7,7 @@
  * contents except parameters given as tensors (clip bounds, axes, shapes), which are read back
  * to host copies first (rt_cuda__with_host_params), so they work on device tensors. Then the
  * run launches on the method's stream. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -506,7 +507,7 @@ static rt_status unary(rt_op_ctx *ctx, rt_cuda_method *cm, int kind) {
     X(leaky_relu, RT_CUDA_LEAKY_RELU) X(elu, RT_CUDA_ELU) X(selu, RT_CUDA_SELU)                \
     X(gelu, RT_CUDA_GELU) X(softplus, RT_CUDA_SOFTPLUS) X(softsign, RT_CUDA_SOFTSIGN)          \
     X(hard_swish, RT_CUDA_HARD_SWISH) X(mish, RT_CUDA_MISH) X(isnan, RT_CUDA_ISNAN)            \
-    X(isinf, RT_CUDA_ISINF) X(relu, RT_CUDA_RELU)
+    X(isinf, RT_CUDA_ISINF) X(relu, RT_CUDA_RELU) X(silu, RT_CUDA_SILU)
 UNARY_OPS(DEFINE_UNARY)
 static rt_status run_clip_with_host_bounds(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__clip_prepare(ctx));

@@ -52,6 +52,7 @@ static const unary_info unary_infos[RT_UNARY_KIND_COUNT] = {
     [RT_UNARY_SOFTSIGN] = {0, FLOATS, false, 4},
     [RT_UNARY_HARD_SWISH] = {0, FLOATS, false, 1},
     [RT_UNARY_MISH] = {0, FLOATS, false, 32},
+    [RT_UNARY_SILU] = {0, FLOATS, false, 16},
     [RT_UNARY_CLIP] = {2, NUMERIC, false, 1},
     [RT_UNARY_ISNAN] = {0, FLOATS, true, 1},
     [RT_UNARY_ISINF] = {2, FLOATS, true, 1},
@@ -262,6 +263,7 @@ DEFINE_UNARY_OP(softplus, RT_UNARY_SOFTPLUS)
 DEFINE_UNARY_OP(softsign, RT_UNARY_SOFTSIGN)
 DEFINE_UNARY_OP(hard_swish, RT_UNARY_HARD_SWISH)
 DEFINE_UNARY_OP(mish, RT_UNARY_MISH)
+DEFINE_UNARY_OP(silu, RT_UNARY_SILU)
 DEFINE_UNARY_OP(clip, RT_UNARY_CLIP)
 DEFINE_UNARY_OP(isnan, RT_UNARY_ISNAN)
 DEFINE_UNARY_OP(isinf, RT_UNARY_ISINF)

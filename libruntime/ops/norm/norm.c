@@ -5,6 +5,7 @@
  * kernels/standardize.c brings to (x - mean) * inv_std * scale + bias; the output may be x
  * itself. lp_norm's kernel is kernels/lp.c. */
 #include <inttypes.h>
+#include <math.h>
 
 #include "ops/norm/norm.h"
 #include "ops/op_util.h"

@@ -97,6 +97,19 @@ def gelu(cv, node, inputs, attrs):
     return [_unary(cv, "gelu", inputs[0], approximate == "tanh")]
 
 
+@lowers("Swish")
+def swish(cv, node, inputs, attrs):
+    """x * sigmoid(alpha x): silu at alpha 1 (also what Mul(x, Sigmoid(x)) is rewritten to)."""
+    check_attrs(cv, attrs, ("alpha",))
+    require_dtype(cv, inputs[0], FLOATS)
+    alpha = _float_attr(attrs, "alpha", 1.0)
+    if alpha == 1.0:
+        return [_unary(cv, "silu", inputs[0])]
+    x = cv.tensor(inputs[0])
+    scaled = cv.m.mul(x, cv.tensor(np.asarray(alpha, x.dtype)))
+    return [cv.m.mul(x, _unary(cv, "sigmoid", scaled))]
+
+
 @lowers("PRelu")
 def prelu(cv, node, inputs, attrs):
     x, slope = inputs

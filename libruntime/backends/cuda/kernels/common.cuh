@@ -51,7 +51,11 @@ __device__ inline float rt_activate(int act, float lo, float hi, float x) {
     case RT_CUDA_ACT_RELU: return x > 0.0f ? x : 0.0f;
     case RT_CUDA_ACT_CLIP: return x < lo ? lo : x > hi ? hi : x;
     case RT_CUDA_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case RT_CUDA_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    // the GELUs and SiLU in forms that do not cancel for large negative x, as the CPU's
+    case RT_CUDA_ACT_GELU: return 0.5f * x * erfcf(x * -0.70710678118654752f);
+    case RT_CUDA_ACT_SILU: return x / (1.0f + expf(-x));
+    case RT_CUDA_ACT_GELU_TANH:
+        return x / (1.0f + expf(-1.5957691216057308f * (x + 0.044715f * x * x * x)));
     case RT_CUDA_ACT_HARDSWISH: {
         float g = x / 6.0f + 0.5f;
         return x * (g < 0.0f ? 0.0f : g > 1.0f ? 1.0f : g);

@@ -46,11 +46,12 @@ __device__ inline void unary(const rt_cuda_unary_params &p) {
         case RT_CUDA_LEAKY_RELU: r = v < (T)0 ? alpha * v : v; break;
         case RT_CUDA_ELU: r = v < (T)0 ? alpha * expm1(v) : v; break;
         case RT_CUDA_SELU: r = beta * (v <= (T)0 ? alpha * expm1(v) : v); break;
-        case RT_CUDA_GELU: r = (T)0.5 * v * ((T)1 + erf(v * (T)0.70710678118654752440)); break;
+        // both GELUs in forms that do not cancel for large negative v, as the CPU's
+        case RT_CUDA_GELU: r = (T)0.5 * v * erfc(v * (T)-0.70710678118654752440); break;
         case RT_CUDA_GELU_TANH:
-            r = (T)0.5 * v *
-                ((T)1 + tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v)));
+            r = v * stable_sigmoid((T)1.5957691216057308 * (v + (T)0.044715 * v * v * v));
             break;
+        case RT_CUDA_SILU: r = v * stable_sigmoid(v); break;
         case RT_CUDA_SOFTPLUS: r = softplus(v); break;
         case RT_CUDA_SOFTSIGN: r = v / ((T)1 + fabs(v)); break;
         case RT_CUDA_HARD_SWISH: r = v * clamp01(v / (T)6 + (T)0.5); break;

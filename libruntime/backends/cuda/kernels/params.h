@@ -21,7 +21,7 @@ enum {
     RT_CUDA_TAN, RT_CUDA_TANH, RT_CUDA_ERF, RT_CUDA_SIGMOID, RT_CUDA_HARD_SIGMOID,
     RT_CUDA_LEAKY_RELU, RT_CUDA_ELU, RT_CUDA_SELU, RT_CUDA_GELU, RT_CUDA_GELU_TANH,
     RT_CUDA_SOFTPLUS, RT_CUDA_SOFTSIGN, RT_CUDA_HARD_SWISH, RT_CUDA_MISH, RT_CUDA_CLIP,
-    RT_CUDA_ISNAN, RT_CUDA_ISINF, RT_CUDA_RELU
+    RT_CUDA_ISNAN, RT_CUDA_ISINF, RT_CUDA_RELU, RT_CUDA_SILU
 };
 
 /* Binary kinds. LESS, LESS_EQUAL and EQUAL write bool (one byte); POW, PRELU (a < 0 ?
@@ -38,7 +38,7 @@ enum {
 /* Fused activations, numbered as rt_fused_activation in ops/fused_activation.h. */
 enum {
     RT_CUDA_ACT_NONE = 0, RT_CUDA_ACT_RELU, RT_CUDA_ACT_CLIP, RT_CUDA_ACT_SIGMOID,
-    RT_CUDA_ACT_GELU, RT_CUDA_ACT_HARDSWISH
+    RT_CUDA_ACT_GELU, RT_CUDA_ACT_HARDSWISH, RT_CUDA_ACT_SILU, RT_CUDA_ACT_GELU_TANH
 };
 
 /* Reductions, with the rules of ops/reduce/kernels/reduce.c. */

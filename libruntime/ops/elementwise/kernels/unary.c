@@ -123,6 +123,7 @@ DEFINE_FLOAT_UNARY(gelu__f64, double, double, 0.5 * v * erfc(-v * INV_SQRT2))
 DEFINE_FLOAT_UNARY(gelu_tanh__f64, double, double,
                    v * sigmoid__f64(2 * SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
 DEFINE_FLOAT_UNARY(softplus__kf64, double, double, softplus__f64(v))
+DEFINE_FLOAT_UNARY(silu__f64, double, double, v * sigmoid__f64(v))
 
 #define DEFINE_VMATH_UNARY(name, fn)                                                      \
     static void name(void *out, const void *x, size_t n, const rt_unary_params *p) {     \
@@ -137,6 +138,7 @@ DEFINE_VMATH_UNARY(sigmoid__kf32, RT_VMATH_SIGMOID)
 DEFINE_VMATH_UNARY(gelu__f32, RT_VMATH_GELU)
 DEFINE_VMATH_UNARY(gelu_tanh__f32, RT_VMATH_GELU_TANH)
 DEFINE_VMATH_UNARY(softplus__kf32, RT_VMATH_SOFTPLUS)
+DEFINE_VMATH_UNARY(silu__f32, RT_VMATH_SILU)
 
 #define DEFINE_SIGNED_KINDS(sfx, T, W)                                      \
     DEFINE_INT_UNARY(abs__##sfx, T, v < 0 ? (T)(0u - (W)v) : v)             \
@@ -184,6 +186,7 @@ DEFINE_INT_UNARY(not__bool, uint8_t, v == 0)
     ENTRY(RT_UNARY_SOFTSIGN, type, softsign__##sfx)                 \
     ENTRY(RT_UNARY_HARD_SWISH, type, hard_swish__##sfx)             \
     ENTRY(RT_UNARY_MISH, type, mish__##sfx)                         \
+    ENTRY(RT_UNARY_SILU, type, silu__##sfx)                         \
     ENTRY(RT_UNARY_CLIP, type, clip__##sfx)                         \
     ENTRY(RT_UNARY_ISNAN, type, isnan__##sfx)                       \
     ENTRY(RT_UNARY_ISINF, type, isinf__##sfx)

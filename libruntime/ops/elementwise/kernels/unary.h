@@ -36,6 +36,7 @@ typedef enum rt_unary_kind {
     RT_UNARY_SOFTSIGN,
     RT_UNARY_HARD_SWISH,
     RT_UNARY_MISH,
+    RT_UNARY_SILU, /* x * sigmoid(x) */
     RT_UNARY_CLIP,
     RT_UNARY_ISNAN,
     RT_UNARY_ISINF,
