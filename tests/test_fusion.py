@@ -127,16 +127,18 @@ def _weights(model):
     return found["w"], found["b"]
 
 
-def _linear_then(chain, extra_inits=(), duplicate_add=False, outputs=("y",)):
+def _linear_then(chain, extra_inits=(), duplicate_add=False, outputs=("y",), shapes=None):
     """f = x @ w + b (computed twice when duplicate_add, as the classic exporter repeats
-    values), then `chain` of (op, inputs, output)."""
+    values), then `chain` of (op, inputs, output); extra_inits are (name, value) pairs, shapes
+    the outputs' shapes where not [3, 5]."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(5)
     inits = [numpy_helper.from_array(rng.standard_normal((6, 5)).astype(np.float32), "w"),
              numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b")]
-    inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in extra_inits]
+    inits += [numpy_helper.from_array(np.asarray(v, np.asarray(v).dtype if isinstance(v, np.ndarray)
+                                                 else np.float32), n) for n, v in extra_inits]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
              helper.make_node("Add", ["m", "b"], ["f"])]
     if duplicate_add:
@@ -144,7 +146,8 @@ def _linear_then(chain, extra_inits=(), duplicate_add=False, outputs=("y",)):
     nodes += [helper.make_node(op, inputs, [out]) for op, inputs, out in chain]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [3, 5]) for o in outputs], inits)
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, (shapes or {}).get(o, [3, 5]))
+         for o in outputs], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model
@@ -238,3 +241,22 @@ def test_epilogue_activations_give_the_separate_ops_bits(kind, op, params):
         outs = [np.asarray(o) for o in method(x, img)]
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[2], outs[3])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_activation_fuses_through_a_reshape_of_the_layer_output(shared):
+    """Gemm, Reshape, activation (the classic exporter's 3-D linear): the activation moves into
+    the linear's epilogue, unless the unreshaped result has another reader."""
+    chain = [("Reshape", ["f", "shape"], "r"), ("Relu", ["r"], "y")]
+    outputs = ("y",)
+    if shared:
+        chain.append(("Neg", ["f"], "n"))
+        outputs = ("y", "n")
+    model = _linear_then(chain, [("shape", np.array([15], np.int64))], outputs=outputs,
+                         shapes={"y": [15]})
+    x = np.random.default_rng(8).standard_normal((3, 6)).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    assert ("linear_act" in ops) != shared and ("relu" in ops) == shared, ops
+    w, b = _weights(model)
+    np.testing.assert_allclose(fused, np.maximum(x @ w + b, 0).reshape(15), rtol=1e-5,
+                               atol=1e-6)

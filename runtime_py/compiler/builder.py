@@ -443,13 +443,22 @@ class MethodBuilder:
                 return pc
         return None
 
-    def fuse_activation(self, value: Value, kind: int, lo: float = 0.0, hi: float = 0.0) -> bool:
+    def fuse_activation(self, value: Value, kind: int, lo: float = 0.0, hi: float = 0.0,
+                        through_reshape: bool = False) -> bool:
         """Turn the conv2d or linear call producing `value` into conv2d_act / linear_act with
-        the given activation (see docs/ops.md). False when `value` has no such producer."""
+        the given activation (see docs/ops.md). With through_reshape, `value` may also be a
+        reshape of such a call's result (an elementwise activation commutes with it): the
+        caller vouches that nothing else reads that result. False when `value` has no such
+        producer."""
         pc = self.producer(value)
         if pc is None or value.dtype != "float32":
             return False
         _, op, args = self._instructions[pc]
+        if op == "reshape" and through_reshape:
+            inner = self.producer(self._values[args[0]])
+            if inner is not None and self._instructions[inner][1] in ("conv2d", "linear"):
+                pc = inner
+                _, op, args = self._instructions[pc]
         if op not in ("conv2d", "linear"):
             return False
         extra = [self.scalar(int(kind)).index, self.scalar(float(lo)).index,

@@ -112,6 +112,7 @@ class Converter:
         self.materializer = Materializer(self)
         graph = model.graph
         self.consumers: Dict[str, int] = {}  # value name -> nodes and graph outputs reading it
+        self.producers: Dict[str, Any] = {}  # value name -> its node (after rewrite_patterns)
         self._count_consumers(graph)
         self._numpy_helper = onnx.numpy_helper
 
@@ -155,6 +156,7 @@ class Converter:
                 self.consumers = {}
                 self._count_consumers(graph, rewritten)
             nodes = rewritten
+        self.producers = {out: n for n in nodes for out in n.output if out}
         return nodes
 
     # ---- values --------------------------------------------------------------------------

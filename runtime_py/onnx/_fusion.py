@@ -2,8 +2,9 @@
 
 - Conv + BatchNormalization: the normalisation folded into the convolution's weights and bias.
 - MatMul + Add of a constant bias: one linear op (x @ W^T + b through the packed GEMM).
-- Conv / Gemm / MatMul+Add followed by Relu, Clip (ReLU6), Sigmoid, HardSwish or Gelu: the
-  activation applied in the GEMM's epilogue (conv2d_act / linear_act).
+- Conv / Gemm / MatMul+Add followed by Relu, Clip (ReLU6), Sigmoid, HardSwish, Gelu or Swish
+  (SiLU), directly or after a Reshape: the activation applied in the GEMM's epilogue
+  (conv2d_act / linear_act).
 
 A fusion applies only when the first op's result feeds nothing else, so no other node can see
 the intermediate value it removes. convert(..., fuse=False) turns them all off; the tests compare
@@ -48,7 +49,12 @@ def _fuse_activation(cv, node, inputs, attrs):
     if spec is None:
         return None
     kind, lo, hi = spec
-    return [x] if cv.m.fuse_activation(x, kind, lo, hi) else None
+    # a Reshape between the layer and the activation (the classic exporter's 3-D Gemm), whose
+    # input has no other reader, lets the activation move before it
+    reshape = cv.producers.get(node.input[0])
+    through = reshape is not None and reshape.op_type == "Reshape" and \
+        cv.consumers.get(reshape.input[0], 0) == 1
+    return [x] if cv.m.fuse_activation(x, kind, lo, hi, through_reshape=through) else None
 
 
 def _fold_batch_norm(cv, node, inputs, attrs):
