@@ -260,3 +260,46 @@ def test_activation_fuses_through_a_reshape_of_the_layer_output(shared):
     w, b = _weights(model)
     np.testing.assert_allclose(fused, np.maximum(x @ w + b, 0).reshape(15), rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("style", ["classic", "dynamo"])
+def test_rms_norm_chain_and_its_weight_become_one_op(style):
+    """Llama's RMSNorm as the exporters write it (classic: ReduceMean with an axes attribute and
+    Div(1, Sqrt); dynamo, opset 18: axes as an input and Reciprocal), then the weight: one
+    rms_norm with the weight as its scale."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(9)
+    weight = rng.standard_normal(16).astype(np.float32)
+    inits = [numpy_helper.from_array(weight, "weight"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+             numpy_helper.from_array(np.array([-1], np.int64), "axes")]
+    if style == "classic":
+        mean = helper.make_node("ReduceMean", ["sq"], ["mean"], axes=[-1], keepdims=1)
+        inverse = helper.make_node("Div", ["one", "root"], ["inv"])
+        opset = 17
+    else:
+        mean = helper.make_node("ReduceMean", ["sq", "axes"], ["mean"], keepdims=1)
+        inverse = helper.make_node("Reciprocal", ["root"], ["inv"])
+        opset = 18
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]), mean,
+             helper.make_node("Add", ["mean", "eps"], ["var"]),
+             helper.make_node("Sqrt", ["var"], ["root"]), inverse,
+             helper.make_node("Mul", ["x", "inv"], ["normed"]),
+             helper.make_node("Mul", ["weight", "normed"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    assert ops == {"rms_norm"}, ops
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * weight
+    np.testing.assert_allclose(fused, want, rtol=1e-5, atol=1e-6)
+    plain, _ = run(ro.convert(model, fuse=False), x)
+    np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6)

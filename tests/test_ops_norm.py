@@ -1,6 +1,6 @@
-"""layer_norm, instance_norm, group_norm, lp_norm and conv_transpose2d against numpy references,
-through the builder: several shapes (zero-size ones included), float32 and float64, both
-conv_transpose2d paths (direct and GEMM + col2im), and a few load-time errors."""
+"""layer_norm, rms_norm, instance_norm, group_norm, lp_norm and conv_transpose2d against numpy
+references, through the builder: several shapes (zero-size ones included), float32 and float64,
+both conv_transpose2d paths (direct and GEMM + col2im), and a few load-time errors."""
 from __future__ import annotations
 
 import warnings
@@ -107,6 +107,58 @@ def test_layer_norm_bad_scale():
     m.output(y)
     with pytest.raises(rt.InvalidProgram, match=r"layer_norm\): scale \[2\] must match"):
         rt.Program.load(b.to_bytes()).load_method("forward")
+
+
+# ---- rms_norm --------------------------------------------------------------------------------
+
+def rms_norm_ref(x, scale, axis, eps):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    x64 = x.astype(np.float64)
+    y = x64 / np.sqrt((x64 ** 2).mean(axis=axes, keepdims=True) + eps)
+    return (y if scale is None else y * scale).astype(x.dtype)
+
+
+def rms_norm(m, x, scale, axis, eps, dtype="float32"):
+    return m.call("rms_norm", x, scale, axis, eps, outputs=[(dtype, x.shape, x.dynamic)])[0]
+
+
+@pytest.mark.parametrize("shape,axis,scale_shape,dtype", [
+    ((2, 3, 64), -1, (64,), np.float32),
+    ((2, 3, 4, 5), 1, (4, 5), np.float32),
+    ((2, 3, 4, 5), 0, None, np.float64),
+    ((6, 7), 1, (1, 7), np.float64),
+    ((3, 1000), -1, (1000,), np.float32),
+    ((0, 5), -1, (5,), np.float32),
+])
+def test_rms_norm(shape, axis, scale_shape, dtype):
+    """Llama's and T5's RMSNorm: x / sqrt(mean(x^2) + eps) * scale over the dims from axis."""
+    x = rand(shape, dtype, offset=0.5)
+    scale = rand(scale_shape, dtype) if scale_shape else None
+    arrays = [a for a in (x, scale) if a is not None]
+    name = np.dtype(dtype).name
+    (y,) = run(lambda m, x_v, *s: rms_norm(m, x_v, s[0] if s else None, axis, 1e-6, name),
+               *arrays, num_threads=3)
+    close(y, rms_norm_ref(x, scale, axis, 1e-6))
+
+
+def test_rms_norm_in_place_and_errors():
+    x = rand((4, 16))
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x.shape)
+    t = m.copy(xv)
+    m.call("rms_norm", t, None, -1, 1e-5, out=t)
+    m.output(t, "y")
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward") as method:
+        close(np.array(method(x)[0]), rms_norm_ref(x, None, -1, 1e-5))
+    for scale_shape, eps, text in (((8,), 1e-5, r"scale \[8\] must match the trailing sizes"),
+                                   ((16,), -1.0, "epsilon must be finite and >= 0")):
+        b = ProgramBuilder()
+        m = b.method("forward")
+        xv, sv = m.input("x", "float32", x.shape), m.input("s", "float32", scale_shape)
+        m.output(rms_norm(m, xv, sv, -1, eps), "y")
+        with pytest.raises(rt.InvalidProgram, match=r"rms_norm\): " + text):
+            rt.Program.load(b.to_bytes()).load_method("forward")
 
 
 # ---- instance_norm and group_norm ------------------------------------------------------------

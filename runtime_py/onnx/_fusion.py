@@ -2,6 +2,8 @@
 
 - Conv + BatchNormalization: the normalisation folded into the convolution's weights and bias.
 - MatMul + Add of a constant bias: one linear op (x @ W^T + b through the packed GEMM).
+- rms_norm (from RMSNormalization or the RMS chains of _patterns.py) times a constant weight:
+  the weight becomes its scale.
 - Conv / Gemm / MatMul+Add followed by Relu, Clip (ReLU6), Sigmoid, HardSwish, Gelu or Swish
   (SiLU), directly or after a Reshape: the activation applied in the GEMM's epilogue
   (conv2d_act / linear_act).
@@ -28,6 +30,8 @@ def try_fuse(cv: Any, node: Any, inputs: List[Any], attrs: dict) -> Optional[Lis
         return _fold_batch_norm(cv, node, inputs, attrs)
     if node.op_type == "Add":
         return _fuse_bias(cv, node, inputs)
+    if node.op_type == "Mul":
+        return _fuse_norm_scale(cv, node, inputs)
     return None
 
 
@@ -80,6 +84,33 @@ def _fold_batch_norm(cv, node, inputs, attrs):
     cv.m.replace_argument(pc, 1, cv.tensor(new_weight))
     cv.m.replace_argument(pc, 2, cv.tensor(new_bias))
     return [x]
+
+
+def _fuse_norm_scale(cv, node, inputs):
+    """rms_norm without a scale, times a constant with its last sizes (Llama's and T5's
+    weight) -> rms_norm with that scale."""
+    from ._lowerings.norm import trailing_sizes_of
+
+    for side in (0, 1):
+        y, weight = _sole_use(cv, node, side), inputs[1 - side]
+        if y is None or weight is None or isinstance(weight, Value):
+            continue
+        pc = cv.m.producer(y)
+        if pc is None or cv.m._instructions[pc][1] != "rms_norm":
+            continue
+        _, scale_index, axis_index = cv.m._instructions[pc][2][:3]
+        weight = np.asarray(weight)
+        axis = cv.m._values[axis_index].payload
+        if cv.m._values[scale_index].is_tensor or weight.dtype != np.dtype(y.dtype) or \
+                weight.ndim > len(y.shape):
+            continue
+        axis = axis + len(y.shape) if axis < 0 else axis
+        if not trailing_sizes_of(weight.shape, y.shape, axis) or \
+                not all(isinstance(d, int) for d in cv.dims_of(y)[axis:]):
+            continue
+        cv.m.replace_argument(pc, 1, cv.tensor(weight))
+        return [y]
+    return None
 
 
 def _fuse_bias(cv, node, inputs):

@@ -12,6 +12,8 @@ each), and a chain can only be recognised where its input is one value. Then:
   and the tanh GELU (GPT-2's), the same with Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)),
   sqrt(2 / pi))) in place of the Erf, become one Gelu node (approximate "tanh" for the second);
 - SiLU, Mul(x, Sigmoid(x)), becomes one Swish node (alpha 1);
+- RMS normalisation over the last axis (Pow, ReduceMean, Add, Sqrt, Reciprocal or Div, Mul)
+  becomes one RMSNormalization node;
 
 which the activation fusion can then move into the epilogue of the layer before them. A chain
 is rewritten only when each intermediate value has no reader outside it, so nothing else can
@@ -177,6 +179,64 @@ def fuse_gelu(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarra
         replaced[id(last)] = make_node("Gelu", [x], [last.output[0]], name=last.name or "gelu",
                                        approximate=approximate)
     return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
+
+
+def fuse_rms_norm(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
+                  consumers: Dict[str, int], make_node: Callable[..., Any]) -> List[Any]:
+    """`nodes` with every RMS normalisation over the last axis, as Llama and T5 export it,
+
+        Mul(x, Reciprocal(Sqrt(Add(ReduceMean(Pow(x, 2), [-1], keepdims), eps))))
+        (or Div(1, Sqrt(...)) for the Reciprocal),
+
+    replaced by an RMSNormalization node without a scale (the Mul by the weight that follows
+    folds into it while lowering, _fusion.py)."""
+    g = _Graph(nodes, constant, consumers)
+    removed, replaced = set(), {}
+    for mean in nodes:
+        if mean.op_type != "ReduceMean" or not _over_last_axis(g, mean):
+            continue
+        square = g.sole_producer(mean.input[0], "Pow")
+        if square is None or not g.near(square.input[1], 2.0):
+            continue
+        x = square.input[0]
+        add = g.only_reader(mean.output[0])
+        eps = g.other_input(add, mean.output[0]) if add is not None else None
+        value = constant(eps) if eps else None
+        if add is None or add.op_type != "Add" or value is None or value.size != 1:
+            continue
+        sqrt = g.only_reader(add.output[0])
+        inverse = g.only_reader(sqrt.output[0]) if sqrt and sqrt.op_type == "Sqrt" else None
+        if inverse is None or not (inverse.op_type == "Reciprocal" or (
+                inverse.op_type == "Div" and g.near(inverse.input[0], 1.0) and
+                list(inverse.input[1:]) == [sqrt.output[0]])):
+            continue
+        mul = g.only_reader(inverse.output[0])
+        if mul is None or mul.op_type != "Mul" or g.other_input(mul, inverse.output[0]) != x:
+            continue
+        chain = [square, mean, add, sqrt, inverse]
+        if any(id(n) in removed for n in chain + [mul]) or constant(x) is not None:
+            continue
+        removed.update(id(n) for n in chain)
+        replaced[id(mul)] = make_node("RMSNormalization", [x], [mul.output[0]],
+                                      name=mul.name or "rms_norm", axis=-1,
+                                      epsilon=float(value.reshape(())))
+    return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
+
+
+def _over_last_axis(g: _Graph, mean: Any) -> bool:
+    """A ReduceMean over axis -1 alone (as an attribute or, from opset 18, an input), keeping
+    the dimension."""
+    attrs = {a.name: a for a in mean.attribute}
+    if "keepdims" in attrs and attrs["keepdims"].i != 1:
+        return False
+    if "axes" in attrs:
+        axes = list(attrs["axes"].ints)
+    elif len(mean.input) > 1 and mean.input[1]:
+        value = g.constant(mean.input[1])
+        axes = [] if value is None else [int(a) for a in value.reshape(-1)]
+    else:
+        return False
+    return axes == [-1]
 
 
 def fuse_silu(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],

@@ -95,6 +95,7 @@ std::map<std::string, kernel_entry> &kernels() {
 #define RT_CUDA_KERNEL(name)                                                                  \
     t["rt_k_" #name] = entry(rt_k_##name, std::string(#name).find("softmax") == 0 ||         \
                                               std::string(#name).find("layer_norm") == 0 ||  \
+                                              std::string(#name).find("rms_norm") == 0 ||    \
                                               std::string(#name).find("channel_norm") == 0 ||\
                                               std::string(#name).find("gemm") == 0 ||        \
                                               std::string(#name).find("reduce") == 0 ||      \

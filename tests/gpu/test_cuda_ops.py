@@ -400,6 +400,18 @@ def test_layer_norm(axis, params, dtype):
     _assert_same(b.to_bytes(), x, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis,scaled", [(-1, True), (1, False), (1, True)])
+def test_rms_norm(axis, scaled, dtype):
+    x = RNG.standard_normal((4, 6, 70)).astype(dtype)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", dtype, x.shape)
+    scale = m.constant(RNG.standard_normal(x.shape[axis:]).astype(dtype)) if scaled else None
+    m.output(m.call("rms_norm", xv, scale, axis, 1e-6, outputs=[(dtype, x.shape, False)])[0])
+    _assert_same(b.to_bytes(), x, rtol=1e-5, atol=1e-6)
+
+
 REDUCTIONS = ["reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min",
               "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
               "reduce_sum_square"]

@@ -596,6 +596,37 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
 }
 
+/* ---- rms_norm ------------------------------------------------------------------------ */
+
+static rt_status run_rms_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__rms_norm_prepare(ctx));
+    const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
+    rt_tensor_value *scale;
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 1, "scale", &scale));
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
+    rt_cuda_rms_norm_params p;
+    memset(&p, 0, sizeof p);
+    p.rows = p.len = 1;
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (d < axis)
+            p.rows *= x->sizes[d];
+        else
+            p.len *= x->sizes[d];
+    }
+    if (p.rows == 0 || p.len == 0)
+        return RT_OK;
+    RT_RETURN_IF_ERROR(rt_op__double(ctx, 3, "epsilon", &p.eps));
+    p.x = x->data;
+    p.out = out->data;
+    p.scale = scale ? scale->data : NULL;
+    p.scale_period = scale ? rt_tensor__numel(scale) : 1;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_rms_norm_f32 : RT_CUDA_K_rms_norm_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
+}
+
 /* ---- instance_norm, group_norm ------------------------------------------------------ */
 
 static rt_status channel_norm(rt_op_ctx *ctx, rt_cuda_method *cm, bool grouped) {

@@ -1,6 +1,7 @@
-/* norm.c: the layer_norm, instance_norm, group_norm and lp_norm operators.
+/* norm.c: the layer_norm, rms_norm, instance_norm, group_norm and lp_norm operators.
  *
- * The first three view x as rows of contiguous elements (layer_norm: the dims from `axis` on;
+ * The first four view x as rows of contiguous elements (layer_norm, rms_norm: the dims from
+ * `axis` on;
  * instance_norm and group_norm: one (image, group) per row), split over threads, which
  * kernels/standardize.c brings to (x - mean) * inv_std * scale + bias; the output may be x
  * itself. lp_norm's kernel is kernels/lp.c. */
@@ -154,6 +155,52 @@ rt_status rt_ops__layer_norm_run(rt_op_ctx *ctx) {
         .len = len, .eps = a.eps, .scale_period = a.scale_period, .bias_period = a.bias_period,
     };
     run_rows(ctx, &job, rows, rt_norm__layer_rows(a.x->type));
+    return RT_OK;
+}
+
+/* ---- rms_norm --------------------------------------------------------------------------- */
+
+typedef struct rms_args {
+    rt_tensor_value *x, *scale, *out;
+    int32_t axis;
+    double eps;
+    int64_t scale_period;
+} rms_args;
+
+/* rms_norm(x, scale: tensor | none, axis: int, epsilon: double, out) */
+static rt_status rms_setup(rt_op_ctx *ctx, rms_args *a) {
+    int64_t axis;
+    RT_RETURN_IF_ERROR(rt_op__expect_nargs(ctx, 5));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 0, "x", &a->x));
+    RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 1, "scale", &a->scale));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis));
+    RT_RETURN_IF_ERROR(check_epsilon(ctx, 3, &a->eps));
+    RT_RETURN_IF_ERROR(rt_op__tensor(ctx, 4, "out", &a->out));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis, a->x->rank, "axis", &a->axis));
+    RT_RETURN_IF_ERROR(check_x_out(ctx, a->x, a->out));
+    RT_RETURN_IF_ERROR(check_param(ctx, a->scale, "scale", a->x, a->out));
+    return suffix_period(ctx, a->scale, "scale", a->x, a->axis, &a->scale_period);
+}
+
+rt_status rt_ops__rms_norm_prepare(rt_op_ctx *ctx) {
+    rms_args a;
+    return rms_setup(ctx, &a);
+}
+
+rt_status rt_ops__rms_norm_run(rt_op_ctx *ctx) {
+    rms_args a;
+    RT_RETURN_IF_ERROR(rms_setup(ctx, &a));
+    int64_t rows = 1, len = 1;
+    for (int32_t d = 0; d < a.x->rank; d++) {
+        if (d < a.axis)
+            rows *= a.x->sizes[d];
+        else
+            len *= a.x->sizes[d];
+    }
+    rt_norm_job job = {.x = a.x->data, .scale = a.scale ? a.scale->data : NULL,
+                       .out = a.out->data, .len = len, .eps = a.eps,
+                       .scale_period = a.scale_period};
+    run_rows(ctx, &job, rows, rt_norm__rms_rows(a.x->type));
     return RT_OK;
 }
 

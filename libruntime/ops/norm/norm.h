@@ -26,6 +26,8 @@ typedef struct rt_norm_job {
 /* Rows of x through (x - mean) * inv_std * scale + bias, for float32 or float64: layer_norm's
  * (scale and bias by period) and instance / group norm's (by channel or group). */
 rt_range_fn rt_norm__layer_rows(rt_type type);
+/* Rows of x through x / sqrt(mean(x^2) + eps) * scale (rms_norm; scale by period, no bias). */
+rt_range_fn rt_norm__rms_rows(rt_type type);
 rt_range_fn rt_norm__channel_rows(rt_type type);
 
 /* x viewed as [outer, n, inner], normalised over n. Columns of the inner dimension are done

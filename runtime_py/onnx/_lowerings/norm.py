@@ -138,8 +138,10 @@ def _check_channel_x(cv, x, op):
 
 @lowers("RMSNormalization")
 def rms_normalization(cv, node, inputs, attrs):
-    """Y = X / sqrt(mean(X^2 over [axis, rank)) + epsilon) * scale, in float32 or float64."""
-    x, scale = inputs[0], inputs[1]
+    """Y = X / sqrt(mean(X^2 over [axis, rank)) + epsilon) * scale, in float32 or float64: one
+    rms_norm, the scale inside it where its sizes are X's last ones (else a Mul after). The
+    importer's own RMS chains (_patterns.py) come without a scale."""
+    x, scale = inputs[0], optional(inputs, 1)
     dtype = cv.dtype_of(x)
     if dtype not in ("float32", "float64"):
         raise cv.fail(f"X has dtype {dtype}; supported: float32, float64")
@@ -149,15 +151,22 @@ def rms_normalization(cv, node, inputs, attrs):
     axis = axis + rank if axis < 0 else axis
     if not 0 <= axis < rank:
         raise cv.fail(f"axis {attrs.get('axis')} is out of range for rank {rank}")
-    m = cv.m
     x = cv.tensor(x)
-    axes = list(range(axis, rank))
-    reduced = tuple(1 if d in axes else s for d, s in enumerate(shape))
-    mean_square = m.call("reduce_mean", m.mul(x, x), axes, True,
-                         outputs=[(dtype, reduced, x.dynamic)])[0]
-    eps = cv.tensor(np.array(float(attrs.get("epsilon", 1e-5)), dtype))
-    rms = m.call("sqrt", m.add(mean_square, eps), outputs=[(dtype, reduced, x.dynamic)])[0]
-    return [m.mul(m.div(x, rms), cv.tensor(_operand(cv, scale, dtype)))]
+    s = None if scale is None else cv.tensor(_operand(cv, scale, dtype))
+    static = all(isinstance(d, int) for d in cv.dims_of(x)[axis:])
+    inside = s is not None and static and trailing_sizes_of(s.shape, shape, axis)
+    y = cv.m.call("rms_norm", x, s if inside else None, axis,
+                  float(attrs.get("epsilon", 1e-5)), outputs=[(dtype, shape, x.dynamic)])[0]
+    return [y if s is None or inside else cv.m.mul(y, s)]
+
+
+def trailing_sizes_of(sizes, shape, axis: int) -> bool:
+    """sizes, leading 1s aside, are the last sizes of shape from axis on (rms_norm's and
+    layer_norm's rule for a scale)."""
+    kept = list(sizes)
+    while kept and kept[0] == 1:
+        kept.pop(0)
+    return len(kept) <= len(shape) - axis and list(shape[len(shape) - len(kept):]) == kept
 
 
 @lowers("InstanceNormalization")

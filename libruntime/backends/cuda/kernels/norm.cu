@@ -1,4 +1,4 @@
-// norm.cu: softmax / log_softmax and layer_norm, one block of RT_BLOCK threads per row.
+// norm.cu: softmax / log_softmax, layer_norm and rms_norm, one block of RT_BLOCK threads per row.
 // Sums run in double, as in the CPU kernels, so results agree to rounding.
 #include "common.cuh"
 
@@ -119,3 +119,25 @@ extern "C" __global__ void rt_k_layer_norm_f32(rt_cuda_layer_norm_params p) {
 extern "C" __global__ void rt_k_layer_norm_f64(rt_cuda_layer_norm_params p) {
     layer_norm<double>(p);
 }
+
+// rms_norm: x / sqrt(mean(x^2) + eps) * scale; the row is summed before any write (out may be x).
+template <typename T>
+__device__ inline void rms_norm(const rt_cuda_rms_norm_params &p) {
+    __shared__ double shared[RT_BLOCK];
+    const T *sc = (const T *)p.scale;
+    for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+        const T *x = (const T *)p.x + r * p.len;
+        T *o = (T *)p.out + r * p.len;
+        double squares = 0.0;
+        for (int64_t k = threadIdx.x; k < p.len; k += RT_BLOCK)
+            squares += (double)x[k] * (double)x[k];
+        squares = rt_block_sum(squares, shared);
+        const T s = (T)(1.0 / sqrt(squares / (double)p.len + p.eps));
+        for (int64_t k = threadIdx.x; k < p.len; k += RT_BLOCK)
+            o[k] = sc ? x[k] * s * sc[k % p.scale_period] : x[k] * s;
+        __syncthreads(); // the next row reuses `shared`
+    }
+}
+
+extern "C" __global__ void rt_k_rms_norm_f32(rt_cuda_rms_norm_params p) { rms_norm<float>(p); }
+extern "C" __global__ void rt_k_rms_norm_f64(rt_cuda_rms_norm_params p) { rms_norm<double>(p); }

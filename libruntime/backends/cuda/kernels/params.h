@@ -287,6 +287,14 @@ typedef struct rt_cuda_layer_norm_params {
     void *out, *mean, *inv_std;
 } rt_cuda_layer_norm_params;
 
+/* RMS norm of `rows` contiguous rows of `len`; scale repeats with its period. */
+typedef struct rt_cuda_rms_norm_params {
+    int64_t rows, len, scale_period;
+    double eps;
+    const void *x, *scale;
+    void *out;
+} rt_cuda_rms_norm_params;
+
 /* instance_norm / group_norm: row r is group r % groups of its image, group_channels channels
  * of `spatial` elements; scale and bias hold one value per channel, or per group. */
 typedef struct rt_cuda_channel_norm_params {

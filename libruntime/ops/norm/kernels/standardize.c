@@ -1,5 +1,5 @@
 /* standardize.c: rows brought to mean 0 and variance 1, then scaled and shifted, in float32
- * and float64 (layer_norm, instance_norm, group_norm). A row's mean and variance come from one
+ * and float64 (layer_norm, instance_norm, group_norm), or to root mean square 1 (rms_norm). A row's mean and variance come from one
  * pass with sums in double, shifted by the row's first element so that a large common offset
  * does not cancel. Each row is read completely before it is written, so out may be x. */
 #include <math.h>
@@ -102,8 +102,37 @@
         }                                                                                  \
     }
 
+/* rms_norm: x / sqrt(mean(x^2) + eps) * scale, the squares summed in double lanes as above
+ * (no shift: the root mean square is taken about 0). An empty row is left empty. */
+#define DEFINE_RMS_ROWS(sfx, T)                                                             \
+    static void rms_rows__##sfx(void *arg, size_t begin, size_t end) {                     \
+        const rt_norm_job *job = arg;                                                       \
+        int64_t len = job->len;                                                            \
+        const T *sc = job->scale;                                                          \
+        int64_t ps = sc ? job->scale_period : len;                                         \
+        for (size_t r = begin; r < end && len > 0; r++) {                                  \
+            const T *x = (const T *)job->x + (int64_t)r * len;                             \
+            T *o = (T *)job->out + (int64_t)r * len;                                       \
+            double sq[STAT_LANES] = {0}, squares = 0;                                      \
+            int64_t k = 0;                                                                 \
+            for (; k + STAT_LANES <= len; k += STAT_LANES)                                 \
+                for (int j = 0; j < STAT_LANES; j++)                                       \
+                    sq[j] += (double)x[k + j] * (double)x[k + j];                          \
+            for (int j = 0; j < STAT_LANES; j++)                                           \
+                squares += sq[j];                                                          \
+            for (; k < len; k++)                                                           \
+                squares += (double)x[k] * (double)x[k];                                    \
+            T s = (T)(1.0 / sqrt(squares / (double)len + job->eps));                       \
+            for (int64_t base = 0; base < len; base += ps)                                 \
+                for (int64_t j = 0; j < ps; j++)                                           \
+                    o[base + j] = sc ? x[base + j] * s * sc[j] : x[base + j] * s;          \
+        }                                                                                  \
+    }
+
 DEFINE_ROW_STATS(f32, float)
 DEFINE_ROW_STATS(f64, double)
+DEFINE_RMS_ROWS(f32, float)
+DEFINE_RMS_ROWS(f64, double)
 DEFINE_LAYER_ROWS(f32, float)
 DEFINE_LAYER_ROWS(f64, double)
 DEFINE_CHANNEL_ROWS(f32, float)
@@ -111,6 +140,10 @@ DEFINE_CHANNEL_ROWS(f64, double)
 
 rt_range_fn rt_norm__layer_rows(rt_type type) {
     return type == RT_F32 ? layer_rows__f32 : layer_rows__f64;
+}
+
+rt_range_fn rt_norm__rms_rows(rt_type type) {
+    return type == RT_F32 ? rms_rows__f32 : rms_rows__f64;
 }
 
 rt_range_fn rt_norm__channel_rows(rt_type type) {
