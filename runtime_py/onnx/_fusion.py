@@ -53,11 +53,12 @@ def _fuse_activation(cv, node, inputs, attrs):
     if spec is None:
         return None
     kind, lo, hi = spec
-    # a Reshape between the layer and the activation (the classic exporter's 3-D Gemm), whose
-    # input has no other reader, lets the activation move before it
-    reshape = cv.producers.get(node.input[0])
-    through = reshape is not None and reshape.op_type == "Reshape" and \
-        cv.consumers.get(reshape.input[0], 0) == 1
+    # a reshape between the layer and the activation lets the activation move before it: an
+    # ONNX Reshape whose input has no other reader (the classic exporter's 3-D Gemm), or the
+    # one a 1-D Conv's lowering ends with (wav2vec2's feature extractor)
+    producer = cv.producers.get(node.input[0])
+    through = producer is not None and (producer.op_type == "Conv" or (
+        producer.op_type == "Reshape" and cv.consumers.get(producer.input[0], 0) == 1))
     return [x] if cv.m.fuse_activation(x, kind, lo, hi, through_reshape=through) else None
 
 
