@@ -303,3 +303,26 @@ def test_rms_norm_chain_and_its_weight_become_one_op(style):
     np.testing.assert_allclose(fused, want, rtol=1e-5, atol=1e-6)
     plain, _ = run(ro.convert(model, fuse=False), x)
     np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_activation_after_a_1d_conv_runs_in_its_epilogue():
+    """A 1-D Conv lowers to conv2d between reshapes; the Gelu after it (wav2vec2's feature
+    extractor) still fuses into conv2d_act."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(10)
+    w = rng.standard_normal((4, 2, 5)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], strides=[2]),
+             helper.make_node("Gelu", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 41])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 19])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    onnx.checker.check_model(model)
+    x = rng.standard_normal((1, 2, 41)).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    assert "conv2d_act" in ops and "gelu" not in ops, ops
+    plain, _ = run(ro.convert(model, fuse=False), x)
+    np.testing.assert_array_equal(fused, plain)
