@@ -553,7 +553,14 @@ static rt_status run_log_softmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return softmax(ctx, cm, true);
 }
 
-/* ---- layer_norm --------------------------------------------------------------------- */
+/* ---- layer_norm, rms_norm ----------------------------------------------------------- */
+
+/* x as rows of the dims before axis by the dims from axis on. */
+static void rows_and_length(const rt_tensor_value *x, int32_t axis, int64_t *rows, int64_t *len) {
+    *rows = *len = 1;
+    for (int32_t d = 0; d < x->rank; d++)
+        *(d < axis ? rows : len) *= x->sizes[d];
+}
 
 static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__layer_norm_prepare(ctx));
@@ -567,13 +574,7 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
     rt_cuda_layer_norm_params p;
     memset(&p, 0, sizeof p);
-    p.rows = p.len = 1;
-    for (int32_t d = 0; d < x->rank; d++) {
-        if (d < axis)
-            p.rows *= x->sizes[d];
-        else
-            p.len *= x->sizes[d];
-    }
+    rows_and_length(x, axis, &p.rows, &p.len);
     if (p.rows == 0)
         return RT_OK;
     RT_RETURN_IF_ERROR(rt_op__double(ctx, 4, "epsilon", &p.eps));
@@ -596,8 +597,6 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.rows, 1), 1, 1, &p);
 }
 
-/* ---- rms_norm ------------------------------------------------------------------------ */
-
 static rt_status run_rms_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__rms_norm_prepare(ctx));
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
@@ -609,13 +608,7 @@ static rt_status run_rms_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
     rt_cuda_rms_norm_params p;
     memset(&p, 0, sizeof p);
-    p.rows = p.len = 1;
-    for (int32_t d = 0; d < x->rank; d++) {
-        if (d < axis)
-            p.rows *= x->sizes[d];
-        else
-            p.len *= x->sizes[d];
-    }
+    rows_and_length(x, axis, &p.rows, &p.len);
     if (p.rows == 0 || p.len == 0)
         return RT_OK;
     RT_RETURN_IF_ERROR(rt_op__double(ctx, 3, "epsilon", &p.eps));

@@ -51,6 +51,14 @@ static rt_status check_epsilon(rt_op_ctx *ctx, size_t index, double *eps) {
 
 /* ---- layer_norm ------------------------------------------------------------------------- */
 
+/* x as rows of the dims before axis by the dims from axis on (both bounded by its element
+ * count). */
+static void rows_and_length(const rt_tensor_value *x, int32_t axis, int64_t *rows, int64_t *len) {
+    *rows = *len = 1;
+    for (int32_t d = 0; d < x->rank; d++)
+        *(d < axis ? rows : len) *= x->sizes[d];
+}
+
 /* p's sizes, leading 1s aside, must be the last sizes of x (from axis on): p then repeats along
  * each row with a period of its element count. */
 static rt_status suffix_period(rt_op_ctx *ctx, const rt_tensor_value *p, const char *what,
@@ -141,13 +149,8 @@ rt_status rt_ops__layer_norm_prepare(rt_op_ctx *ctx) {
 rt_status rt_ops__layer_norm_run(rt_op_ctx *ctx) {
     layer_args a;
     RT_RETURN_IF_ERROR(layer_setup(ctx, &a));
-    int64_t rows = 1, len = 1; /* bounded by the element count of x */
-    for (int32_t d = 0; d < a.x->rank; d++) {
-        if (d < a.axis)
-            rows *= a.x->sizes[d];
-        else
-            len *= a.x->sizes[d];
-    }
+    int64_t rows, len;
+    rows_and_length(a.x, a.axis, &rows, &len);
     rt_norm_job job = {
         .x = a.x->data, .scale = a.scale ? a.scale->data : NULL,
         .bias = a.bias ? a.bias->data : NULL, .out = a.out->data,
@@ -190,13 +193,8 @@ rt_status rt_ops__rms_norm_prepare(rt_op_ctx *ctx) {
 rt_status rt_ops__rms_norm_run(rt_op_ctx *ctx) {
     rms_args a;
     RT_RETURN_IF_ERROR(rms_setup(ctx, &a));
-    int64_t rows = 1, len = 1;
-    for (int32_t d = 0; d < a.x->rank; d++) {
-        if (d < a.axis)
-            rows *= a.x->sizes[d];
-        else
-            len *= a.x->sizes[d];
-    }
+    int64_t rows, len;
+    rows_and_length(a.x, a.axis, &rows, &len);
     rt_norm_job job = {.x = a.x->data, .scale = a.scale ? a.scale->data : NULL,
                        .out = a.out->data, .len = len, .eps = a.eps,
                        .scale_period = a.scale_period};
