@@ -326,3 +326,33 @@ def test_activation_after_a_1d_conv_runs_in_its_epilogue():
     assert "conv2d_act" in ops and "gelu" not in ops, ops
     plain, _ = run(ro.convert(model, fuse=False), x)
     np.testing.assert_array_equal(fused, plain)
+
+
+@pytest.mark.parametrize("case", ["epilogue", "x_read_elsewhere", "sigmoid_read_elsewhere"])
+def test_builder_fuse_silu(case):
+    """ProgramBuilder.fuse_silu (the .pte importer's pass): mul(x, sigmoid(x)) becomes silu,
+    in the linear's epilogue when nothing else reads x; a sigmoid another op reads stays."""
+    from runtime_py.compiler import ProgramBuilder
+
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((5, 12)) * 3).astype(np.float32)
+    w = rng.standard_normal((7, 12)).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x.shape)
+    f = m.linear(xv, m.constant(w))
+    s = m.call("sigmoid", f, outputs=[("float32", (5, 7), False)])[0]
+    m.output(m.mul(f, s), "y")
+    if case == "x_read_elsewhere":
+        m.output(m.relu(f), "extra")
+    if case == "sigmoid_read_elsewhere":
+        m.output(s, "extra")
+    merged = m.fuse_silu()
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as method:
+        ops = set(op for op in program.instruction_ops("forward") if op)
+        got = np.asarray(method(x)[0])
+    want = {"epilogue": {"linear_act"}, "x_read_elsewhere": {"linear", "silu", "relu"},
+            "sigmoid_read_elsewhere": {"linear", "sigmoid", "mul"}}[case]
+    assert ops == want and merged == (case != "sigmoid_read_elsewhere"), ops
+    f64 = x.astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(got, f64 / (1 + np.exp(-f64)), rtol=1e-5, atol=1e-5)

@@ -474,14 +474,7 @@ class MethodBuilder:
         result. Methods with jumps are left as they are. Returns how many pairs it merged."""
         if any(ins[0] != "kernel" for ins in self._instructions):
             return 0
-        reads: Dict[int, int] = {}
-        for ins in self._instructions:
-            for i in ins[2]:
-                v = self._values[i]
-                for t in (v.items if v.kind == w.TENSOR_LIST else [v]):
-                    reads[t.index] = reads.get(t.index, 0) + 1
-        for v, _ in self._inputs + self._outputs + [(v, n) for n, v in self._attributes]:
-            reads[v.index] = reads.get(v.index, 0) + 1
+        reads = self._uses()
         fused: List[Any] = []
         for ins in self._instructions:
             before = fused[-1] if fused else None
@@ -499,6 +492,62 @@ class MethodBuilder:
         merged = len(self._instructions) - len(fused)
         self._instructions = fused
         return merged
+
+    def _uses(self) -> Dict[int, int]:
+        """For each value index, how many instruction arguments (outputs included), inputs,
+        outputs and attributes name it."""
+        uses: Dict[int, int] = {}
+        for ins in self._instructions:
+            for i in ins[2]:
+                v = self._values[i]
+                for t in (v.items if v.kind == w.TENSOR_LIST else [v]):
+                    uses[t.index] = uses.get(t.index, 0) + 1
+        for v, _ in self._inputs + self._outputs + [(v, n) for n, v in self._attributes]:
+            uses[v.index] = uses.get(v.index, 0) + 1
+        return uses
+
+    def fuse_silu(self) -> int:
+        """Replace each mul(x, sigmoid(x)) whose sigmoid result nothing else reads by silu(x),
+        run in the epilogue of the float32 conv2d or linear producing x when nothing else reads
+        x either (ExecuTorch's decomposed SiLU; the ONNX importer matches it before lowering).
+        Methods with jumps are left as they are. Returns how many it replaced."""
+        if any(ins[0] != "kernel" for ins in self._instructions):
+            return 0
+        uses = self._uses()
+        writers: Dict[int, List[int]] = {}
+        for pc, ins in enumerate(self._instructions):
+            writers.setdefault(ins[2][-1], []).append(pc)
+        drop: set = set()
+        count = 0
+        for pc, (_, op, args) in enumerate(self._instructions):
+            if op != "mul" or len(args) != 3:
+                continue
+            for x, s in ((args[0], args[1]), (args[1], args[0])):
+                spc = (writers.get(s) or [None])[0]
+                if spc is None or len(writers[s]) != 1 or spc > pc or uses.get(s) != 2:
+                    continue
+                _, sop, sargs = self._instructions[spc]
+                if sop != "sigmoid" or sargs[0] != x or \
+                        any(spc < w_pc < pc for w_pc in writers.get(x, [])):
+                    continue
+                drop.add(spc)
+                count += 1
+                xpc = writers.get(x, [None])[0]
+                if xpc is not None and len(writers[x]) == 1 and uses.get(x) == 3 and \
+                        writers.get(args[2]) == [pc] and \
+                        self._instructions[xpc][1] in ("conv2d", "linear") and \
+                        self._values[x].dtype == "float32":
+                    _, xop, xargs = self._instructions[xpc]
+                    extra = [self.scalar(6).index, self.scalar(0.0).index,
+                             self.scalar(0.0).index]  # silu (docs/ops.md, linear_act)
+                    self._instructions[xpc] = ("kernel", xop + "_act",
+                                               xargs[:-1] + extra + [args[2]])
+                    drop.add(pc)
+                else:
+                    self._instructions[pc] = ("kernel", "silu", [x, args[2]])
+                break
+        self._instructions = [ins for pc, ins in enumerate(self._instructions) if pc not in drop]
+        return count
 
     def replace_argument(self, pc: int, position: int, value: Value) -> None:
         """Make instruction `pc` read `value` as its argument `position` (used by fusions)."""

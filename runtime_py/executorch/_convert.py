@@ -430,7 +430,8 @@ class MethodConverter:
             self._instruction(ins)
         self.pc, self.op = -1, ""
         self._outputs()
-        self.m.fuse_conv_max_pool()  # once every reader of each result is known
+        self.m.fuse_silu()  # once every reader of each result is known
+        self.m.fuse_conv_max_pool()
 
     def _inputs(self) -> None:
         for n, i in enumerate(self.plan.inputs):
