@@ -356,3 +356,33 @@ def test_builder_fuse_silu(case):
     assert ops == want and merged == (case != "sigmoid_read_elsewhere"), ops
     f64 = x.astype(np.float64) @ w.T.astype(np.float64)
     np.testing.assert_allclose(got, f64 / (1 + np.exp(-f64)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_builder_fuse_rms_norm(shared):
+    """ProgramBuilder.fuse_rms_norm (the .pte importer's pass): ExecuTorch's decomposed RMSNorm
+    and the weight after it become one rms_norm, unless a piece is read elsewhere."""
+    from runtime_py.compiler import ProgramBuilder
+
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    weight = rng.standard_normal(8).astype(np.float32)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", x.shape)
+    mean = m.call("reduce_mean", m.mul(xv, xv), [-1], True,
+                  outputs=[("float32", (2, 3, 1), False)])[0]
+    root = m.call("sqrt", m.add(mean, m.constant(np.array(1e-5, np.float32))),
+                  outputs=[("float32", (2, 3, 1), False)])[0]
+    inverse = m.call("reciprocal", root, outputs=[("float32", (2, 3, 1), False)])[0]
+    m.output(m.mul(m.constant(weight), m.mul(xv, inverse)), "y")
+    if shared:
+        m.output(mean, "mean")
+    assert m.fuse_rms_norm() == (0 if shared else 1)
+    with rt.Program.load(b.to_bytes()) as program, program.load_method("forward") as method:
+        ops = set(op for op in program.instruction_ops("forward") if op)
+        got = np.asarray(method(x)[0])
+    assert (ops == {"rms_norm"}) != shared, ops
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5) * weight
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

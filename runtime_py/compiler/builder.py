@@ -15,6 +15,7 @@ planned for the bounds and kernels set the actual sizes at run time.
 """
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -548,6 +549,111 @@ class MethodBuilder:
                 break
         self._instructions = [ins for pc, ins in enumerate(self._instructions) if pc not in drop]
         return count
+
+    def _scalar_constant(self, index: int) -> Optional[float]:
+        """The value of a one-element float constant tensor, else None."""
+        v = self._values[index]
+        if v.kind != w.TENSOR or v.constant == w.NO_INDEX or v.storage != w.CONSTANT or \
+                v.dtype not in ("float32", "float64") or math.prod(v.shape) != 1:
+            return None
+        raw = self.program._constants[v.constant][0]
+        return struct.unpack("<f" if v.dtype == "float32" else "<d", bytes(raw))[0]
+
+    def fuse_rms_norm(self) -> int:
+        """Replace each RMS normalisation over the last axis written out as mul(x, x) (or
+        pow(x, 2)), reduce_mean over -1 keeping it, add of a one-element epsilon, sqrt,
+        reciprocal, mul by x (ExecuTorch's Llama and T5 exports) by one rms_norm, and a mul of
+        its result by a constant with its last sizes (the weight) by rms_norm's scale, when
+        nothing else reads the pieces. Methods with jumps are left as they are. Returns how
+        many chains it replaced."""
+        if any(ins[0] != "kernel" for ins in self._instructions):
+            return 0
+        uses = self._uses()
+        writer: Dict[int, int] = {}
+        for pc, ins in enumerate(self._instructions):
+            writer[ins[2][-1]] = pc if ins[2][-1] not in writer else -1  # -1: written twice
+        ins_of = self._instructions
+
+        def sole(index: int, op: str) -> Optional[int]:
+            """The pc of the one `op` writing value `index` that one other argument reads."""
+            pc = writer.get(index)
+            return pc if pc is not None and pc >= 0 and ins_of[pc][1] == op and \
+                uses.get(index) == 2 else None
+
+        drop: set = set()
+        replaced = 0
+        for pc, (_, op, args) in enumerate(ins_of):
+            if op != "mul" or len(args) != 3 or pc in drop:
+                continue
+            for x, r in ((args[0], args[1]), (args[1], args[0])):
+                chain = [sole(r, "reciprocal")]
+                chain.append(sole(ins_of[chain[-1]][2][0], "sqrt") if chain[-1] is not None
+                             else None)
+                add = sole(ins_of[chain[-1]][2][0], "add") if chain[-1] is not None else None
+                if add is None:
+                    continue
+                a0, a1 = ins_of[add][2][:2]
+                eps, mean_value = ((self._scalar_constant(a1), a0)
+                                   if self._scalar_constant(a1) is not None
+                                   else (self._scalar_constant(a0), a1))
+                mean = sole(mean_value, "reduce_mean")
+                if eps is None or mean is None:
+                    continue
+                sq_value, axes, keep = ins_of[mean][2][:3]
+                rank = len(self._values[x].shape)
+                if self._values[axes].kind != w.INT_LIST or \
+                        self._values[axes].items not in ([-1], [rank - 1]) or \
+                        self._values[keep].payload is not True:
+                    continue
+                square = sole(sq_value, "mul")
+                if square is not None and ins_of[square][2][:2] != [x, x]:
+                    square = None
+                if square is None:
+                    square = sole(sq_value, "pow")
+                    if square is not None and (ins_of[square][2][0] != x or
+                                               self._scalar_constant(ins_of[square][2][1]) != 2):
+                        square = None
+                chain += [add, mean, square]
+                if None in chain or any(pc2 in drop for pc2 in chain) or \
+                        self._values[x].dtype not in ("float32", "float64"):
+                    continue
+                drop.update(chain)
+                ins_of[pc] = ("kernel", "rms_norm", [x, self.none().index, self.scalar(-1).index,
+                                                     self.scalar(float(eps)).index, args[2]])
+                replaced += 1
+                break
+        self._instructions = [ins for pc, ins in enumerate(ins_of) if pc not in drop]
+        if replaced:
+            self._fold_rms_norm_weights()
+        return replaced
+
+    def _fold_rms_norm_weights(self) -> None:
+        """mul(rms_norm(x) without a scale, w) with w a constant of x's last sizes (leading 1s
+        aside) and the rms_norm result read by nothing else -> rms_norm(x, w)."""
+        uses = self._uses()
+        writer = {ins[2][-1]: pc for pc, ins in enumerate(self._instructions)}
+        drop: set = set()
+        for pc, (_, op, args) in enumerate(self._instructions):
+            if op != "mul" or len(args) != 3:
+                continue
+            for y, weight in ((args[0], args[1]), (args[1], args[0])):
+                npc = writer.get(y)
+                if npc is None or self._instructions[npc][1] != "rms_norm" or uses.get(y) != 2:
+                    continue
+                x, scale, axis, eps, _ = self._instructions[npc][2]
+                wv, xv = self._values[weight], self._values[x]
+                kept = list(wv.shape)
+                while kept and kept[0] == 1:
+                    kept.pop(0)
+                if self._values[scale].kind != w.NONE or wv.kind != w.TENSOR or \
+                        wv.storage != w.CONSTANT or wv.dtype != xv.dtype or wv.dynamic or \
+                        len(kept) > len(xv.shape) or \
+                        list(xv.shape[len(xv.shape) - len(kept):]) != kept:
+                    continue  # (a dynamic x's last sizes are checked again at each run)
+                self._instructions[npc] = ("kernel", "rms_norm", [x, weight, axis, eps, args[2]])
+                drop.add(pc)
+                break
+        self._instructions = [ins for pc, ins in enumerate(self._instructions) if pc not in drop]
 
     def replace_argument(self, pc: int, position: int, value: Value) -> None:
         """Make instruction `pc` read `value` as its argument `position` (used by fusions)."""

@@ -431,6 +431,7 @@ class MethodConverter:
         self.pc, self.op = -1, ""
         self._outputs()
         self.m.fuse_silu()  # once every reader of each result is known
+        self.m.fuse_rms_norm()
         self.m.fuse_conv_max_pool()
 
     def _inputs(self) -> None:
