@@ -386,3 +386,53 @@ def test_builder_fuse_rms_norm(shared):
     x64 = x.astype(np.float64)
     want = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5) * weight
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _conv_then(chain, inits, opset=13):
+    """Conv (4 output channels, bias) on x [1, 3, 6, 6], then `chain` of (op, inputs, output,
+    attributes); the last output is y."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(13)
+    tensors = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+               numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")]
+    tensors += [numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in inits]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
+    nodes += [helper.make_node(op, ins, [out], **attrs) for op, ins, out, attrs in chain]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+        [helper.make_tensor_value_info(chain[-1][2], TensorProto.FLOAT, [1, 4, 6, 6])], tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_paddle_affine_and_hard_swish_fold_into_the_convolution():
+    """PP-OCR's block: conv, Mul by a scalar, Add a scalar (a learnable affine), then hardswish
+    written x * clip(x + 3, 0, 6) / 6: one conv2d_act."""
+    chain = [("Mul", ["scale", "c"], "m", {}), ("Add", ["m", "shift"], "a", {}),
+             ("Add", ["a", "three"], "p", {}), ("Clip", ["p", "zero", "six"], "r", {}),
+             ("Mul", ["a", "r"], "h", {}), ("Div", ["h", "six"], "y", {})]
+    model = _conv_then(chain, [("scale", [1.7]), ("shift", [-0.3]), ("three", 3.0),
+                               ("zero", 0.0), ("six", 6.0)])
+    x = (np.random.default_rng(14).standard_normal((1, 3, 6, 6)) * 2).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    assert ops == {"conv2d_act"}, ops
+    plain, plain_ops = run(ro.convert(model, fuse=False), x)
+    assert {"clip", "div"} <= plain_ops
+    np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,folds", [((4, 1, 1), True), ((1, 4, 1, 1), True), ((1,), True),
+                                         ((1, 1, 6), False)])
+def test_per_channel_scale_and_shift_fold_into_the_convolution(shape, folds):
+    rng = np.random.default_rng(15)
+    chain = [("Mul", ["c", "scale"], "m", {}), ("Add", ["shift", "m"], "y", {})]
+    model = _conv_then(chain, [("scale", rng.standard_normal(shape)),
+                               ("shift", rng.standard_normal(shape))])
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    fused, ops = run(ro.convert(model), x)
+    assert (ops == {"conv2d"}) == folds, ops
+    plain, _ = run(ro.convert(model, fuse=False), x)
+    np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5)

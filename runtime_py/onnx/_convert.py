@@ -19,7 +19,8 @@ from .. import dtypes as _dtypes
 from ..compiler import MethodBuilder, ProgramBuilder, Value
 from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
-from ._patterns import fuse_gelu, fuse_rms_norm, fuse_silu, merge_duplicates
+from ._patterns import (fuse_gelu, fuse_hard_swish, fuse_rms_norm, fuse_silu,
+                        merge_duplicates)
 from ._registry import LOWERINGS, ConversionError
 from ._shape_tensor import SHAPE_AWARE, Materializer, ShapeTensor, evaluate, upper_bounds
 from ._symbolic import Size, SymbolSpace
@@ -150,7 +151,8 @@ class Converter:
         steps = [lambda ns: merge_duplicates(ns, keep),
                  lambda ns: fuse_gelu(ns, constant, self.consumers, make_node),
                  lambda ns: fuse_silu(ns, constant, self.consumers, make_node),
-                 lambda ns: fuse_rms_norm(ns, constant, self.consumers, make_node)]
+                 lambda ns: fuse_rms_norm(ns, constant, self.consumers, make_node),
+                 lambda ns: fuse_hard_swish(ns, constant, self.consumers, make_node)]
         for step in steps:
             rewritten = step(nodes)
             if len(rewritten) != len(nodes):

@@ -4,6 +4,8 @@
 - MatMul + Add of a constant bias: one linear op (x @ W^T + b through the packed GEMM).
 - rms_norm (from RMSNormalization or the RMS chains of _patterns.py) times a constant weight:
   the weight becomes its scale.
+- Conv times or plus a constant of one value or one per output channel: folded into its
+  weights and bias.
 - Conv / Gemm / MatMul+Add followed by Relu, Clip (ReLU6), Sigmoid, HardSwish, Gelu or Swish
   (SiLU), directly or after a Reshape: the activation applied in the GEMM's epilogue
   (conv2d_act / linear_act).
@@ -29,9 +31,9 @@ def try_fuse(cv: Any, node: Any, inputs: List[Any], attrs: dict) -> Optional[Lis
     if node.op_type == "BatchNormalization":
         return _fold_batch_norm(cv, node, inputs, attrs)
     if node.op_type == "Add":
-        return _fuse_bias(cv, node, inputs)
+        return _fuse_bias(cv, node, inputs) or _fold_channel_affine(cv, node, inputs)
     if node.op_type == "Mul":
-        return _fuse_norm_scale(cv, node, inputs)
+        return _fuse_norm_scale(cv, node, inputs) or _fold_channel_affine(cv, node, inputs)
     return None
 
 
@@ -60,6 +62,42 @@ def _fuse_activation(cv, node, inputs, attrs):
     through = producer is not None and (producer.op_type == "Conv" or (
         producer.op_type == "Reshape" and cv.consumers.get(producer.input[0], 0) == 1))
     return [x] if cv.m.fuse_activation(x, kind, lo, hi, through_reshape=through) else None
+
+
+def _fold_channel_affine(cv, node, inputs):
+    """conv2d result times or plus a constant that is one value or one per output channel
+    (PP-OCR's learnable affine blocks, a scale after a convolution): folded into the
+    convolution's weights and bias, as batch norm is."""
+    for side in (0, 1):
+        x, c = _sole_use(cv, node, side), inputs[1 - side]
+        if x is None or c is None or isinstance(c, Value) or len(x.shape) != 4:
+            continue
+        pc = cv.m.producer(x)
+        if pc is None or cv.m._instructions[pc][1] != "conv2d":
+            continue
+        c = np.asarray(c)
+        channels = x.shape[1]
+        per_channel = c.ndim <= 4 and c.shape[-3:] in ((channels, 1, 1),) and \
+            all(s == 1 for s in c.shape[:-3])
+        if c.dtype != np.float32 or not (c.size == 1 and c.ndim <= 4 or per_channel):
+            continue
+        args = cv.m._instructions[pc][2]
+        weight = cv.constant_array(cv.m._values[args[1]])
+        bias_value = cv.m._values[args[2]]
+        bias = np.zeros(channels) if bias_value.kind == 0 else \
+            cv.constant_array(bias_value)
+        if weight is None or bias is None:
+            continue
+        a = np.broadcast_to(c.reshape(-1).astype(np.float64), (channels,))
+        if node.op_type == "Mul":
+            weight = weight.astype(np.float64) * a[:, None, None, None]
+            bias = bias.astype(np.float64) * a
+        else:
+            bias = bias.astype(np.float64) + a
+        cv.m.replace_argument(pc, 1, cv.tensor(weight.astype(np.float32)))
+        cv.m.replace_argument(pc, 2, cv.tensor(bias.astype(np.float32)))
+        return [x]
+    return None
 
 
 def _fold_batch_norm(cv, node, inputs, attrs):

@@ -14,6 +14,7 @@ each), and a chain can only be recognised where its input is one value. Then:
 - SiLU, Mul(x, Sigmoid(x)), becomes one Swish node (alpha 1);
 - RMS normalisation over the last axis (Pow, ReduceMean, Add, Sqrt, Reciprocal or Div, Mul)
   becomes one RMSNormalization node;
+- hardswish written x * relu6(x + 3) / 6 (Paddle's exports) becomes one HardSwish node;
 
 which the activation fusion can then move into the epilogue of the layer before them. A chain
 is rewritten only when each intermediate value has no reader outside it, so nothing else can
@@ -237,6 +238,47 @@ def _over_last_axis(g: _Graph, mean: Any) -> bool:
     else:
         return False
     return axes == [-1]
+
+
+def fuse_hard_swish(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
+                    consumers: Dict[str, int], make_node: Callable[..., Any]) -> List[Any]:
+    """`nodes` with every x * relu6(x + 3) / 6 written out, Div(Mul(x, Clip(Add(x, 3), 0, 6)),
+    6) (or the Mul by 1 / 6), as Paddle exports MobileNetV3 and PP-LCNet, replaced by one
+    HardSwish node."""
+    g = _Graph(nodes, constant, consumers)
+    removed, replaced = set(), {}
+    for clip in nodes:
+        if clip.op_type != "Clip" or not _clips_to(g, clip, 0.0, 6.0):
+            continue
+        add = g.sole_producer(clip.input[0], "Add")
+        if add is None:
+            continue
+        x = g.other_input(add, next((i for i in add.input if g.near(i, 3.0)), ""))
+        mul = g.only_reader(clip.output[0])
+        if x is None or mul is None or mul.op_type != "Mul" or \
+                g.other_input(mul, clip.output[0]) != x:
+            continue
+        last = g.only_reader(mul.output[0])
+        if last is None or not (
+                (last.op_type == "Div" and list(last.input[:1]) == [mul.output[0]] and
+                 g.near(last.input[1], 6.0)) or
+                g.near(g.other_input(last, mul.output[0]) or "", 1 / 6) and last.op_type == "Mul"):
+            continue
+        chain = [add, clip, mul]
+        if any(id(n) in removed for n in chain + [last]) or constant(x) is not None:
+            continue
+        removed.update(id(n) for n in chain)
+        replaced[id(last)] = make_node("HardSwish", [x], [last.output[0]],
+                                       name=last.name or "hard_swish")
+    return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
+
+
+def _clips_to(g: _Graph, clip: Any, lo: float, hi: float) -> bool:
+    """A Clip to [lo, hi]: bounds as inputs (opset 11 on) or attributes."""
+    if len(clip.input) >= 3 and clip.input[1] and clip.input[2]:
+        return g.near(clip.input[1], lo) and g.near(clip.input[2], hi)  # near(0): exactly 0
+    attrs = {a.name: a.f for a in clip.attribute}
+    return attrs.get("min") == lo and attrs.get("max") == hi
 
 
 def fuse_silu(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
