@@ -615,8 +615,9 @@ class MethodBuilder:
                         square = None
                 chain += [add, mean, square]
                 if None in chain or any(pc2 in drop for pc2 in chain) or \
+                        writer.get(x) == -1 or \
                         self._values[x].dtype not in ("float32", "float64"):
-                    continue
+                    continue  # (x written once at most: the chain reads one value of it)
                 drop.update(chain)
                 ins_of[pc] = ("kernel", "rms_norm", [x, self.none().index, self.scalar(-1).index,
                                                      self.scalar(float(eps)).index, args[2]])

@@ -26,7 +26,8 @@ BROADCASTING = frozenset({
     "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "PRelu",
     "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin",
     "Cos", "Tan", "Tanh", "Erf", "Sigmoid", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Gelu",
-    "Softplus", "Softsign", "HardSwish", "Mish", "Swish", "Relu", "IsNaN", "IsInf", "Cast", "CastLike",
+    "Softplus", "Softsign", "HardSwish", "Mish", "Swish", "Relu", "IsNaN", "IsInf", "Cast",
+    "CastLike",
     "Identity", "Dropout", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     "ThresholdedRelu", "Celu", "Shrink", "Trilu"})
 # Outputs shaped like input 0 (the others are weights or small parameters).

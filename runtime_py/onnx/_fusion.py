@@ -22,6 +22,7 @@ import numpy as np
 
 from ..compiler import Value
 from ._activations import ACTIVATIONS
+from ._lowerings.common import trailing_sizes_of
 
 
 def try_fuse(cv: Any, node: Any, inputs: List[Any], attrs: dict) -> Optional[List[Any]]:
@@ -128,8 +129,6 @@ def _fold_batch_norm(cv, node, inputs, attrs):
 def _fuse_norm_scale(cv, node, inputs):
     """rms_norm without a scale, times a constant with its last sizes (Llama's and T5's
     weight) -> rms_norm with that scale."""
-    from ._lowerings.norm import trailing_sizes_of
-
     for side in (0, 1):
         y, weight = _sole_use(cv, node, side), inputs[1 - side]
         if y is None or weight is None or isinstance(weight, Value):

@@ -77,3 +77,12 @@ def int64_tensor(cv: Any, x: Any) -> Value:
     """x as an int64 program tensor (int32 run-time parameters cast)."""
     v = cv.tensor(x)
     return v if v.dtype == "int64" else cv.m.cast(v, "int64")
+
+
+def trailing_sizes_of(sizes, shape, axis: int) -> bool:
+    """sizes, leading 1s aside, are the last sizes of shape from axis on (rms_norm's and
+    layer_norm's rule for a scale)."""
+    kept = list(sizes)
+    while kept and kept[0] == 1:
+        kept.pop(0)
+    return len(kept) <= len(shape) - axis and list(shape[len(shape) - len(kept):]) == kept

@@ -9,7 +9,7 @@ import numpy as np
 from ...library import registered_ops
 from ...compiler import Value
 from .._registry import lowers
-from .common import FLOATS, check_attrs, optional, require_dtype, reshape
+from .common import FLOATS, check_attrs, optional, require_dtype, reshape, trailing_sizes_of
 
 # ONNX TensorProto codes of the stash types.
 _STASH_DTYPES = {1: "float32", 11: "float64"}
@@ -158,15 +158,6 @@ def rms_normalization(cv, node, inputs, attrs):
     y = cv.m.call("rms_norm", x, s if inside else None, axis,
                   float(attrs.get("epsilon", 1e-5)), outputs=[(dtype, shape, x.dynamic)])[0]
     return [y if s is None or inside else cv.m.mul(y, s)]
-
-
-def trailing_sizes_of(sizes, shape, axis: int) -> bool:
-    """sizes, leading 1s aside, are the last sizes of shape from axis on (rms_norm's and
-    layer_norm's rule for a scale)."""
-    kept = list(sizes)
-    while kept and kept[0] == 1:
-        kept.pop(0)
-    return len(kept) <= len(shape) - axis and list(shape[len(shape) - len(kept):]) == kept
 
 
 @lowers("InstanceNormalization")

@@ -2,8 +2,9 @@
  * hardmax.
  *
  * Float kernels compute in their own precision (float32's transcendentals in the vector math
- * of kernels/vmath.h, float64's through libm); every formula keeps NaN as NaN. Integer negation and abs compute in an unsigned type, so the most
- * negative value wraps to itself instead of overflowing. */
+ * of kernels/vmath.h, float64's through libm); every formula keeps NaN as NaN. Integer
+ * negation and abs compute in an unsigned type, so the most negative value wraps to itself
+ * instead of overflowing. */
 #include <math.h>
 
 #include "ops/elementwise/kernels/unary.h"
