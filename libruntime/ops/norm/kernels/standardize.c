@@ -1,8 +1,8 @@
 /* standardize.c: rows brought to mean 0 and variance 1, then scaled and shifted, in float32
  * and float64 (layer_norm, instance_norm, group_norm), or to root mean square 1 (rms_norm).
- * A row's mean and variance come from one
- * pass with sums in double, shifted by the row's first element so that a large common offset
- * does not cancel. Each row is read completely before it is written, so out may be x. */
+ * A row's mean and variance come from one pass with sums in double, shifted by the row's first
+ * element so that a large common offset does not cancel. Each row is read completely before
+ * it is written, so out may be x. */
 #include <math.h>
 
 #include "ops/norm/norm.h"
