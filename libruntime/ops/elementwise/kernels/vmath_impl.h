@@ -211,19 +211,35 @@ VM_INLINE vm_f VM(gelu)(vm_f x) {
     return VM(pick)(x == -INFINITY, VM_SPLAT(NAN), result); /* -inf * 0, as unfused */
 }
 
+/* a * b - p exactly, for p = a * b rounded (Dekker's product from Veltkamp halves; |a|, |b|
+ * well below 2^100 so that the splits cannot overflow). */
+VM_INLINE vm_f VM(product_error)(vm_f a, vm_f b, vm_f p) {
+    vm_f ca = a * 4097.0f, cb = b * 4097.0f;
+    vm_f ah = ca - (ca - a), bh = cb - (cb - b);
+    vm_f al = a - ah, bl = b - bh;
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+}
+
 /* The tanh GELU, x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), is
- * x sigmoid(2u); 2u is computed in double and its exp taken from the exact split. */
+ * x sigmoid(2u). 2u = x (K1 + K3 x^2) is formed as a float and its error (compensated
+ * products and sum, the constants in two parts), since exp magnifies any error in it by |2u|
+ * in the tail; x beyond +-20 is clamped there (the result is x or -0). */
 VM_INLINE vm_f VM(gelu_tanh)(vm_f x) {
-    vm_d xd = __builtin_convertvector(x, vm_d);
-    vm_d v = xd * (1.5957691216057308 + 0.071354816272817 * xd * xd); /* 2u */
-    vm_d neg = (vm_d)((vm_l)v | INT64_MIN); /* -|2u| */
-    vm_f lo;
-    vm_f hi = VM(split)(neg, &lo);
+    const float K1 = 1.5957691216057308f, K1_LO = (float)(1.5957691216057308 - (double)K1);
+    const float K3 = 0.071354816272817f, K3_LO = (float)(0.071354816272817 - (double)K3);
+    vm_f c = VM(clamp)(x, -20.0f, 20.0f);
+    vm_f split = c * 4097.0f, ch = split - (split - c), cl = c - ch;    /* c^2, exactly */
+    vm_f q = c * c, q_lo = ((ch * ch - q) + 2.0f * ch * cl) + cl * cl;
+    vm_f p = K3 * q, p_lo = VM(product_error)(VM_SPLAT(K3), q, p) + K3 * q_lo + K3_LO * q;
+    vm_f s = K1 + p, t = s - K1;                                        /* K1 + K3 c^2 */
+    vm_f s_lo = ((K1 - (s - t)) + (p - t)) + p_lo + K1_LO;
+    vm_f v = s * c, v_lo = VM(product_error)(s, c, v) + s_lo * c;        /* 2u */
     vm_i k;
-    vm_f p = VM(exp_parts)(hi, lo, &k);
-    vm_f d = 1.0f + VM(scale)(p, k);
-    vm_f result = VM(pick)(x >= 0.0f, x / d, VM(scale)(x * p / d, k));
-    result = VM(pick)(x < -160.0f, -VM_SPLAT(0.0f), result);
+    vm_f neg = VM(pick)(v > 0.0f, -v, v), neg_lo = VM(pick)(v > 0.0f, -v_lo, v_lo);
+    vm_f e = VM(exp_parts)(neg, neg_lo, &k);
+    vm_f d = 1.0f + VM(scale)(e, k);
+    vm_f result = VM(pick)(x >= 0.0f, x / d, VM(scale)(x * e / d, k));
+    result = VM(pick)(x < -20.0f, -VM_SPLAT(0.0f), result);
     return VM(pick)(x == -INFINITY, VM_SPLAT(NAN), result);
 }
 
