@@ -48,8 +48,8 @@ FUNCTIONS = {
     "erf": ((), _erf, 3),
     "sigmoid": ((), _sigmoid, 3),
     "softplus": ((), lambda d: np.maximum(d, 0) + np.log1p(np.exp(-np.abs(d))), 2.5),
-    # in float for speed (the activation of every BERT-style FFN): 5.2 ulp at worst, for x
-    # between -3 and -0.7 where t = 1 / (1 + |z| / 2) is rounded, 1.5 for x >= 0
+    # in float for speed (the activation of every BERT-style FFN): 5.5 ulp at worst, where
+    # t = 1 / (1 + |z| / 2) is rounded (x from -10 to -0.7), 1.5 for x >= 0
     "gelu": ((False,), lambda d: 0.5 * d * _erfc(-d / math.sqrt(2)), 5.5),
     # x (1 + tanh(u)) / 2 = x sigmoid(2u): the stable float64 form
     "gelu_tanh": ((True,), lambda d: d * _sigmoid(_TANH_GELU * (d + 0.044715 * d ** 3)), 3),

@@ -36,6 +36,22 @@ VM_INLINE vm_f VM(clamp)(vm_f x, float lo, float hi) {
     return VM(pick)(x > hi, VM_SPLAT(hi), x);
 }
 
+/* x * x - square exactly, for square = x * x rounded (Veltkamp halves of 12 bits; |x| well
+ * below 2^100). */
+VM_INLINE vm_f VM(square_error)(vm_f x, vm_f square) {
+    vm_f c = x * 4097.0f, high = c - (c - x), low = x - high;
+    return ((high * high - square) + 2.0f * high * low) + low * low;
+}
+
+/* a * b - p exactly, for p = a * b rounded (Dekker's product from Veltkamp halves; |a|, |b|
+ * well below 2^100 so that the splits cannot overflow). */
+VM_INLINE vm_f VM(product_error)(vm_f a, vm_f b, vm_f p) {
+    vm_f ca = a * 4097.0f, cb = b * 4097.0f;
+    vm_f ah = ca - (ca - a), bh = cb - (cb - b);
+    vm_f al = a - ah, bl = b - bh;
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+}
+
 /* v * 2^k, rounding once: 2^k as two normal factors, so results in the subnormal range round
  * only at the last multiply; |k| beyond what any float needs saturates to 0 or infinity. */
 VM_INLINE vm_f VM(scale)(vm_f v, vm_i k) {
@@ -151,15 +167,9 @@ VM_INLINE vm_f VM(erf_small)(vm_f z) {
  * rounding alone would cost 2 ulp). Returned as t p and k: erfc = scale(t p, k). */
 VM_INLINE vm_f VM(erfc_parts)(vm_d z, vm_d z_squared, vm_i *k) {
     vm_d t = 1.0 / (1.0 + 0.5 * z);
-    vm_d r = t * 0.2548932494279913 + -1.1985530780103777;
-    r = r * t + 2.209008595805331;
-    r = r * t + -1.9045092093452414;
-    r = r * t + 0.7808021300810805;
-    r = r * t + -0.3924727702442553;
-    r = r * t + 0.14977045126625327;
-    r = r * t + 0.3659180962156595;
-    r = r * t + 1.0007098281157112;
-    r = r * t + -1.2655362612305674;
+    vm_d r = (vm_d){0} + VM_ERFC_R[0];
+    for (int i = 1; i < VM_ERFC_TERMS; i++)
+        r = r * t + VM_ERFC_R[i];
     vm_f lo;
     vm_f hi = VM(split)(r - z_squared, &lo);
     return __builtin_convertvector(t, vm_f) * VM(exp_parts)(hi, lo, k);
@@ -176,24 +186,16 @@ VM_INLINE vm_f VM(erf)(vm_f x) {
 
 /* erfc(|x| / sqrt 2) = t p 2^k for the GELU, in float (the activation of every BERT-style
  * feed-forward: double, as erfc_parts, cost 14 to 28% of whole models): -x^2 / 2 exactly as two
- * floats (a Veltkamp split of x), t and R(t) rounded, 5.2 ulp at worst. x beyond +-20 is
+ * floats (a Veltkamp split of x), t and R(t) rounded, 5.5 ulp at worst. x beyond +-20 is
  * clamped (erfc is 0 there). */
 VM_INLINE vm_f VM(gelu_erfc_parts)(vm_f x, vm_i *k) {
     x = VM(clamp)(x, -20.0f, 20.0f);
     vm_f t = 1.0f / (1.0f + VM(abs)(x) * 0.35355339059327376f);
-    vm_f r = t * 0.2548932494279913f + -1.1985530780103777f;
-    r = r * t + 2.209008595805331f;
-    r = r * t + -1.9045092093452414f;
-    r = r * t + 0.7808021300810805f;
-    r = r * t + -0.3924727702442553f;
-    r = r * t + 0.14977045126625327f;
-    r = r * t + 0.3659180962156595f;
-    r = r * t + 1.0007098281157112f;
-    r = r * t + -1.2655362612305674f;
-    vm_f square = x * x, c = x * 4097.0f;
-    vm_f high = c - (c - x), low = x - high; /* x = high + low, 12 + 12 bits */
-    vm_f error = ((high * high - square) + 2.0f * high * low) + low * low; /* exact */
-    return t * VM(exp_parts)(-0.5f * square, r - 0.5f * error, k);
+    vm_f r = VM_SPLAT((float)VM_ERFC_R[0]);
+    for (int i = 1; i < VM_ERFC_TERMS; i++)
+        r = r * t + (float)VM_ERFC_R[i];
+    vm_f square = x * x;
+    return t * VM(exp_parts)(-0.5f * square, r - 0.5f * VM(square_error)(x, square), k);
 }
 
 /* GELU, x Phi(x) = x erfc(-x / sqrt 2) / 2: the erf polynomial for |z| < 0.5; above it
@@ -211,15 +213,6 @@ VM_INLINE vm_f VM(gelu)(vm_f x) {
     return VM(pick)(x == -INFINITY, VM_SPLAT(NAN), result); /* -inf * 0, as unfused */
 }
 
-/* a * b - p exactly, for p = a * b rounded (Dekker's product from Veltkamp halves; |a|, |b|
- * well below 2^100 so that the splits cannot overflow). */
-VM_INLINE vm_f VM(product_error)(vm_f a, vm_f b, vm_f p) {
-    vm_f ca = a * 4097.0f, cb = b * 4097.0f;
-    vm_f ah = ca - (ca - a), bh = cb - (cb - b);
-    vm_f al = a - ah, bl = b - bh;
-    return ((ah * bh - p) + ah * bl + al * bh) + al * bl;
-}
-
 /* The tanh GELU, x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), is
  * x sigmoid(2u). 2u = x (K1 + K3 x^2) is formed as a float and its error (compensated
  * products and sum, the constants in two parts), since exp magnifies any error in it by |2u|
@@ -228,8 +221,7 @@ VM_INLINE vm_f VM(gelu_tanh)(vm_f x) {
     const float K1 = 1.5957691216057308f, K1_LO = (float)(1.5957691216057308 - (double)K1);
     const float K3 = 0.071354816272817f, K3_LO = (float)(0.071354816272817 - (double)K3);
     vm_f c = VM(clamp)(x, -20.0f, 20.0f);
-    vm_f split = c * 4097.0f, ch = split - (split - c), cl = c - ch;    /* c^2, exactly */
-    vm_f q = c * c, q_lo = ((ch * ch - q) + 2.0f * ch * cl) + cl * cl;
+    vm_f q = c * c, q_lo = VM(square_error)(c, q);                     /* c^2, exactly */
     vm_f p = K3 * q, p_lo = VM(product_error)(VM_SPLAT(K3), q, p) + K3 * q_lo + K3_LO * q;
     vm_f s = K1 + p, t = s - K1;                                        /* K1 + K3 c^2 */
     vm_f s_lo = ((K1 - (s - t)) + (p - t)) + p_lo + K1_LO;
