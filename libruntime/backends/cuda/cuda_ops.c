@@ -555,11 +555,17 @@ static rt_status run_log_softmax(rt_op_ctx *ctx, rt_cuda_method *cm) {
 
 /* ---- layer_norm, rms_norm ----------------------------------------------------------- */
 
-/* x as rows of the dims before axis by the dims from axis on. */
-static void rows_and_length(const rt_tensor_value *x, int32_t axis, int64_t *rows, int64_t *len) {
+/* x as rows of the dims before the axis (argument axis_index) by the dims from it on. */
+static rt_status norm_rows(rt_op_ctx *ctx, const rt_tensor_value *x, size_t axis_index,
+                           int64_t *rows, int64_t *len) {
+    int64_t axis_arg;
+    int32_t axis;
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, axis_index, "axis", &axis_arg));
+    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
     *rows = *len = 1;
     for (int32_t d = 0; d < x->rank; d++)
         *(d < axis ? rows : len) *= x->sizes[d];
+    return RT_OK;
 }
 
 static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
@@ -568,13 +574,9 @@ static rt_status run_layer_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     rt_tensor_value *scale, *bias;
     RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 1, "scale", &scale));
     RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 2, "bias", &bias));
-    int64_t axis_arg;
-    int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op__int(ctx, 3, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
     rt_cuda_layer_norm_params p;
     memset(&p, 0, sizeof p);
-    rows_and_length(x, axis, &p.rows, &p.len);
+    RT_RETURN_IF_ERROR(norm_rows(ctx, x, 3, &p.rows, &p.len));
     if (p.rows == 0)
         return RT_OK;
     RT_RETURN_IF_ERROR(rt_op__double(ctx, 4, "epsilon", &p.eps));
@@ -602,13 +604,9 @@ static rt_status run_rms_norm(rt_op_ctx *ctx, rt_cuda_method *cm) {
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 4);
     rt_tensor_value *scale;
     RT_RETURN_IF_ERROR(rt_op__optional_tensor(ctx, 1, "scale", &scale));
-    int64_t axis_arg;
-    int32_t axis;
-    RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
-    RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, x->rank, "axis", &axis));
     rt_cuda_rms_norm_params p;
     memset(&p, 0, sizeof p);
-    rows_and_length(x, axis, &p.rows, &p.len);
+    RT_RETURN_IF_ERROR(norm_rows(ctx, x, 2, &p.rows, &p.len));
     if (p.rows == 0 || p.len == 0)
         return RT_OK;
     RT_RETURN_IF_ERROR(rt_op__double(ctx, 3, "epsilon", &p.eps));
