@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CPU_TESTS = ["tests/test_ops.py", "tests/test_ops_unary.py", "tests/test_ops_logic_reduce.py",
              "tests/test_ops_movement.py", "tests/test_ops_norm.py", "tests/test_ops_quant.py",
+             "tests/test_ops_attention.py",
              "tests/test_ops_rnn.py", "tests/test_ops_detection.py", "tests/test_conv_pool.py",
              "tests/test_conv_winograd.py",
              "tests/test_fusion.py", "tests/test_control_flow.py"]

@@ -656,6 +656,72 @@ class MethodBuilder:
                 break
         self._instructions = [ins for pc, ins in enumerate(self._instructions) if pc not in drop]
 
+    # attention's layout bits (docs/ops.md): q, k, v, out read as [B, S, H, D].
+    _ATTENTION_SEQ_MAJOR = (1, 2, 4, 8)
+
+    def fuse_attention_layouts(self) -> int:
+        """Let each attention op read its q, k and v through the transposes that make them
+        [B, H, S, D] (a chain of transposes whose composition is the identity, or the swap of
+        dims 1 and 2 that its layout bits express), and write its out through a following
+        transpose by (0, 2, 1, 3), when nothing else reads what the transposes make; those
+        transposes are dropped. Methods with jumps are left as they are. Returns how many
+        transposes it removed."""
+        if any(ins[0] != "kernel" for ins in self._instructions):
+            return 0
+        uses = self._uses()
+        writer: Dict[int, int] = {}
+        for pc, ins in enumerate(self._instructions):
+            writer[ins[2][-1]] = pc if ins[2][-1] not in writer else -1
+        readers: Dict[int, List[int]] = {}
+        for pc, ins in enumerate(self._instructions):
+            for i in ins[2][:-1]:
+                readers.setdefault(i, []).append(pc)
+        drop: set = set()
+
+        def transpose_of(index: int) -> Optional[Tuple[int, List[int]]]:
+            """(pc, perm) of the one transpose writing `index`, read by one argument only."""
+            pc = writer.get(index)
+            if pc is None or pc < 0 or pc in drop or self._instructions[pc][1] != "transpose" \
+                    or uses.get(index) != 2:
+                return None
+            return pc, list(self._values[self._instructions[pc][2][1]].items)
+
+        for pc, (_, op, args) in enumerate(self._instructions):
+            if op != "attention" or len(args) != 10:
+                continue
+            layout = self._values[args[8]].payload
+            args = list(args)
+            for position, bit in zip(range(3), self._ATTENTION_SEQ_MAJOR):
+                if layout & bit:
+                    continue
+                composed, chain, index, best = [0, 1, 2, 3], [], args[position], None
+                while True:
+                    found = transpose_of(index)
+                    if found is None or len(found[1]) != 4:
+                        break
+                    chain.append(found[0])
+                    composed = [found[1][c] for c in composed]
+                    index = self._instructions[found[0]][2][0]
+                    if composed in ([0, 1, 2, 3], [0, 2, 1, 3]):
+                        best = (index, list(chain), composed != [0, 1, 2, 3])
+                if best is not None:
+                    args[position] = best[0]
+                    drop.update(best[1])
+                    layout |= bit if best[2] else 0
+            out_readers = readers.get(args[9], [])
+            if not layout & 8 and uses.get(args[9]) == 2 and len(out_readers) == 1:
+                tpc = out_readers[0]
+                _, top, targs = self._instructions[tpc]
+                if top == "transpose" and tpc > pc and writer.get(targs[2]) == tpc and \
+                        list(self._values[targs[1]].items) == [0, 2, 1, 3]:
+                    args[9] = targs[2]
+                    drop.add(tpc)
+                    layout |= 8
+            args[8] = self.scalar(layout).index
+            self._instructions[pc] = ("kernel", "attention", args)
+        self._instructions = [ins for pc, ins in enumerate(self._instructions) if pc not in drop]
+        return len(drop)
+
     def replace_argument(self, pc: int, position: int, value: Value) -> None:
         """Make instruction `pc` read `value` as its argument `position` (used by fusions)."""
         kind, op, args = self._instructions[pc]

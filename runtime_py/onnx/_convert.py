@@ -19,8 +19,8 @@ from .. import dtypes as _dtypes
 from ..compiler import MethodBuilder, ProgramBuilder, Value
 from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
-from ._patterns import (fuse_gelu, fuse_hard_swish, fuse_rms_norm, fuse_silu,
-                        merge_duplicates)
+from ._patterns import (FUSED_DOMAIN, fuse_attention, fuse_gelu, fuse_hard_swish,
+                        fuse_rms_norm, fuse_silu, merge_duplicates)
 from ._registry import LOWERINGS, ConversionError
 from ._shape_tensor import SHAPE_AWARE, Materializer, ShapeTensor, evaluate, upper_bounds
 from ._symbolic import Size, SymbolSpace
@@ -114,6 +114,8 @@ class Converter:
         graph = model.graph
         self.consumers: Dict[str, int] = {}  # value name -> nodes and graph outputs reading it
         self.producers: Dict[str, Any] = {}  # value name -> its node (after rewrite_patterns)
+        # A fused node's first output -> the nodes it replaced (_patterns.fuse_attention).
+        self.unfused: Dict[str, List[Any]] = {}
         self._count_consumers(graph)
         self._numpy_helper = onnx.numpy_helper
 
@@ -152,7 +154,9 @@ class Converter:
                  lambda ns: fuse_gelu(ns, constant, self.consumers, make_node),
                  lambda ns: fuse_silu(ns, constant, self.consumers, make_node),
                  lambda ns: fuse_rms_norm(ns, constant, self.consumers, make_node),
-                 lambda ns: fuse_hard_swish(ns, constant, self.consumers, make_node)]
+                 lambda ns: fuse_hard_swish(ns, constant, self.consumers, make_node),
+                 lambda ns: fuse_attention(ns, constant, self.consumers, make_node,
+                                           self.unfused)]
         for step in steps:
             rewritten = step(nodes)
             if len(rewritten) != len(nodes):
@@ -406,7 +410,7 @@ class Converter:
 
         for node in nodes:
             self.node = node
-            if node.domain not in ("", "ai.onnx"):
+            if node.domain not in ("", "ai.onnx") and not self.is_fused(node):
                 raise self.fail(f"domain '{node.domain}' is not supported")
             inputs = [self.operand(name) if name else None for name in node.input]
             attrs = {a.name: _onnx().helper.get_attribute_value(a) for a in node.attribute}
@@ -444,12 +448,25 @@ class Converter:
             return self._fold(node, inputs)
         outputs = self.fuse and try_fuse(self, node, inputs, attrs)
         if not outputs:
-            lowering = LOWERINGS.get(node.op_type)
+            lowering = LOWERINGS.get(f"{FUSED_DOMAIN}.{node.op_type}" if self.is_fused(node)
+                                     else node.op_type)
             if lowering is None:
                 raise self.fail("this op type is not supported by the runtime")
             outputs = self._lower(lowering, node, inputs, attrs)
         _dims.infer(self, node, inputs, attrs, outputs)
         return outputs
+
+    def is_fused(self, node: Any) -> bool:
+        """node is one that the rewrites of _patterns.py wrote (its own domain)."""
+        return node.domain == FUSED_DOMAIN and node.output[0] in self.unfused
+
+    def lower_unfused(self, node: Any) -> List[Operand]:
+        """The outputs of a fused node computed by the nodes it replaced, where its lowering
+        finds shapes the fused op cannot take."""
+        saved = self.node
+        self.run_nodes(self.unfused[node.output[0]])
+        self.node = saved
+        return [self.env.pop(name) for name in node.output]
 
     def lower_subgraph(self, graph: Any, bindings: Mapping[str, Operand],
                        what: str) -> List[Optional[Operand]]:
@@ -579,6 +596,7 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
     cv.add_outputs(model.graph)
     if fuse:
         cv.m.fuse_conv_max_pool()
+        cv.m.fuse_attention_layouts()
     for case in bundle_inputs or ():
         feeds = _case_feeds(cv, case)
         expected = reference_outputs(model, feeds, reference)

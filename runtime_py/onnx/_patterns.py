@@ -297,3 +297,112 @@ def fuse_silu(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarra
         removed.add(id(sigmoid))
         replaced[id(mul)] = make_node("Swish", [x], [mul.output[0]], name=mul.name or "silu")
     return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
+
+
+# The op type and domain of the node fuse_attention writes: the importer's own, lowered by
+# _lowerings/attention.py, which falls back to the replaced nodes where the runtime op cannot
+# take the shapes it finds.
+FUSED_DOMAIN = "runtime_py"
+FUSED_ATTENTION = "FusedAttention"
+
+
+def fuse_attention(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
+                   consumers: Dict[str, int], make_node: Callable[..., Any],
+                   originals: Dict[str, List[Any]]) -> List[Any]:
+    """`nodes` with every scaled dot-product attention as the exporters write it out,
+
+        MatMul(Softmax(Add(scaled(MatMul(scaled(Q), scaled(K^T))), mask), axis=-1), V)
+
+    (scaled(x): x, Mul(x, c) or Div(x, c) with c a one-element constant; the Add optional;
+    after the Softmax optionally Where(IsNaN(p), 0, p), which zeroes rows that see no key)
+    replaced by one FusedAttention node with inputs Q, K^T, V and the mask (or ""), and the
+    product of the constants as its `scale`. originals[its output] gets the nodes it replaces,
+    in graph order."""
+    g = _Graph(nodes, constant, consumers)
+    removed: Set[int] = set()
+    replaced: Dict[int, Any] = {}
+    order = {id(n): i for i, n in enumerate(nodes)}
+    for softmax in nodes:
+        if softmax.op_type != "Softmax" or not _softmax_over_last_axis(softmax):
+            continue
+        tail = _attention_tail(g, softmax)
+        head = _attention_head(g, softmax.input[0])
+        if tail is None or head is None:
+            continue
+        q, kt, scale, head_nodes, mask = head
+        (v, pv), tail_nodes = tail
+        chain = head_nodes + [softmax] + tail_nodes
+        if any(id(n) in removed for n in chain + [pv]) or constant(q) is not None:
+            continue
+        removed.update(id(n) for n in chain)
+        fused = make_node(FUSED_ATTENTION, [q, kt, v, mask or ""], [pv.output[0]],
+                          name=pv.name or "attention", domain=FUSED_DOMAIN, scale=float(scale))
+        replaced[id(pv)] = fused
+        originals[pv.output[0]] = sorted(chain + [pv], key=lambda n: order[id(n)])
+    return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
+
+
+def _softmax_over_last_axis(softmax: Any) -> bool:
+    axis = next((a.i for a in softmax.attribute if a.name == "axis"), None)
+    return axis == -1  # (the default is -1 only from opset 13; older exports write it out)
+
+
+def _scaled(g: _Graph, name: str):
+    """(x, factor, node) for name = Mul(x, c) or Div(x, c) with c a one-element constant read
+    by nothing else; else (name, 1.0, None)."""
+    node = g.sole_producer(name, "Mul") or g.sole_producer(name, "Div")
+    if node is not None and len(node.input) == 2:
+        for x, c in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+            value = g.constant(c)
+            if value is not None and value.size == 1 and value.dtype.kind == "f" and \
+                    g.constant(x) is None and (node.op_type == "Mul" or c == node.input[1]):
+                factor = float(value.reshape(()))
+                if node.op_type == "Div":
+                    factor = 1.0 / factor if factor != 0 else float("nan")
+                if math.isfinite(factor):
+                    return x, factor, node
+    return name, 1.0, None
+
+
+def _attention_head(g: _Graph, scores: str):
+    """(Q, K^T, scale, nodes, mask) of the scores: scaled(MatMul(scaled Q, scaled K^T)), with
+    a mask added to them or not."""
+    mask = None
+    nodes: List[Any] = []
+    add = g.sole_producer(scores, "Add")
+    if add is not None and len(add.input) == 2:
+        for s, m in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+            inner, _, _ = _scaled(g, s)
+            if g.sole_producer(inner, "MatMul") is not None:
+                scores, mask = s, m
+                nodes.append(add)
+                break
+    scores, factor, node = _scaled(g, scores)
+    nodes += [node] if node is not None else []
+    qk = g.sole_producer(scores, "MatMul")
+    if qk is None:
+        return None
+    q, q_factor, q_node = _scaled(g, qk.input[0])
+    kt, k_factor, k_node = _scaled(g, qk.input[1])
+    nodes += [n for n in (qk, q_node, k_node) if n is not None]
+    return q, kt, factor * q_factor * k_factor, nodes, mask
+
+
+def _attention_tail(g: _Graph, softmax: Any):
+    """((V, the final MatMul), nodes between) after the softmax: MatMul(p, V), or
+    MatMul(Where(IsNaN(p), 0, p), V)."""
+    p = softmax.output[0]
+    readers = g.readers.get(p, [])
+    if g.consumers.get(p, 0) == 1 and len(readers) == 1 and readers[0].op_type == "MatMul" and \
+            readers[0].input[0] == p:
+        return (readers[0].input[1], readers[0]), []
+    isnan = next((n for n in readers if n.op_type == "IsNaN"), None)
+    where = g.only_reader(isnan.output[0]) if isnan is not None else None
+    if where is None or where.op_type != "Where" or list(where.input) != \
+            [isnan.output[0], where.input[1], p] or not g.near(where.input[1], 0.0) or \
+            g.consumers.get(p, 0) != 2 or len(readers) != 2:
+        return None
+    pv = g.only_reader(where.output[0])
+    if pv is None or pv.op_type != "MatMul" or pv.input[0] != where.output[0]:
+        return None
+    return (pv.input[1], pv), [isnan, where]

@@ -53,6 +53,7 @@ static inline void __syncthreads() {
     swapcontext(&thread_context[current_thread], &scheduler);
 }
 
+#include "../../libruntime/backends/cuda/kernels/attention.cu"
 #include "../../libruntime/backends/cuda/kernels/conv_pool.cu"
 #include "../../libruntime/backends/cuda/kernels/detection.cu"
 #include "../../libruntime/backends/cuda/kernels/elementwise.cu"
@@ -96,6 +97,7 @@ std::map<std::string, kernel_entry> &kernels() {
     t["rt_k_" #name] = entry(rt_k_##name, std::string(#name).find("softmax") == 0 ||         \
                                               std::string(#name).find("layer_norm") == 0 ||  \
                                               std::string(#name).find("rms_norm") == 0 ||    \
+                                              std::string(#name).find("attention") == 0 ||   \
                                               std::string(#name).find("channel_norm") == 0 ||\
                                               std::string(#name).find("gemm") == 0 ||        \
                                               std::string(#name).find("reduce") == 0 ||      \

@@ -137,6 +137,10 @@ static rt_status check_float_x(rt_op_ctx *ctx) {
     return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_FLOAT, "float32 and float64");
 }
 
+static rt_status check_float_q(rt_op_ctx *ctx) {
+    return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "q", RT_TYPES_FLOAT, "float32 and float64");
+}
+
 /* abs, neg, sign, relu, clip: also their integer forms (the op's prepare narrows further). */
 static rt_status check_numeric_x(rt_op_ctx *ctx) {
     return rt_cuda__check_types(ctx, ARG_T(ctx, 0), "x", RT_TYPES_NUMERIC,

@@ -7,3 +7,4 @@ from . import movement, resize  # noqa: F401
 from . import control, rnn  # noqa: F401
 from . import quant  # noqa: F401
 from . import detection  # noqa: F401
+from . import attention  # noqa: F401

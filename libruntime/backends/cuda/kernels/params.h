@@ -511,4 +511,17 @@ typedef struct rt_cuda_qconv_params {
     void *out;
 } rt_cuda_qconv_params;
 
+/* attention, one block per query row (ops/attention/attention.h has the job it mirrors):
+ * strides are batch, head, position; mask_strides over [B, Hq, Sq, Skv], 0 where broadcast;
+ * lengths (int32 or int64, checked on the host) NULL or one per batch row (stride 0: shared). */
+typedef struct rt_cuda_attention_params {
+    int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
+    int64_t qs[3], ks[3], vs[3], os[3];
+    int64_t mask_strides[4], mask_len, lengths_stride;
+    double scale, softcap;
+    int32_t causal, mask_is_bool, lengths_are_i32, reserved;
+    const void *q, *k, *v, *mask, *lengths;
+    void *out;
+} rt_cuda_attention_params;
+
 #endif

@@ -1,0 +1,202 @@
+"""ONNX Attention (opsets 23 and 24) on the runtime's attention op.
+
+Q, K, V come as [B, H, S, D], or as [B, S, H * D] with q_num_heads / kv_num_heads: those are
+reshaped (a view) to [B, S, H, D] and read in that layout, so no transpose is made. A past
+key / value is concatenated in front of the new one (the present outputs); is_causal is then
+aligned at the bottom right (the new queries are the last positions), as it is with
+nonpad_kv_seqlen, which becomes the op's kv_lengths. Without either, it is top-left. The
+softmax of a row that sees no key is all zeros, as the spec has it. The fourth output
+(qk_matmul_output) is not supported.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence
+
+from ...compiler import Value
+from .._patterns import FUSED_ATTENTION, FUSED_DOMAIN
+from .._registry import lowers
+from .._shape_tensor import upper_bounds
+from .._symbolic import as_int
+from .common import FLOATS, check_attrs, int64_tensor, optional, require_dtype
+from .shape import reshape_to_dims
+
+Q_SEQ, K_SEQ, V_SEQ, OUT_SEQ = 1, 2, 4, 8
+NOT_CAUSAL, TOP_LEFT, BOTTOM_RIGHT = 0, 1, 2
+
+
+def _heads_apart(cv: Any, x: Any, heads: Optional[int], what: str) -> Any:
+    """A 3-D [B, S, H * D] input as [B, S, H, D] (a reshape, no copy)."""
+    if heads is None or heads <= 0:
+        raise cv.fail(f"{what} is 3-D: q_num_heads and kv_num_heads must be given (> 0)")
+    b, s, hidden = cv.dims_of(x)
+    if as_int(hidden) is None or as_int(hidden) % heads:
+        raise cv.fail(f"{what}'s hidden size {hidden} is not a multiple of its {heads} heads")
+    return reshape_to_dims(cv, x, [b, s, heads, as_int(hidden) // heads])
+
+
+def _bhsd(cv: Any, x: Any, seq_major: bool) -> Any:
+    """x as [B, H, S, D]."""
+    if not seq_major:
+        return cv.tensor(x)
+    b, s, h, d = cv.dims_of(x)
+    y = cv.m.transpose(cv.tensor(x), [0, 2, 1, 3])
+    cv.set_dims(y, [b, h, s, d])
+    return y
+
+
+def _with_past(cv: Any, past: Any, x: Any, seq_major: bool, what: str) -> Any:
+    """present = Concat(past, x) over the sequence, both [B, H, S, D]."""
+    x = _bhsd(cv, x, seq_major)
+    pd, xd = cv.dims_of(past), cv.dims_of(x)
+    if len(pd) != 4:
+        raise cv.fail(f"past_{what} must be 4-D [batch, heads, past length, head size]")
+    y = cv.m.concat([cv.tensor(past), x], 2)
+    cv.set_dims(y, [xd[0], xd[1], pd[2] + xd[2], xd[3]])
+    return y
+
+
+def _window_unset(attrs: dict) -> bool:
+    return all(int(attrs.get(name, -1)) == -1 for name in ("left_window_size",
+                                                           "right_window_size"))
+
+
+@lowers("Attention")
+def attention(cv, node, inputs, attrs):
+    check_attrs(cv, attrs, ("is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
+                            "scale", "softcap", "softmax_precision", "left_window_size",
+                            "right_window_size"))
+    if len(node.output) > 3 and node.output[3]:
+        raise cv.fail("the qk_matmul_output output is not supported")
+    if not _window_unset(attrs):
+        raise cv.fail("left_window_size / right_window_size (sliding windows) are not supported")
+    q, k, v = inputs[:3]
+    mask, past_k, past_v, nonpad = (optional(inputs, i) for i in (3, 4, 5, 6))
+    dtype = require_dtype(cv, q, FLOATS, "Q")
+    for x, what in ((k, "K"), (v, "V")):
+        if cv.dtype_of(x) != dtype:
+            raise cv.fail(f"{what} has dtype {cv.dtype_of(x)}, Q {dtype}")
+    if (past_k is None) != (past_v is None):
+        raise cv.fail("past_key and past_value must be given together")
+    if nonpad is not None and past_k is not None:
+        raise cv.fail("nonpad_kv_seqlen cannot be combined with past_key / past_value")
+
+    rank = len(cv.shape_of(q))
+    if rank not in (3, 4) or any(len(cv.shape_of(x)) != rank for x in (k, v)):
+        raise cv.fail("Q, K and V must all be 3-D or all 4-D")
+    layout = 0
+    if rank == 3:
+        q_heads, kv_heads = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
+        q = _heads_apart(cv, q, q_heads and int(q_heads), "Q")
+        k = _heads_apart(cv, k, kv_heads and int(kv_heads), "K")
+        v = _heads_apart(cv, v, kv_heads and int(kv_heads), "V")
+        layout = Q_SEQ | K_SEQ | V_SEQ | OUT_SEQ
+    present: List[Any] = []
+    if past_k is not None:
+        k = _with_past(cv, past_k, k, bool(layout & K_SEQ), "key")
+        v = _with_past(cv, past_v, v, bool(layout & V_SEQ), "value")
+        layout &= ~(K_SEQ | V_SEQ)
+        present = [k, v]
+    elif len(node.output) > 1:
+        present = [_bhsd(cv, k, bool(layout & K_SEQ)), _bhsd(cv, v, bool(layout & V_SEQ))]
+        k, v = present
+        layout &= ~(K_SEQ | V_SEQ)
+
+    qd = cv.dims_of(q)
+    b, sq, hq, d = (qd[0], qd[1], qd[2], qd[3]) if layout & Q_SEQ else \
+        (qd[0], qd[2], qd[1], qd[3])
+    dv = cv.dims_of(v)[3]
+    if as_int(d) is None:
+        raise cv.fail(f"the head size {d} must be known at conversion time")
+    scale = attrs.get("scale")
+    scale = 1 / math.sqrt(as_int(d)) if scale is None else float(scale)
+    softcap = float(attrs.get("softcap", 0.0))
+    if softcap < 0:
+        raise cv.fail(f"softcap {softcap} is negative")
+    causal = NOT_CAUSAL
+    if int(attrs.get("is_causal", 0)):
+        causal = BOTTOM_RIGHT if past_k is not None or nonpad is not None else TOP_LEFT
+    mask_v = None
+    if mask is not None:
+        mask_dtype = cv.dtype_of(mask)
+        if mask_dtype not in ("bool", dtype):
+            raise cv.fail(f"attn_mask has dtype {mask_dtype}; it must be bool or Q's {dtype}")
+        mask_v = cv.tensor(mask)
+    lengths = int64_tensor(cv, nonpad) if nonpad is not None else None
+
+    dims = [b, sq, hq, dv] if layout & OUT_SEQ else [b, hq, sq, dv]
+    y = _call_attention(cv, [q, k, v], mask_v, lengths, scale, causal, softcap, layout, dims,
+                        dtype)
+    if rank == 3:
+        y = reshape_to_dims(cv, y, [b, sq, hq * dv])
+    return [y] + present[:len(node.output) - 1]
+
+
+def _call_attention(cv: Any, qkv: Sequence[Any], mask: Optional[Value],
+                    lengths: Optional[Value], scale: float, causal: int, softcap: float,
+                    layout: int, dims: Sequence[Any], dtype: str) -> Value:
+    """One attention op whose output has the (possibly symbolic) sizes `dims`."""
+    dims = [cv.space.simplest(x) for x in dims]
+    dynamic = not all(isinstance(x, int) for x in dims)
+    shape = upper_bounds(cv.space, dims, f"{cv.where()}: output") if dynamic else dims
+    y = cv.m.call("attention", *(cv.tensor(x) for x in qkv), mask, lengths, float(scale),
+                  causal, float(softcap), layout, outputs=[(dtype, shape, dynamic)])[0]
+    cv.set_dims(y, dims)
+    return y
+
+
+@lowers(f"{FUSED_DOMAIN}.{FUSED_ATTENTION}")
+def fused_attention(cv, node, inputs, attrs):
+    """The attention chain _patterns.fuse_attention found: Q, K^T, V and the mask as the
+    MatMuls and the Add saw them (numpy broadcasting). One attention op where Q, K and V have
+    rank 2 to 4 with equal batch sizes, K and V one head or Q's count, and the mask broadcasts
+    into the scores without growing them (a mask of one key column is expanded); otherwise the
+    replaced nodes."""
+    q, kt, v, mask = inputs[0], inputs[1], inputs[2], optional(inputs, 3)
+    dtype = cv.dtype_of(q)
+    if dtype not in FLOATS or any(cv.dtype_of(x) != dtype for x in (kt, v)):
+        return cv.lower_unfused(node)
+    dims = [list(cv.dims_of(x)) for x in (q, kt, v)]
+    rank = len(dims[0])
+    if not 2 <= rank <= 4 or any(len(d) != rank for d in dims):
+        return cv.lower_unfused(node)
+    lead = [1] * (4 - rank)
+    (b, hq, sq, d), (bk, hk, d2, skv), (bv, hv, skv2, dv) = (lead + x for x in dims)
+    def same(x, y):
+        return _same(cv, x, y)
+    if not (same(b, bk) and same(b, bv) and same(d, d2) and same(skv, skv2) and same(hk, hv)
+            and (same(hk, hq) or as_int(hk) == 1)):
+        return cv.lower_unfused(node)
+    mask_v = _fitted_mask(cv, mask, [b, hq, sq, skv], dtype) if mask is not None else None
+    if mask is not None and mask_v is None:
+        return cv.lower_unfused(node)
+    q4, kt4, v4 = (_rank4(cv, x, lead + dd) for x, dd in zip((q, kt, v), dims))
+    k4 = cv.m.transpose(kt4, [0, 1, 3, 2])
+    cv.set_dims(k4, [b, hk, skv, d])
+    y = _call_attention(cv, [q4, k4, v4], mask_v, None, float(attrs.get("scale", 1.0)),
+                        NOT_CAUSAL, 0.0, 0, [b, hq, sq, dv], dtype)
+    return [_rank4(cv, y, dims[0][:-1] + [dv]) if rank < 4 else y]
+
+
+def _rank4(cv: Any, x: Any, dims: Sequence[Any]) -> Any:
+    """x reshaped to `dims` (leading 1s added or removed), a view."""
+    return cv.tensor(x) if len(cv.shape_of(x)) == len(dims) else reshape_to_dims(cv, x, dims)
+
+
+def _fitted_mask(cv: Any, mask: Any, full: Sequence[Any], dtype: str) -> Optional[Value]:
+    """The additive mask as the attention op takes it, or None where adding it would grow the
+    scores (a size where theirs is 1), where it has one key column for many keys (the op reads
+    a short mask as padded), or where its dtype differs."""
+    dims = list(cv.dims_of(mask))
+    if cv.dtype_of(mask) != dtype or len(dims) > 4 or not dims:
+        return None
+    for m, f in zip(dims, full[4 - len(dims):]):
+        if not (as_int(m) == 1 and as_int(f) != 0 or _same(cv, m, f)):
+            return None
+    if not _same(cv, dims[-1], full[3]):
+        return None
+    return cv.tensor(mask)
+
+
+def _same(cv: Any, a: Any, b: Any) -> bool:
+    return cv.space.equal(a, b) is True
