@@ -218,3 +218,45 @@ def test_kv_lengths_out_of_range_fails_the_call_and_keeps_the_method():
             f(q, k, v, np.array([5]))
         got = np.array(f(q, k, v, np.array([3]))[0])
     close(got, reference(q, k, v, kv_lengths=np.array([3]), scale=0.5))
+
+
+_VARIANT_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from tests.test_ops_attention import VARIANT_CASES, qkv, reference, run_attention
+worst = 0.0
+for dims, kw in VARIANT_CASES:
+    q, k, v = qkv(*dims)
+    got = run_attention(q, k, v, threads=2, **kw)
+    want = reference(q, k, v, **{{n: a for n, a in kw.items() if n != "layout"}})
+    worst = max(worst, float(np.abs(got - want).max()))
+print(worst)
+"""
+
+# Small heads (the register-blocked products, odd widths for the lane tails) and large ones
+# (the GEMM), causal and masked.
+VARIANT_CASES = [((2, 4, 2, 5, 7, 8), dict(causal=2)), ((1, 2, 1, 3, 150, 13), {}),
+                 ((1, 4, 4, 70, 70, 64), dict(causal=1)), ((2, 2, 2, 9, 9, 20), dict(layout=15))]
+
+
+def test_every_instruction_set_variant_matches_the_reference():
+    """The float32 kernel is compiled for AVX-512, AVX2 and the baseline; each one this CPU
+    runs is forced in a child process (RT_ATTENTION_KERNEL) and checked against numpy."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.test_vmath import _cpu_flags
+    flags = _cpu_flags()
+    variants = ["portable"] + [v for v, need in (("avx2", {"avx2", "fma"}),
+                                                 ("avx512", {"avx512f", "avx512dq", "avx512vl",
+                                                             "avx512bw"})) if need <= flags]
+    root = str(Path(__file__).resolve().parents[1])
+    for variant in variants:
+        env = dict(os.environ, RT_ATTENTION_KERNEL=variant)
+        env.pop("RT_PORTABLE_KERNELS", None)
+        done = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT.format(root=root)], env=env,
+                              check=True, cwd=root, capture_output=True, text=True)
+        assert float(done.stdout.strip()) < 2e-5, (variant, done.stdout)

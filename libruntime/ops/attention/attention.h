@@ -72,6 +72,8 @@ size_t rt_attn__f32_slot_bytes(int64_t rows, int64_t head_dim, int64_t v_dim);
 size_t rt_attn__f64_slot_bytes(int64_t rows, int64_t head_dim, int64_t v_dim);
 
 /* Run the job on up to `threads` threads (scratch holds that many slots). */
+/* The float32 kernel's instruction set: "avx512", "avx2" or "portable". */
+const char *rt_attn__f32_variant(void);
 void rt_attn__f32(const rt_attn_job *job, int32_t threads);
 void rt_attn__f64(const rt_attn_job *job, int32_t threads);
 

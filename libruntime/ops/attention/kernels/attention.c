@@ -1,7 +1,13 @@
 /* kernels/attention.c: the attention kernels. Tiles (attention_impl.h) run on the pool, one
- * per (batch, kv head, block of queries); float32 forms its two products per key block with
- * the packed GEMM and its exponentials with the vector math, float64 with plain loops. */
+ * per (batch, kv head, block of queries). float32 (attention_f32.h) forms its two products per
+ * key block on the packed GEMM or, small, as register-blocked loops, and its exponentials with
+ * the vector math; it is compiled for AVX-512, AVX2 and the baseline, one chosen at first use
+ * (RT_ATTENTION_KERNEL=portable|avx2|avx512 or RT_PORTABLE_KERNELS=1 force one). float64
+ * runs plain loops. */
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -9,58 +15,84 @@
 #include "ops/elementwise/kernels/vmath.h"
 #include "ops/matmul/gemm/gemm.h"
 
-/* ---- float32 ------------------------------------------------------------------------------ */
 
-#define ATTN_T float
-#define ATTN(name) attn_f32_##name
+/* ---- float32, once per instruction set ---------------------------------------------------- */
 
-typedef struct attn_f32_slot attn_f32_slot;
-static void attn_f32_scores(attn_f32_slot *sl, int64_t rows, int64_t n, const float *k,
-                            int64_t key_stride);
-static void attn_f32_values(attn_f32_slot *sl, int64_t rows, int64_t n, const float *v,
-                            int64_t key_stride);
-
-static void attn_f32_exp_row(float *x, size_t n) { rt_vmath__kernel(RT_VMATH_EXP)(x, x, n); }
-static void attn_f32_tanh_row(float *x, size_t n) { rt_vmath__kernel(RT_VMATH_TANH)(x, x, n); }
-
-#include "ops/attention/kernels/attention_impl.h"
-
-static void attn_f32_scores(attn_f32_slot *sl, int64_t rows, int64_t n, const float *k,
-                            int64_t key_stride) {
-    if (sl->head_dim == 0) {
-        for (int64_t r = 0; r < rows; r++)
-            memset(sl->s + r * RT_ATTN_KEY_BLOCK, 0, (size_t)n * sizeof(float));
-        return;
-    }
-    rt_gemm_f32_args g = {.m = rows, .n = n, .k = sl->head_dim,
-                          .a = sl->q, .a_row_stride = sl->head_dim, .a_col_stride = 1,
-                          .b = k, .b_row_stride = 1, .b_col_stride = key_stride,
-                          .c = sl->s, .c_row_stride = RT_ATTN_KEY_BLOCK};
-    rt_gemm__f32(&g, sl->gemm, sl->gemm_bytes, 1);
-}
-
-static void attn_f32_values(attn_f32_slot *sl, int64_t rows, int64_t n, const float *v,
-                            int64_t key_stride) {
-    rt_gemm_f32_args g = {.m = rows, .n = sl->v_dim, .k = n,
-                          .a = sl->s, .a_row_stride = RT_ATTN_KEY_BLOCK, .a_col_stride = 1,
-                          .b = v, .b_row_stride = key_stride, .b_col_stride = 1,
-                          .c = sl->t, .c_row_stride = sl->v_dim};
-    rt_gemm__f32(&g, sl->gemm, sl->gemm_bytes, 1);
-}
-
+#define ATTN(name) attn_f32_portable_##name
+#define ATTN_LANES 4
+#include "ops/attention/kernels/attention_f32.h"
+#undef ATTN_LANES
 #undef ATTN
-#undef ATTN_T
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define ATTN(name) attn_f32_avx2_##name
+#define ATTN_LANES 8
+#include "ops/attention/kernels/attention_f32.h"
+#undef ATTN_LANES
+#undef ATTN
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+#define ATTN(name) attn_f32_avx512_##name
+#define ATTN_LANES 16
+#include "ops/attention/kernels/attention_f32.h"
+#undef ATTN_LANES
+#undef ATTN
+#pragma GCC pop_options
+#endif
+
+static rt_run_fn f32_run = attn_f32_portable_run;
+static const char *f32_variant = "portable";
+static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+
+static bool env_is(const char *name, const char *value) {
+    const char *set = getenv(name);
+    return set != NULL && strcmp(set, value) == 0;
+}
+
+static void choose(void) {
+    const char *portable = getenv("RT_PORTABLE_KERNELS");
+    if ((portable != NULL && portable[0] != '\0' && portable[0] != '0') ||
+        env_is("RT_ATTENTION_KERNEL", "portable"))
+        return;
+#ifdef ATTN_X86
+    const char *wanted = getenv("RT_ATTENTION_KERNEL");
+    bool any = wanted == NULL || wanted[0] == '\0';
+    __builtin_cpu_init();
+    if ((any || env_is("RT_ATTENTION_KERNEL", "avx512")) &&
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
+        f32_run = attn_f32_avx512_run;
+        f32_variant = "avx512";
+    } else if ((any || env_is("RT_ATTENTION_KERNEL", "avx2")) &&
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        f32_run = attn_f32_avx2_run;
+        f32_variant = "avx2";
+    }
+#endif
+}
+
+const char *rt_attn__f32_variant(void) {
+    pthread_once(&choose_once, choose);
+    return f32_variant;
+}
 
 size_t rt_attn__f32_slot_bytes(int64_t rows, int64_t head_dim, int64_t v_dim) {
-    attn_f32_slot sl;
+    attn_f32_portable_slot sl;
     size_t scores = rt_gemm__f32_scratch_bytes(rows, RT_ATTN_KEY_BLOCK, head_dim, 1);
     size_t values = rt_gemm__f32_scratch_bytes(rows, v_dim, RT_ATTN_KEY_BLOCK, 1);
-    return attn_f32_carve(&sl, NULL, rows, head_dim, v_dim) + (scores > values ? scores : values);
+    return attn_f32_portable_carve(&sl, NULL, rows, head_dim, v_dim) +
+           (scores > values ? scores : values);
 }
 
 void rt_attn__f32(const rt_attn_job *job, int32_t threads) {
+    pthread_once(&choose_once, choose);
     int64_t tiles = (job->q_len + job->tile_queries - 1) / job->tile_queries;
-    rt_parallel__runs(threads, (size_t)(job->batch * job->kv_heads * tiles), attn_f32_run,
+    rt_parallel__runs(threads, (size_t)(job->batch * job->kv_heads * tiles), f32_run,
                       (void *)job);
 }
 
@@ -95,7 +127,7 @@ static void attn_f64_scores(attn_f64_slot *sl, int64_t rows, int64_t n, const do
             double acc = 0;
             for (int64_t c = 0; c < sl->head_dim; c++)
                 acc += q[c] * kj[c];
-            sl->s[r * RT_ATTN_KEY_BLOCK + j] = acc;
+            sl->s[r * n + j] = acc;
         }
 }
 
@@ -106,7 +138,7 @@ static void attn_f64_values(attn_f64_slot *sl, int64_t rows, int64_t n, const do
         for (int64_t c = 0; c < sl->v_dim; c++)
             t[c] = 0;
         for (int64_t j = 0; j < n; j++) {
-            double p = sl->s[r * RT_ATTN_KEY_BLOCK + j];
+            double p = sl->s[r * n + j];
             for (int64_t c = 0; c < sl->v_dim; c++)
                 t[c] += p * v[j * key_stride + c];
         }

@@ -6,14 +6,17 @@
  *   ATTN(values)(slot, rows, n, v_block):  slot->t[r][:] = sum_j slot->s[r][j] v_block[j][:]
  *   ATTN(exp_row)(x, n), ATTN(tanh_row)(x, n): in place
  *
+ * slot->s holds a block's rows n apart (n keys each), so one exp call covers the block.
+ *
  * A tile is every q head of one kv head's group, each with queries [i0, i1): row r is head
  * g = r / nq, query i0 + r % nq. Its state per row is the output so far (unnormalised), the
  * largest score seen and the sum of exp(score - largest). */
 
 typedef struct ATTN(slot) {
     ATTN_T *q;     /* [rows, head_dim]: q's rows times the scale */
-    ATTN_T *s;     /* [rows, RT_ATTN_KEY_BLOCK]: scores, then probabilities */
+    ATTN_T *s;     /* [rows, n]: a block's scores, then its probabilities */
     ATTN_T *t;     /* [rows, v_dim]: this block's contribution */
+    ATTN_T *kt;    /* [head_dim, n]: a key block transposed (float32's small products) */
     ATTN_T *o;     /* [rows, v_dim]: the output so far */
     ATTN_T *top, *sum, *alpha;
     int64_t *limit; /* keys each row may see */
@@ -31,7 +34,7 @@ static const ATTN_T *ATTN(row)(const void *base, const rt_attn_view *st, int64_t
  * get -inf. Returns the largest. */
 static ATTN_T ATTN(finish_scores)(const rt_attn_job *job, ATTN(slot) *sl, int64_t r,
                                   int64_t b, int64_t h, int64_t query, int64_t j0, int64_t n) {
-    ATTN_T *row = sl->s + r * RT_ATTN_KEY_BLOCK;
+    ATTN_T *row = sl->s + r * n;
     int64_t seen = sl->limit[r] - j0;
     seen = seen < 0 ? 0 : seen > n ? n : seen;
     if (job->softcap > 0 && seen > 0) {
@@ -63,27 +66,28 @@ static ATTN_T ATTN(finish_scores)(const rt_attn_job *job, ATTN(slot) *sl, int64_
     return top;
 }
 
-/* Probabilities of the block for row r (relative to the new largest score) and the factor
- * alpha that rescales what the row had. */
-static void ATTN(softmax_block)(ATTN(slot) *sl, int64_t r, ATTN_T top, int64_t n) {
-    ATTN_T *row = sl->s + r * RT_ATTN_KEY_BLOCK;
-    ATTN_T old = sl->top[r], now = top > old ? top : old;
-    if (now == -(ATTN_T)INFINITY) { /* nothing seen yet: every probability is 0 */
+/* The block's probabilities relative to each row's new largest score (every row's scores
+ * shifted first, then one exp over the block), the rows' sums, and the factor alpha that
+ * rescales what each row had. */
+static void ATTN(softmax_block)(ATTN(slot) *sl, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        ATTN_T *row = sl->s + r * n, now = sl->top[r];
+        if (now == -(ATTN_T)INFINITY) /* nothing seen yet: every probability is 0 */
+            continue;                 /* (the row is all -inf already) */
         for (int64_t j = 0; j < n; j++)
-            row[j] = 0;
-        sl->alpha[r] = 1;
-        return;
+            row[j] -= now;
     }
-    for (int64_t j = 0; j < n; j++)
-        row[j] -= now;
-    ATTN(exp_row)(row, (size_t)n);
-    ATTN_T block_sum = 0;
-    for (int64_t j = 0; j < n; j++)
-        block_sum += row[j];
-    ATTN_T alpha = old == -(ATTN_T)INFINITY ? 0 : (ATTN_T)exp((double)(old - now));
-    sl->alpha[r] = alpha;
-    sl->sum[r] = sl->sum[r] * alpha + block_sum;
-    sl->top[r] = now;
+    ATTN(exp_row)(sl->s, (size_t)(rows * n));
+    for (int64_t r = 0; r < rows; r++) {
+        const ATTN_T *row = sl->s + r * n;
+        ATTN_T old = sl->alpha[r], now = sl->top[r], block_sum = 0;
+        for (int64_t j = 0; j < n; j++)
+            block_sum += row[j];
+        ATTN_T alpha = now == -(ATTN_T)INFINITY ? 1
+                       : old == -(ATTN_T)INFINITY ? 0 : (ATTN_T)exp((double)(old - now));
+        sl->alpha[r] = alpha;
+        sl->sum[r] = sl->sum[r] * alpha + block_sum;
+    }
 }
 
 static void ATTN(tile)(const rt_attn_job *job, ATTN(slot) *sl, int64_t b, int64_t kvh,
@@ -109,8 +113,10 @@ static void ATTN(tile)(const rt_attn_job *job, ATTN(slot) *sl, int64_t b, int64_
         for (int64_t r = 0; r < rows; r++) {
             int64_t h = kvh * group + r / nq, query = i0 + r % nq;
             ATTN_T top = ATTN(finish_scores)(job, sl, r, b, h, query, j0, n);
-            ATTN(softmax_block)(sl, r, top, n);
+            sl->alpha[r] = sl->top[r]; /* the old largest, until softmax_block */
+            sl->top[r] = top > sl->top[r] ? top : sl->top[r];
         }
+        ATTN(softmax_block)(sl, rows, n);
         ATTN(values)(sl, rows, n, ATTN(row)(job->v, &job->vs, b, kvh, j0), job->vs.s);
         for (int64_t r = 0; r < rows; r++) {
             ATTN_T alpha = sl->alpha[r], *o = sl->o + r * dv;
@@ -138,6 +144,7 @@ static size_t ATTN(carve)(ATTN(slot) *sl, char *base, int64_t rows, int64_t d, i
     ATTN_TAKE(q, ATTN_T, rows * d)
     ATTN_TAKE(s, ATTN_T, rows * RT_ATTN_KEY_BLOCK)
     ATTN_TAKE(t, ATTN_T, rows * dv)
+    ATTN_TAKE(kt, ATTN_T, d * RT_ATTN_KEY_BLOCK)
     ATTN_TAKE(o, ATTN_T, rows * dv)
     ATTN_TAKE(top, ATTN_T, rows)
     ATTN_TAKE(sum, ATTN_T, rows)

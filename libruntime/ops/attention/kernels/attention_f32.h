@@ -1,0 +1,121 @@
+/* kernels/attention_f32.h: the float32 attention kernel, included by kernels/attention.c once
+ * per instruction set (ATTN(name) names this copy): the products of a key block, as
+ * register-blocked loops where they are small and on the packed GEMM otherwise, and the tile
+ * loop of attention_impl.h around them. */
+#ifndef RT_ATTN_F32_ONCE
+#define RT_ATTN_F32_ONCE
+/* Products this small (a few thousand multiply-adds) cost less as register-blocked loops than
+ * the GEMM's packing: the tiny heads of small models. */
+#define ATTN_DIRECT_MACS 8192
+#endif
+
+/* One register of floats on this copy's instruction set (ATTN_LANES, set by the includer):
+ * wider GCC vectors than the registers go through the stack. */
+typedef float ATTN(vf) __attribute__((vector_size(ATTN_LANES * sizeof(float))));
+
+#define ATTN_T float
+
+typedef struct ATTN(slot) ATTN(slot);
+static void ATTN(scores)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k,
+                         int64_t key_stride);
+static void ATTN(values)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *v,
+                         int64_t key_stride);
+
+static void ATTN(exp_row)(float *x, size_t n) { rt_vmath__kernel(RT_VMATH_EXP)(x, x, n); }
+static void ATTN(tanh_row)(float *x, size_t n) { rt_vmath__kernel(RT_VMATH_TANH)(x, x, n); }
+
+#include "ops/attention/kernels/attention_impl.h"
+
+
+/* The first `count` (<= ATTN_LANES) floats at p, zeros after. */
+static inline __attribute__((always_inline)) ATTN(vf) ATTN(load_lanes)(const float *p,
+                                                                      int64_t count) {
+    ATTN(vf) v = {0};
+    if (count == ATTN_LANES)
+        memcpy(&v, p, sizeof v);
+    else
+        for (int64_t i = 0; i < count; i++)
+            v[i] = p[i];
+    return v;
+}
+
+static inline __attribute__((always_inline)) void ATTN(store_lanes)(float *p, ATTN(vf) v,
+                                                                    int64_t count) {
+    if (count == ATTN_LANES)
+        memcpy(p, &v, sizeof v);
+    else
+        for (int64_t i = 0; i < count; i++)
+            p[i] = v[i];
+}
+
+/* s[r][j] = q[r] . k[j]: K^T first (keys along lanes, zero past n), so no sum across lanes. */
+static void ATTN(scores_direct)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k,
+                          int64_t key_stride) {
+    int64_t d = sl->head_dim, width = (n + ATTN_LANES - 1) / ATTN_LANES * ATTN_LANES;
+    for (int64_t c = 0; c < d; c++) {
+        float *kt = sl->kt + c * width;
+        for (int64_t j = 0; j < n; j++)
+            kt[j] = k[j * key_stride + c];
+        for (int64_t j = n; j < width; j++)
+            kt[j] = 0;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j0 = 0; j0 < n; j0 += ATTN_LANES) {
+            ATTN(vf) acc = {0};
+            for (int64_t c = 0; c < d; c++) {
+                ATTN(vf) kv;
+                memcpy(&kv, sl->kt + c * width + j0, sizeof kv);
+                acc += sl->q[r * d + c] * kv;
+            }
+            ATTN(store_lanes)(sl->s + r * n + j0, acc, n - j0 < ATTN_LANES ? n - j0 : ATTN_LANES);
+        }
+}
+
+/* t[r] = sum_j p[r][j] v[j]: v's columns along lanes. */
+static void ATTN(values_direct)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *v,
+                          int64_t key_stride) {
+    int64_t dv = sl->v_dim;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c0 = 0; c0 < dv; c0 += ATTN_LANES) {
+            int64_t count = dv - c0 < ATTN_LANES ? dv - c0 : ATTN_LANES;
+            ATTN(vf) acc = {0}, vj;
+            const float *p = sl->s + r * n, *vc = v + c0;
+            if (count == ATTN_LANES)
+                for (int64_t j = 0; j < n; j++) {
+                    memcpy(&vj, vc + j * key_stride, sizeof vj);
+                    acc += p[j] * vj;
+                }
+            else
+                for (int64_t j = 0; j < n; j++)
+                    acc += p[j] * ATTN(load_lanes)(vc + j * key_stride, count);
+            ATTN(store_lanes)(sl->t + r * dv + c0, acc, count);
+        }
+}
+
+static void ATTN(scores)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k,
+                            int64_t key_stride) {
+    if (rows * n * sl->head_dim <= ATTN_DIRECT_MACS) {
+        ATTN(scores_direct)(sl, rows, n, k, key_stride);
+        return;
+    }
+    rt_gemm_f32_args g = {.m = rows, .n = n, .k = sl->head_dim,
+                          .a = sl->q, .a_row_stride = sl->head_dim, .a_col_stride = 1,
+                          .b = k, .b_row_stride = 1, .b_col_stride = key_stride,
+                          .c = sl->s, .c_row_stride = n};
+    rt_gemm__f32(&g, sl->gemm, sl->gemm_bytes, 1);
+}
+
+static void ATTN(values)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *v,
+                            int64_t key_stride) {
+    if (rows * n * sl->v_dim <= ATTN_DIRECT_MACS) {
+        ATTN(values_direct)(sl, rows, n, v, key_stride);
+        return;
+    }
+    rt_gemm_f32_args g = {.m = rows, .n = sl->v_dim, .k = n,
+                          .a = sl->s, .a_row_stride = n, .a_col_stride = 1,
+                          .b = v, .b_row_stride = key_stride, .b_col_stride = 1,
+                          .c = sl->t, .c_row_stride = sl->v_dim};
+    rt_gemm__f32(&g, sl->gemm, sl->gemm_bytes, 1);
+}
+
+#undef ATTN_T
