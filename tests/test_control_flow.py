@@ -314,6 +314,46 @@ def test_copy_into_errors():
             np.zeros((2, 3), np.float32), bad, np.array(0))
 
 
+@pytest.mark.parametrize("axis,index,count", [(2, 0, 3), (2, 5, 3), (2, -4, 2), (0, 1, 1),
+                                               (2, 4, 0)])
+def test_copy_into_a_block(axis, index, count):
+    """x of out's rank lands at [index, index + its size): a KV cache written at its length."""
+    base = np.arange(2 * 3 * 8, dtype=np.float32).reshape(2, 3, 8)
+    shape = list(base.shape)
+    shape[axis] = count
+    x = -np.arange(1, np.prod(shape) + 1, dtype=np.float32).reshape(shape)
+
+    def build(m, b0, x0, i0):
+        out = m.tensor("float32", base.shape)
+        m.copy(b0, out=out)
+        m.call("copy_into", x0, i0, axis, out=out)
+        return [out]
+
+    (got,) = run(program(build, base, x, np.array(index)), base, x, np.array(index))
+    want = base.copy()
+    start = index % base.shape[axis] if index < 0 else index
+    np.moveaxis(want, axis, 0)[start:start + count] = np.moveaxis(x, axis, 0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_copy_into_a_block_past_the_end_fails_and_keeps_the_method():
+    base, x = np.zeros((2, 6), np.float32), np.ones((2, 3), np.float32)
+
+    def build(m, b0, x0, i0):
+        out = m.tensor("float32", b0.shape)
+        m.copy(b0, out=out)
+        m.call("copy_into", x0, i0, 1, out=out)
+        return [out]
+
+    with rt.Program.load(program(build, base, x, np.array(0)).to_bytes()) as p, \
+            p.load_method("forward") as f:
+        with pytest.raises(rt.InvalidArgument, match=r"a block of 3 at index 4 does not fit axis "
+                                                      r"1 of out, of size 6"):
+            f(base, x, np.array(4))
+        got = np.asarray(f(base, x, np.array(3))[0])
+    assert got[:, 3:].tolist() == [[1] * 3] * 2 and not got[:, :3].any()
+
+
 def test_assign_checks_the_shape_at_run():
     def build(m, x0, n0):
         part = m.call("slice", x0, [0], n0, [0], None, outputs=[("float32", (4,), True)])[0]

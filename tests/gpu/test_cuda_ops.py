@@ -1108,6 +1108,28 @@ def test_copy_into(literal, axis, index, dtype):
     np.testing.assert_array_equal(want[0], ref)
 
 
+@pytest.mark.parametrize("axis,index,count", [(2, 1, 3), (1, -2, 2), (0, 0, 2)])
+def test_copy_into_a_block(axis, index, count):
+    base = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    shape = list(base.shape)
+    shape[axis] = count
+    x = -np.arange(1, np.prod(shape) + 1, dtype=np.float32).reshape(shape)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    b0, x0, i0 = m.input("b", "float32", base.shape), m.input("x", "float32", x.shape), \
+        m.input("i", "int64", ())
+    out = m.tensor("float32", base.shape)
+    m.copy(b0, out=out)
+    m.call("copy_into", x0, i0, axis, out=out)
+    m.output(out)
+    want, got = _run_both(b.to_bytes(), base, x, np.array(index))
+    np.testing.assert_array_equal(got[0], want[0])
+    ref = base.copy()
+    start = index % base.shape[axis]
+    np.moveaxis(ref, axis, 0)[start:start + count] = np.moveaxis(x, axis, 0)
+    np.testing.assert_array_equal(want[0], ref)
+
+
 def test_copy_into_refuses_an_index_out_of_range():
     b = ProgramBuilder()
     m = b.method("forward")

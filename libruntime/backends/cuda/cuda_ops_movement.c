@@ -544,12 +544,12 @@ static rt_status read_one_index(rt_op_ctx *ctx, rt_cuda_method *cm, const rt_ten
     return RT_OK;
 }
 
-/* out[..., index, ...] = x along axis: rows (the dimensions before axis) of x's inner block,
- * one strided copy into out's slice. */
+/* out[..., index, ...] = x along axis (or a block of x's size along it): rows (the
+ * dimensions before axis) of x's inner block, one strided copy into out's slices. */
 rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm) {
     RT_RETURN_IF_ERROR(rt_ops__copy_into_prepare(ctx));
     const rt_tensor_value *x = ARG_T(ctx, 0), *out = ARG_T(ctx, 3);
-    int64_t axis_arg, index;
+    int64_t axis_arg, index, start, count;
     int32_t axis;
     RT_RETURN_IF_ERROR(rt_op__int(ctx, 2, "axis", &axis_arg));
     RT_RETURN_IF_ERROR(rt_op__axis(ctx, axis_arg, out->rank, "axis", &axis));
@@ -557,20 +557,16 @@ rt_status rt_cuda__run_copy_into(rt_op_ctx *ctx, rt_cuda_method *cm) {
         RT_RETURN_IF_ERROR(rt_op__int(ctx, 1, "index", &index));
     else
         RT_RETURN_IF_ERROR(read_one_index(ctx, cm, ARG_T(ctx, 1), &index));
-    int64_t size = out->sizes[axis];
-    if (index < -size || index >= size)
-        return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "index %lld is out of range for axis %d of "
-                           "out, of size %lld (valid: %lld to %lld)", (long long)index, axis,
-                           (long long)size, (long long)-size, (long long)(size - 1));
-    if (index < 0)
-        index += size;
-    int64_t sizes[2] = {1, 1};
+    RT_RETURN_IF_ERROR(rt_ops__copy_into_place(ctx, x, out, axis, index, &start, &count));
+    int64_t size = out->sizes[axis], sizes[2] = {1, count};
     for (int32_t d = 0; d < out->rank; d++)
-        sizes[d < axis ? 0 : 1] *= d == axis ? 1 : out->sizes[d];
+        if (d != axis)
+            sizes[d < axis ? 0 : 1] *= out->sizes[d];
     if (sizes[0] == 0 || sizes[1] == 0)
         return RT_OK;
-    int64_t dst_strides[2] = {size * sizes[1], 1}, src_strides[2] = {sizes[1], 1};
-    char *dst = (char *)out->data + (size_t)(index * sizes[1]) * out->elem_size;
+    int64_t inner = sizes[1] / count;
+    int64_t dst_strides[2] = {size * inner, 1}, src_strides[2] = {sizes[1], 1};
+    char *dst = (char *)out->data + (size_t)(start * inner) * out->elem_size;
     rt_status status = rt_cuda__copy_strided(cm->device, cm->stream, dst, dst_strides, x->data,
                                              src_strides, 2, sizes, out->elem_size,
                                              "copy_into");

@@ -2,8 +2,10 @@
  *
  *   copy_into(x, index: int | tensor, axis: int, out)
  *     out[..., index, ...] = x along `axis`, collecting one iteration's result into a
- *     preallocated tensor: x has out's shape without that dimension. out keeps its sizes and
- *     every other slice; it is both read and written.
+ *     preallocated tensor: x has out's shape without that dimension. Or, x of out's rank,
+ *     out[..., index:index + n, ...] = x with n its size along the axis: a block, as a KV
+ *     cache is written at its current length. out keeps its sizes and every other slice; it
+ *     is both read and written.
  *   assign(x, out)
  *     out = x, where x is dynamic and out holds a loop-carried value of one shape: x's
  *     current shape must be out's (static out) or fit out's bounds (dynamic out), checked at
@@ -37,14 +39,18 @@ static rt_status parse_index(rt_op_ctx *ctx, copy_into_args *a) {
     return rt_op__check_disjoint(ctx, a->out, "out", a->index, "index");
 }
 
-/* x must have out's shape without the axis. A dynamic x is checked at run; prepare only
- * asks that its bounds can hold that shape. */
+/* x must have out's shape without the axis, or out's shape with any size along it (a
+ * block). A dynamic x is checked at run; prepare only asks that its bounds can hold that
+ * shape. */
 static rt_status check_x_shape(rt_op_ctx *ctx, const copy_into_args *a) {
     const rt_tensor_value *x = a->x, *out = a->out;
-    bool ok = x->rank == out->rank - 1, bounds = ctx->preparing && x->dynamic;
+    bool block = x->rank == out->rank, bounds = ctx->preparing && x->dynamic;
+    bool ok = block || x->rank == out->rank - 1;
     for (int32_t d = 0, k = 0; ok && d < out->rank; d++) {
-        if (d == a->axis)
+        if (d == a->axis) {
+            k += block;
             continue;
+        }
         ok = bounds ? x->sizes[k] >= out->sizes[d] : x->sizes[k] == out->sizes[d];
         k++;
     }
@@ -52,9 +58,28 @@ static rt_status check_x_shape(rt_op_ctx *ctx, const copy_into_args *a) {
         return RT_OK;
     char tx[RT_OP_SHAPE_TEXT], to[RT_OP_SHAPE_TEXT];
     return rt_op__fail(ctx, rt_op__shape_code(ctx),
-                       "x has %s %s; it must be out's shape %s without axis %" PRId32,
+                       "x has %s %s; it must be out's shape %s without axis %" PRId32
+                       " (or with any size along it)",
                        bounds ? "bounds" : "shape", rt_op__shape_text(x->sizes, x->rank, tx),
                        rt_op__shape_text(out->sizes, out->rank, to), a->axis);
+}
+
+rt_status rt_ops__copy_into_place(rt_op_ctx *ctx, const rt_tensor_value *x,
+                                  const rt_tensor_value *out, int32_t axis, int64_t index,
+                                  int64_t *start, int64_t *count) {
+    int64_t size = out->sizes[axis], n = x->rank == out->rank ? x->sizes[axis] : 1;
+    int64_t at = index < 0 ? index + size : index;
+    if (x->rank < out->rank && (index < -size || index >= size))
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "index %" PRId64 " is out of range "
+                           "for axis %" PRId32 " of out, of size %" PRId64 " (valid: %" PRId64
+                           " to %" PRId64 ")", index, axis, size, -size, size - 1);
+    if (at < 0 || at > size - n)
+        return rt_op__fail(ctx, rt_op__shape_code(ctx), "a block of %" PRId64 " at index %"
+                           PRId64 " does not fit axis %" PRId32 " of out, of size %" PRId64, n,
+                           index, axis, size);
+    *start = at;
+    *count = n;
+    return RT_OK;
 }
 
 static rt_status copy_into_setup(rt_op_ctx *ctx, copy_into_args *a) {
@@ -80,38 +105,31 @@ static rt_status copy_into_setup(rt_op_ctx *ctx, copy_into_args *a) {
 rt_status rt_ops__copy_into_prepare(rt_op_ctx *ctx) {
     copy_into_args a;
     RT_RETURN_IF_ERROR(copy_into_setup(ctx, &a));
-    if (a.index)
+    int64_t start, count;
+    if (a.index || a.x->dynamic)
         return RT_OK; /* read at run */
-    int64_t size = a.out->sizes[a.axis];
-    if (a.literal < -size || a.literal >= size)
-        return rt_op__fail(ctx, RT_INVALID_PROGRAM, "index %" PRId64 " is out of range for axis %"
-                           PRId32 " of out, of size %" PRId64, a.literal, a.axis, size);
-    return RT_OK;
+    return rt_ops__copy_into_place(ctx, a.x, a.out, a.axis, a.literal, &start, &count);
 }
 
 rt_status rt_ops__copy_into_run(rt_op_ctx *ctx) {
     copy_into_args a;
     RT_RETURN_IF_ERROR(copy_into_setup(ctx, &a));
     const rt_tensor_value *out = a.out;
-    int64_t size = out->sizes[a.axis];
-    int64_t index = a.index ? rt_mv__index_at(a.index, 0) : a.literal;
-    if (index < -size || index >= size)
-        return rt_op__fail(ctx, RT_INVALID_ARGUMENT, "index %" PRId64 " is out of range for axis %"
-                           PRId32 " of out, of size %" PRId64 " (valid: %" PRId64 " to %" PRId64
-                           ")", index, a.axis, size, -size, size - 1);
-    if (index < 0)
-        index += size;
-    /* Row o of x (the dimensions after axis) lands at out[o, index]. */
-    int64_t rows = 1, inner = 1;
+    int64_t start, count;
+    RT_RETURN_IF_ERROR(rt_ops__copy_into_place(ctx, a.x, out, a.axis,
+                                               a.index ? rt_mv__index_at(a.index, 0) : a.literal,
+                                               &start, &count));
+    /* Row o of x (the dimensions before axis) lands at out[o, start:start + count]. */
+    int64_t rows = 1, inner = 1, size = out->sizes[a.axis];
     for (int32_t d = 0; d < a.axis; d++)
         rows *= out->sizes[d];
     for (int32_t d = a.axis + 1; d < out->rank; d++)
         inner *= out->sizes[d];
     size_t bytes = (size_t)inner * out->elem_size;
-    if (rows == 0 || bytes == 0)
+    if (rows == 0 || bytes == 0 || count == 0)
         return RT_OK;
-    rt_mv__copy_rows(ctx, (char *)out->data + (size_t)index * bytes, (size_t)size * bytes,
-                     a.x->data, bytes, rows, bytes);
+    rt_mv__copy_rows(ctx, (char *)out->data + (size_t)start * bytes, (size_t)size * bytes,
+                     a.x->data, (size_t)count * bytes, rows, (size_t)count * bytes);
     return RT_OK;
 }
 

@@ -120,6 +120,12 @@ void rt_mv__strided_copy(const rt_op_ctx *ctx, void *dst, const void *src,
 /* n copies of one element (elem_size bytes) from `value` into dst. */
 void rt_mv__fill(void *dst, const void *value, int64_t n, size_t elem_size);
 
+/* Where copy_into puts x in out along axis for this index: slices [start, start + count);
+ * fails naming the index when they do not fit (shared by the CPU and CUDA runs). */
+rt_status rt_ops__copy_into_place(rt_op_ctx *ctx, const rt_tensor_value *x,
+                                  const rt_tensor_value *out, int32_t axis, int64_t index,
+                                  int64_t *start, int64_t *count);
+
 /* Copy `rows` blocks of `bytes` from src (stride src_stride bytes) to dst (stride dst_stride),
  * over threads. */
 void rt_mv__copy_rows(const rt_op_ctx *ctx, char *dst, size_t dst_stride, const char *src,
