@@ -17,10 +17,10 @@ __all__ = ["convert", "load", "ConversionError", "supported_ops"]
 def load(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
          dynamic_bounds: Optional[Mapping[str, Any]] = None, external_data: Any = None,
          value_bounds: Optional[Mapping[str, Sequence[float]]] = None,
-         **method_options: Any) -> Module:
+         kv_cache: Optional[Mapping[str, Any]] = None, **method_options: Any) -> Module:
     """Convert a model and load it as a Module (method "forward"); with external_data the
     weights go to that data file, which the Module maps."""
     data = convert(model_or_path, input_shapes=input_shapes, dynamic_bounds=dynamic_bounds,
-                   external_data=external_data, value_bounds=value_bounds)
+                   external_data=external_data, value_bounds=value_bounds, kv_cache=kv_cache)
     files = [external_data] if external_data is not None else []
     return Module(data, data_files=files, **method_options)

@@ -19,6 +19,7 @@ from .. import dtypes as _dtypes
 from ..compiler import MethodBuilder, ProgramBuilder, Value
 from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
+from ._kv_cache import CacheSizes, KVCache, PastCache, PresentCache
 from ._patterns import (FUSED_DOMAIN, fuse_attention, fuse_gelu, fuse_hard_swish,
                         fuse_rms_norm, fuse_silu, merge_duplicates)
 from ._registry import LOWERINGS, ConversionError
@@ -91,7 +92,8 @@ class Converter:
 
     def __init__(self, model: Any, input_shapes: Mapping[str, Sequence[int]],
                  dynamic_bounds: Mapping[str, Any], fuse: bool = True,
-                 value_bounds: Optional[Mapping[str, Sequence[float]]] = None) -> None:
+                 value_bounds: Optional[Mapping[str, Sequence[float]]] = None,
+                 kv_cache: Optional[Mapping[str, Any]] = None) -> None:
         onnx = _onnx()
         self.model = model
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -111,6 +113,8 @@ class Converter:
         self._dims: Dict[int, Tuple[Value, Tuple[Size, ...]]] = {}
         self._named_sizes: Dict[str, Any] = {}  # ONNX dim_param -> its Dim
         self.materializer = Materializer(self)
+        # convert(kv_cache=...): the cache inputs and outputs kept as attributes (_kv_cache.py).
+        self.kv = KVCache(self, kv_cache) if kv_cache is not None else None
         graph = model.graph
         self.consumers: Dict[str, int] = {}  # value name -> nodes and graph outputs reading it
         self.producers: Dict[str, Any] = {}  # value name -> its node (after rewrite_patterns)
@@ -178,6 +182,9 @@ class Converter:
         """A program tensor for x, turning a known array into a constant (once)."""
         if isinstance(x, Value):
             return x
+        if isinstance(x, (PastCache, PresentCache, CacheSizes)):
+            raise self.fail(f"kv_cache: reads the cache '{x.name}' as a tensor; only its "
+                            f"Concat, Shape and a fused attention may read it")
         key = id(x)
         if isinstance(x, ShapeTensor):
             if key not in self._materialized:
@@ -205,13 +212,15 @@ class Converter:
 
     @staticmethod
     def dtype_of(x: Operand) -> str:
-        if isinstance(x, (Value, ShapeTensor)):
+        if isinstance(x, (Value, ShapeTensor, PastCache, PresentCache, CacheSizes)):
             return x.dtype
         return _dtypes.normalize(np.asarray(x).dtype)
 
     def dims_of(self, x: Any) -> Tuple[Size, ...]:
         """The sizes of x as ints and symbolic Dims. A dynamic value whose dims no rule
         recorded gets fresh sizes measured on it, bounded by its planned shape."""
+        if isinstance(x, (PastCache, PresentCache, CacheSizes)):
+            return x.dims
         if not isinstance(x, Value):
             return tuple(int(s) for s in np.shape(x.items if isinstance(x, ShapeTensor) else x))
         if not x.dynamic:
@@ -273,6 +282,9 @@ class Converter:
         for inp in graph.input:
             if inp.name in self.env:
                 continue  # an initializer with a default value: a constant here
+            if self.kv is not None and self.kv.is_cache(inp.name):
+                self.env[inp.name] = self.kv.past_input(inp)
+                continue
             self.env[inp.name] = self._graph_input(inp)
             if inp.name in self._value_bounds:
                 self._record_value_bounds(self.env[inp.name], inp.name)
@@ -437,13 +449,18 @@ class Converter:
     def _node_outputs(self, node: Any, inputs: List[Optional[Operand]],
                       attrs: Dict[str, Any]) -> List[Operand]:
         """The node folded (every input known), fused with what follows, or lowered."""
+        if self.kv is not None:
+            outputs = self.kv.lower(node, inputs)
+            if outputs is not None:
+                return outputs
         if any(isinstance(x, ShapeTensor) for x in inputs):
             outputs = evaluate(self.space, node.op_type, inputs, attrs)
             if outputs is not None:
                 return outputs  # shape arithmetic done on the symbols
             if node.op_type not in SHAPE_AWARE:
                 inputs = [self.tensor(x) if isinstance(x, ShapeTensor) else x for x in inputs]
-        known = all(x is None or not isinstance(x, (Value, ShapeTensor)) for x in inputs)
+        known = all(x is None or not isinstance(x, (Value, ShapeTensor, PastCache,
+                                                   PresentCache, CacheSizes)) for x in inputs)
         if known and node.op_type not in _NOT_FOLDABLE:
             return self._fold(node, inputs)
         outputs = self.fuse and try_fuse(self, node, inputs, attrs)
@@ -545,6 +562,8 @@ class Converter:
 
     def add_outputs(self, graph: Any) -> None:
         for out in graph.output:
+            if self.kv is not None and self.kv.is_present(out.name):
+                continue  # kept in its attribute
             value = self.operand(out.name)
             if value is None:
                 raise ConversionError(f"graph output '{out.name}' is empty")
@@ -563,7 +582,8 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
             dynamic_bounds: Optional[Mapping[str, Any]] = None, fuse: bool = True,
             bundle_inputs: Optional[Sequence[Any]] = None, external_data: Any = None,
             reference: str = "auto",
-            value_bounds: Optional[Mapping[str, Sequence[float]]] = None) -> bytes:
+            value_bounds: Optional[Mapping[str, Sequence[float]]] = None,
+            kv_cache: Optional[Mapping[str, Any]] = None) -> bytes:
     """Convert an ONNX model (ModelProto, path, or serialized bytes) into program bytes.
 
     input_shapes: concrete shapes for inputs whose sizes the model leaves symbolic.
@@ -573,6 +593,9 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
     ...): every element lies in that range, so the outputs they size get upper bounds. The
     program reads the values at every execute; values that would exceed a planned size fail
     that execute, naming the op.
+    kv_cache: {"max_length": M, "batch": B (default 1)} for a decoder exported with its KV
+    cache as inputs and outputs: the program keeps the cache in attributes instead, updated in
+    place at every execute (_kv_cache.py; the cache inputs and outputs disappear).
     fuse: fold Conv+BatchNormalization and MatMul+Add, apply activations in the epilogue of
     the op before them (see _fusion.py) and pool in the Conv a MaxPool alone reads; False
     keeps every op separate.
@@ -587,12 +610,15 @@ def convert(model_or_path: Any, *, input_shapes: Optional[Mapping[str, Sequence[
     Unsupported ops, attributes or dtypes raise ConversionError naming the node.
     """
     model = load_model(model_or_path)
-    cv = Converter(model, input_shapes or {}, dynamic_bounds or {}, fuse, value_bounds)
+    cv = Converter(model, input_shapes or {}, dynamic_bounds or {}, fuse, value_bounds,
+                   kv_cache)
     nodes = list(model.graph.node)
     if fuse:
         nodes = cv.rewrite_patterns(nodes)
     cv.add_inputs(model.graph)
     cv.run_nodes(nodes)
+    if cv.kv is not None:
+        cv.kv.finish()
     cv.add_outputs(model.graph)
     if fuse:
         cv.m.fuse_conv_max_pool()

@@ -316,7 +316,11 @@ def fuse_attention(nodes: Sequence[Any], constant: Callable[[str], Optional[np.n
     (scaled(x): x, Mul(x, c) or Div(x, c) with c a one-element constant; the Add optional;
     after the Softmax optionally Where(IsNaN(p), 0, p), which zeroes rows that see no key)
     replaced by one FusedAttention node with inputs Q, K^T, V and the mask (or ""), and the
-    product of the constants as its `scale`. originals[its output] gets the nodes it replaces,
+    product of the constants as its `scale`; where K^T is Transpose(K, perm 0, 1, 3, 2), K
+    itself, with key_transposed 0 (so that a KV cache reaches the node untouched); and where K
+    and V then come from Llama's repeat_kv (Reshape(Expand(Unsqueeze(x, 2)))), which repeats
+    each kv head for its group of query heads, x itself, with kv_repeated 1: the attention op
+    reads grouped heads as they are. originals[its output] gets the nodes it replaces,
     in graph order."""
     g = _Graph(nodes, constant, consumers)
     removed: Set[int] = set()
@@ -329,14 +333,23 @@ def fuse_attention(nodes: Sequence[Any], constant: Callable[[str], Optional[np.n
         head = _attention_head(g, softmax.input[0])
         if tail is None or head is None:
             continue
-        q, kt, scale, head_nodes, mask = head
+        q, key, transposed, scale, head_nodes, mask = head
         (v, pv), tail_nodes = tail
-        chain = head_nodes + [softmax] + tail_nodes
+        repeated, kv_repeated = [], False
+        if not transposed:  # Llama's repeat_kv: K and V went through it, or neither did
+            k_source, k_nodes = _repeated_kv(g, key)
+            v_source, v_nodes = _repeated_kv(g, v)
+            if k_nodes and v_nodes:
+                key, v = k_source, v_source
+                repeated = [n for n in k_nodes + v_nodes if n is not None]
+                kv_repeated = True
+        chain = head_nodes + [softmax] + tail_nodes + repeated
         if any(id(n) in removed for n in chain + [pv]) or constant(q) is not None:
             continue
         removed.update(id(n) for n in chain)
-        fused = make_node(FUSED_ATTENTION, [q, kt, v, mask or ""], [pv.output[0]],
-                          name=pv.name or "attention", domain=FUSED_DOMAIN, scale=float(scale))
+        fused = make_node(FUSED_ATTENTION, [q, key, v, mask or ""], [pv.output[0]],
+                          name=pv.name or "attention", domain=FUSED_DOMAIN, scale=float(scale),
+                          key_transposed=transposed, kv_repeated=int(kv_repeated))
         replaced[id(pv)] = fused
         originals[pv.output[0]] = sorted(chain + [pv], key=lambda n: order[id(n)])
     return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
@@ -365,7 +378,7 @@ def _scaled(g: _Graph, name: str):
 
 
 def _attention_head(g: _Graph, scores: str):
-    """(Q, K^T, scale, nodes, mask) of the scores: scaled(MatMul(scaled Q, scaled K^T)), with
+    """(Q, K^T or K, whether K^T, scale, nodes, mask) of the scores: scaled(MatMul(scaled Q, scaled K^T)), with
     a mask added to them or not."""
     mask = None
     nodes: List[Any] = []
@@ -385,7 +398,36 @@ def _attention_head(g: _Graph, scores: str):
     q, q_factor, q_node = _scaled(g, qk.input[0])
     kt, k_factor, k_node = _scaled(g, qk.input[1])
     nodes += [n for n in (qk, q_node, k_node) if n is not None]
-    return q, kt, factor * q_factor * k_factor, nodes, mask
+    key, transposed = kt, 1
+    swap = g.sole_producer(kt, "Transpose")
+    if swap is not None and [list(a.ints) for a in swap.attribute if a.name == "perm"] == \
+            [[0, 1, 3, 2]]:
+        key, transposed = swap.input[0], 0
+        nodes.append(swap)
+    return q, key, transposed, factor * q_factor * k_factor, nodes, mask
+
+
+def _repeated_kv(g: _Graph, name: str):
+    """(x, nodes) for name = Reshape(Expand(Unsqueeze(x, axes=[2]), shape), shape'), each
+    read by nothing else; else (name, []). Where Shape nodes also read the result (for its
+    sizes), the chain stays for them and nodes is [None] (nothing to remove)."""
+    readers = g.readers.get(name, [])
+    sized = [n for n in readers if n.op_type == "Shape"]
+    reshape = g.producer.get(name)
+    if reshape is None or reshape.op_type != "Reshape" or \
+            g.consumers.get(name, 0) != len(readers) or len(readers) - len(sized) != 1:
+        return name, []
+    expand = g.sole_producer(reshape.input[0], "Expand")
+    unsqueeze = g.sole_producer(expand.input[0], "Unsqueeze") if expand is not None else None
+    if unsqueeze is None:
+        return name, []
+    axes = next((list(a.ints) for a in unsqueeze.attribute if a.name == "axes"), None)
+    if axes is None and len(unsqueeze.input) > 1:
+        value = g.constant(unsqueeze.input[1])
+        axes = None if value is None else [int(a) for a in value.reshape(-1)]
+    if axes != [2]:
+        return name, []
+    return unsqueeze.input[0], [None] if sized else [unsqueeze, expand, reshape]
 
 
 def _attention_tail(g: _Graph, softmax: Any):

@@ -87,7 +87,8 @@ static rt_status check_mask(rt_op_ctx *ctx, const attn_args *a, const bhsd *q, c
         int64_t size = md >= 0 ? m->sizes[md] : 1;
         job->mask_strides[d] = md >= 0 && size != 1 ? m->strides[md] : 0;
         if (d == 3) {
-            if (size > full[3])
+            /* (a dynamic mask's bound may exceed the keys: its size is checked at run) */
+            if (size > full[3] && !(ctx->preparing && m->dynamic))
                 return mismatch(ctx, "mask's key size", size, "the key count", full[3]);
             job->mask_strides[3] = md >= 0 ? m->strides[md] : 0;
             job->mask_len = md >= 0 ? size : full[3];

@@ -14,6 +14,7 @@ import math
 from typing import Any, List, Optional, Sequence
 
 from ...compiler import Value
+from .._kv_cache import PresentCache
 from .._patterns import FUSED_ATTENTION, FUSED_DOMAIN
 from .._registry import lowers
 from .._shape_tensor import upper_bounds
@@ -147,35 +148,76 @@ def _call_attention(cv: Any, qkv: Sequence[Any], mask: Optional[Value],
 
 @lowers(f"{FUSED_DOMAIN}.{FUSED_ATTENTION}")
 def fused_attention(cv, node, inputs, attrs):
-    """The attention chain _patterns.fuse_attention found: Q, K^T, V and the mask as the
-    MatMuls and the Add saw them (numpy broadcasting). One attention op where Q, K and V have
-    rank 2 to 4 with equal batch sizes, K and V one head or Q's count, and the mask broadcasts
-    into the scores without growing them (a mask of one key column is expanded); otherwise the
-    replaced nodes."""
-    q, kt, v, mask = inputs[0], inputs[1], inputs[2], optional(inputs, 3)
+    """The attention chain _patterns.fuse_attention found: Q, K^T (or K, key_transposed 0),
+    V and the mask as the MatMuls and the Add saw them (numpy broadcasting; with kv_repeated,
+    K and V before repeat_kv). One attention op where Q, K and V have rank 2 to 4 with equal
+    batch sizes, K and V one head, Q's count, or (repeated) a divisor of it,
+    and the mask broadcasts into the scores without growing them and covers every key;
+    otherwise the replaced nodes. A KV cache the program keeps (_kv_cache.py) is read in its
+    attribute, up to its filled length."""
+    q, key, v, mask = inputs[0], inputs[1], inputs[2], optional(inputs, 3)
+    transposed = bool(attrs.get("key_transposed", 1))
+    if isinstance(key, PresentCache) or isinstance(v, PresentCache):
+        return _cached_attention(cv, node, q, key, v, mask, transposed, attrs)
     dtype = cv.dtype_of(q)
-    if dtype not in FLOATS or any(cv.dtype_of(x) != dtype for x in (kt, v)):
+    if dtype not in FLOATS or any(cv.dtype_of(x) != dtype for x in (key, v)):
         return cv.lower_unfused(node)
-    dims = [list(cv.dims_of(x)) for x in (q, kt, v)]
+    dims = [list(cv.dims_of(x)) for x in (q, key, v)]
     rank = len(dims[0])
     if not 2 <= rank <= 4 or any(len(d) != rank for d in dims):
         return cv.lower_unfused(node)
     lead = [1] * (4 - rank)
-    (b, hq, sq, d), (bk, hk, d2, skv), (bv, hv, skv2, dv) = (lead + x for x in dims)
+    (b, hq, sq, d), (bk, hk, kd2, kd3), (bv, hv, skv2, dv) = (lead + x for x in dims)
+    d2, skv = (kd2, kd3) if transposed else (kd3, kd2)
+
     def same(x, y):
         return _same(cv, x, y)
+    grouped = as_int(hk) == 1 or (bool(attrs.get("kv_repeated", 0)) and
+                                  as_int(hk) is not None and as_int(hq) is not None and
+                                  as_int(hk) > 0 and as_int(hq) % as_int(hk) == 0)
     if not (same(b, bk) and same(b, bv) and same(d, d2) and same(skv, skv2) and same(hk, hv)
-            and (same(hk, hq) or as_int(hk) == 1)):
+            and (same(hk, hq) or grouped)):
         return cv.lower_unfused(node)
     mask_v = _fitted_mask(cv, mask, [b, hq, sq, skv], dtype) if mask is not None else None
     if mask is not None and mask_v is None:
         return cv.lower_unfused(node)
-    q4, kt4, v4 = (_rank4(cv, x, lead + dd) for x, dd in zip((q, kt, v), dims))
-    k4 = cv.m.transpose(kt4, [0, 1, 3, 2])
-    cv.set_dims(k4, [b, hk, skv, d])
+    q4, key4, v4 = (_rank4(cv, x, lead + dd) for x, dd in zip((q, key, v), dims))
+    k4 = key4
+    if transposed:
+        k4 = cv.m.transpose(key4, [0, 1, 3, 2])
+        cv.set_dims(k4, [b, hk, skv, d])
     y = _call_attention(cv, [q4, k4, v4], mask_v, None, float(attrs.get("scale", 1.0)),
                         NOT_CAUSAL, 0.0, 0, [b, hq, sq, dv], dtype)
     return [_rank4(cv, y, dims[0][:-1] + [dv]) if rank < 4 else y]
+
+
+def _cached_attention(cv, node, q, key, v, mask, transposed, attrs):
+    """Attention over a KV cache held in attributes: k and v are the attributes (their
+    max_length positions), kv_lengths the filled length, the mask (covering the filled
+    positions, which is what the graph computed it for) padded by the op."""
+    if not (isinstance(key, PresentCache) and isinstance(v, PresentCache)) or transposed or \
+            key.lengths is not v.lengths:
+        raise cv.fail("kv_cache: the cached keys and values must reach the attention as they "
+                      "are (no transpose or other op between)")
+    dtype = cv.dtype_of(q)
+    qd = list(cv.dims_of(q))
+    if len(qd) != 4 or dtype not in FLOATS or key.dtype != dtype:
+        raise cv.fail(f"kv_cache: the attention over the cache needs 4-D float32 / float64 "
+                      f"queries, not {len(qd)}-D {dtype}")
+    b, hq, sq, _ = qd
+    hk, dv = key.dims[1], v.dims[3]
+    grouped = attrs.get("kv_repeated", 0) and as_int(hq) is not None and as_int(hq) % hk == 0
+    if not (_same(cv, hq, hk) or grouped):
+        raise cv.fail(f"kv_cache: {hq} query heads for {hk} cached heads")
+    mask_v = None
+    if mask is not None:
+        mask_v = _fitted_mask(cv, mask, [b, hq, sq, key.dims[2]], dtype, short_ok=True)
+        if mask_v is None:
+            raise cv.fail("kv_cache: the attention mask does not fit the cached keys")
+    y = _call_attention(cv, [q, key.state, v.state], mask_v, key.lengths,
+                        float(attrs.get("scale", 1.0)), NOT_CAUSAL, 0.0, 0, [b, hq, sq, dv],
+                        dtype)
+    return [y]
 
 
 def _rank4(cv: Any, x: Any, dims: Sequence[Any]) -> Any:
@@ -183,17 +225,18 @@ def _rank4(cv: Any, x: Any, dims: Sequence[Any]) -> Any:
     return cv.tensor(x) if len(cv.shape_of(x)) == len(dims) else reshape_to_dims(cv, x, dims)
 
 
-def _fitted_mask(cv: Any, mask: Any, full: Sequence[Any], dtype: str) -> Optional[Value]:
+def _fitted_mask(cv: Any, mask: Any, full: Sequence[Any], dtype: str,
+                 short_ok: bool = False) -> Optional[Value]:
     """The additive mask as the attention op takes it, or None where adding it would grow the
     scores (a size where theirs is 1), where it has one key column for many keys (the op reads
     a short mask as padded), or where its dtype differs."""
     dims = list(cv.dims_of(mask))
     if cv.dtype_of(mask) != dtype or len(dims) > 4 or not dims:
         return None
-    for m, f in zip(dims, full[4 - len(dims):]):
+    for m, f in zip(dims[:-1], full[4 - len(dims):3]):
         if not (as_int(m) == 1 and as_int(f) != 0 or _same(cv, m, f)):
             return None
-    if not _same(cv, dims[-1], full[3]):
+    if not (short_ok or _same(cv, dims[-1], full[3])):  # short_ok: the op pads it as masked
         return None
     return cv.tensor(mask)
 
