@@ -21,6 +21,8 @@ What it writes:
 Needs torch, transformers, onnx (a separate venv; nothing the runtime or its tests import):
 
     python scripts/export_llama_generate.py [--out tests/data/generate]
+    python scripts/export_llama_generate.py --out /tmp/llama_larger --hidden 256 --layers 4 \
+        --vocab 2048     # a larger one for benchmarks/generate.py --model (not checked in)
 """
 from __future__ import annotations
 
@@ -42,21 +44,22 @@ NEW_TOKENS = 24
 class Step(torch.nn.Module):
     """One call of the decoder: the new tokens on top of the given cache."""
 
-    def __init__(self, model):
+    def __init__(self, model, layers: int):
         super().__init__()
         self.model = model
+        self.layers = layers
 
     def forward(self, input_ids, attention_mask, *past):
         from transformers import DynamicCache
-        cache = DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(LAYERS)])
+        cache = DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(self.layers)])
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, cache=cache,
                          use_cache=True)
         layers = out.cache.layers
         return (out.logits, *[t for layer in layers for t in (layer.keys, layer.values)])
 
 
-def names():
-    past = [f"past_{kv}_{i}" for i in range(LAYERS) for kv in ("key", "value")]
+def names(layers: int):
+    past = [f"past_{kv}_{i}" for i in range(layers) for kv in ("key", "value")]
     present = [p.replace("past", "present") for p in past]
     return past, present
 
@@ -78,15 +81,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
                                                       "data", "generate"))
+    parser.add_argument("--hidden", type=int, help="hidden size (default: the tiny config's)")
+    parser.add_argument("--layers", type=int, default=LAYERS)
+    parser.add_argument("--vocab", type=int, help="vocabulary size")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     from transformers import LlamaForCausalLM
     torch.manual_seed(0)
     config = _llama_config(None)
     config.use_cache = True
+    config.num_hidden_layers = args.layers
+    if args.hidden:
+        config.hidden_size, config.intermediate_size = args.hidden, 4 * args.hidden
+        config.num_attention_heads, config.num_key_value_heads = args.hidden // 32, 2
+        config.head_dim = 32
+    if args.vocab:
+        config.vocab_size = args.vocab
     model = LlamaForCausalLM(config).eval()
-    assert config.num_hidden_layers == LAYERS
-    past_names, present_names = names()
+    past_names, present_names = names(args.layers)
     heads, dim = config.num_key_value_heads, config.hidden_size // config.num_attention_heads
     past = [torch.zeros(1, heads, 3, dim) for _ in past_names]
     example = (torch.zeros(1, 2, dtype=torch.int64), torch.ones(1, 5, dtype=torch.int64), *past)
@@ -96,7 +108,7 @@ def main() -> int:
     axes.update({n: {0: "batch", 2: "total"} for n in present_names})
     path = os.path.join(args.out, "llama.onnx")
     with torch.no_grad():
-        torch.onnx.export(Step(model), example, path, dynamo=False, opset_version=17,
+        torch.onnx.export(Step(model, args.layers), example, path, dynamo=False, opset_version=17,
                           input_names=["input_ids", "attention_mask", *past_names],
                           output_names=["logits", *present_names], dynamic_axes=axes)
     import onnx
