@@ -117,6 +117,20 @@ static void attn_f64_tanh_row(double *x, size_t n) {
         x[j] = tanh(x[j]);
 }
 
+static double attn_f64_row_max(const double *x, int64_t n) {
+    double top = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        top = x[j] > top ? x[j] : top;
+    return top;
+}
+
+static double attn_f64_row_sum(const double *x, int64_t n) {
+    double sum = 0;
+    for (int64_t j = 0; j < n; j++)
+        sum += x[j];
+    return sum;
+}
+
 #include "ops/attention/kernels/attention_impl.h"
 
 static void attn_f64_scores(attn_f64_slot *sl, int64_t rows, int64_t n, const double *k,

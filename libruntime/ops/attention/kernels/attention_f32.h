@@ -12,20 +12,9 @@
 /* One register of floats on this copy's instruction set (ATTN_LANES, set by the includer):
  * wider GCC vectors than the registers go through the stack. */
 typedef float ATTN(vf) __attribute__((vector_size(ATTN_LANES * sizeof(float))));
+typedef int32_t ATTN(vi) __attribute__((vector_size(ATTN_LANES * sizeof(float))));
 
 #define ATTN_T float
-
-typedef struct ATTN(slot) ATTN(slot);
-static void ATTN(scores)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k,
-                         int64_t key_stride);
-static void ATTN(values)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *v,
-                         int64_t key_stride);
-
-static void ATTN(exp_row)(float *x, size_t n) { rt_vmath__kernel(RT_VMATH_EXP)(x, x, n); }
-static void ATTN(tanh_row)(float *x, size_t n) { rt_vmath__kernel(RT_VMATH_TANH)(x, x, n); }
-
-#include "ops/attention/kernels/attention_impl.h"
-
 
 /* The first `count` (<= ATTN_LANES) floats at p, zeros after. */
 static inline __attribute__((always_inline)) ATTN(vf) ATTN(load_lanes)(const float *p,
@@ -47,6 +36,87 @@ static inline __attribute__((always_inline)) void ATTN(store_lanes)(float *p, AT
         for (int64_t i = 0; i < count; i++)
             p[i] = v[i];
 }
+
+typedef struct ATTN(slot) ATTN(slot);
+static void ATTN(scores)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k,
+                         int64_t key_stride);
+static void ATTN(values)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *v,
+                         int64_t key_stride);
+
+/* exp of one register of scores already shifted by their row's largest (so <= 0, -inf or
+ * NaN): exp(x) = 2^k exp(r), k = round(x / ln 2), r = x - k ln 2 in [-ln 2 / 2, ln 2 / 2]
+ * (ln 2 in two parts), exp(r) by its degree-6 Taylor polynomial (relative error 1.2e-7 on that
+ * interval: about 2 ulp). Below -87.3 (a result under 2^-126, negligible next to the row's
+ * largest term, 1) it gives 0; NaN stays NaN. A quarter of vmath's accurate exp's cost, which
+ * a softmax, summing terms of at most 1, does not need. */
+static inline __attribute__((always_inline)) ATTN(vf) ATTN(exp_shifted)(ATTN(vf) x) {
+    const float lowest = -87.3365f, shifter = 12582912.0f; /* 1.5 * 2^23: rounds to integer */
+    ATTN(vi) underflow = x < lowest;
+    x = (ATTN(vf))(((ATTN(vi))x & ~underflow) | ((ATTN(vi))(x - x + lowest) & underflow));
+    ATTN(vf) shifted = x * 1.44269504f + shifter, k = shifted - shifter;
+    ATTN(vf) r = x - k * 0.693145752f - k * 1.42860677e-6f;
+    ATTN(vf) p = r * (1.0f / 720) + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    ATTN(vi) scale = ((ATTN(vi))shifted - (ATTN(vi))(shifted - shifted + shifter) + 127) << 23;
+    return (ATTN(vf))((ATTN(vi))(p * (ATTN(vf))scale) & ~underflow);
+}
+
+static void ATTN(exp_row)(float *x, size_t n) {
+    size_t j = 0;
+    for (; j + ATTN_LANES <= n; j += ATTN_LANES) {
+        ATTN(vf) v;
+        memcpy(&v, x + j, sizeof v);
+        v = ATTN(exp_shifted)(v);
+        memcpy(x + j, &v, sizeof v);
+    }
+    if (j < n) {
+        ATTN(vf) v = ATTN(load_lanes)(x + j, (int64_t)(n - j));
+        ATTN(store_lanes)(x + j, ATTN(exp_shifted)(v), (int64_t)(n - j));
+    }
+}
+static void ATTN(tanh_row)(float *x, size_t n) { rt_vmath__kernel(RT_VMATH_TANH)(x, x, n); }
+
+/* Reductions over lanes (a serial maxss / addss chain costs 4 cycles an element). */
+static float ATTN(row_max)(const float *x, int64_t n) {
+    ATTN(vf) acc = {0};
+    acc -= (float)INFINITY;
+    int64_t j = 0;
+    for (; j + ATTN_LANES <= n; j += ATTN_LANES) {
+        ATTN(vf) v;
+        memcpy(&v, x + j, sizeof v);
+        ATTN(vi) wins = v > acc; /* lanes of -1 where v is larger (never for a NaN) */
+        acc = (ATTN(vf))(((ATTN(vi))v & wins) | ((ATTN(vi))acc & ~wins));
+    }
+    float top = -(float)INFINITY;
+    for (int i = 0; i < ATTN_LANES; i++)
+        top = acc[i] > top ? acc[i] : top;
+    for (; j < n; j++)
+        top = x[j] > top ? x[j] : top;
+    return top;
+}
+
+static float ATTN(row_sum)(const float *x, int64_t n) {
+    ATTN(vf) acc = {0};
+    int64_t j = 0;
+    for (; j + ATTN_LANES <= n; j += ATTN_LANES) {
+        ATTN(vf) v;
+        memcpy(&v, x + j, sizeof v);
+        acc += v;
+    }
+    float sum = 0;
+    for (int i = 0; i < ATTN_LANES; i++)
+        sum += acc[i];
+    for (; j < n; j++)
+        sum += x[j];
+    return sum;
+}
+
+#include "ops/attention/kernels/attention_impl.h"
+
 
 /* s[r][j] = q[r] . k[j]: K^T first (keys along lanes, zero past n), so no sum across lanes. */
 static void ATTN(scores_direct)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k,

@@ -5,6 +5,8 @@
  *   ATTN(scores)(slot, rows, n, k_block):  slot->s[r][j] = slot->q[r] . k_block[j]
  *   ATTN(values)(slot, rows, n, v_block):  slot->t[r][:] = sum_j slot->s[r][j] v_block[j][:]
  *   ATTN(exp_row)(x, n), ATTN(tanh_row)(x, n): in place
+ *   ATTN(row_max)(x, n), ATTN(row_sum)(x, n): the largest (-inf when empty; NaN never wins)
+ *                                             and the sum of x[0..n)
  *
  * slot->s holds a block's rows n apart (n keys each), so one exp call covers the block.
  *
@@ -58,12 +60,9 @@ static ATTN_T ATTN(finish_scores)(const rt_attn_job *job, ATTN(slot) *sl, int64_
                 row[j] += m[j * ms[3]];
         }
     }
-    ATTN_T top = -(ATTN_T)INFINITY;
-    for (int64_t j = 0; j < seen; j++)
-        top = row[j] > top ? row[j] : top;
     for (int64_t j = seen; j < n; j++)
         row[j] = -(ATTN_T)INFINITY;
-    return top;
+    return ATTN(row_max)(row, seen);
 }
 
 /* The block's probabilities relative to each row's new largest score (every row's scores
@@ -80,9 +79,7 @@ static void ATTN(softmax_block)(ATTN(slot) *sl, int64_t rows, int64_t n) {
     ATTN(exp_row)(sl->s, (size_t)(rows * n));
     for (int64_t r = 0; r < rows; r++) {
         const ATTN_T *row = sl->s + r * n;
-        ATTN_T old = sl->alpha[r], now = sl->top[r], block_sum = 0;
-        for (int64_t j = 0; j < n; j++)
-            block_sum += row[j];
+        ATTN_T old = sl->alpha[r], now = sl->top[r], block_sum = ATTN(row_sum)(row, n);
         ATTN_T alpha = now == -(ATTN_T)INFINITY ? 1
                        : old == -(ATTN_T)INFINITY ? 0 : (ATTN_T)exp((double)(old - now));
         sl->alpha[r] = alpha;
