@@ -4,13 +4,15 @@ keeps the cache, so each call passes only the new tokens and the attention mask.
     decoder = runtime_py.onnx.load("llama.onnx", kv_cache={"max_length": 256}, ...)
     tokens = greedy(decoder.load_method("forward"), prompt_ids, new_tokens=32)
 
-Needs numpy.
+The cache lives in the method instance: one instance per sequence (load_method gives the
+module's first; Program.load_method makes more). Module.forward may run on another instance
+when called from several threads, so generation goes through a Method. Needs numpy.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-LENGTH = "kv_cache_length"
+from ._kv_cache import LENGTH
 
 
 def reset(method: Any) -> None:
