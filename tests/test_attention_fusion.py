@@ -185,3 +185,81 @@ def test_every_exported_transformer_has_its_attention_fused(entry):
     with rt.Program.load(data) as p:
         ops = collections.Counter(op for op in p.instruction_ops("forward") if op)
     assert ops["attention"] >= 2 and ops["softmax"] == 0, ops
+    if entry["family"].startswith("llama"):  # q and k of two layers: Llama's rotate-half RoPE
+        assert ops["rotary"] == 4 and ops["neg"] == 0, ops
+
+
+def _rotary_model(three_d, interleaved, rotated, positions):
+    b, h, s, d = 2, 3, 5, 16
+    shape = (b, s, h * d) if three_d else (b, h, s, d)
+    attrs = dict(interleaved=int(interleaved), rotary_embedding_dim=rotated)
+    if three_d:
+        attrs["num_heads"] = h
+    r = rotated or d
+    cache_shape = (12, r // 2) if positions else (b, s, r // 2)
+    inputs = [("X", TensorProto.FLOAT, shape), ("cos", TensorProto.FLOAT, cache_shape),
+              ("sin", TensorProto.FLOAT, cache_shape)]
+    names = ["X", "cos", "sin"]
+    if positions:
+        inputs.append(("pos", TensorProto.INT64, (b, s)))
+        names.append("pos")
+    node = helper.make_node("RotaryEmbedding", names, ["y"], **attrs)
+    model = _model([node], inputs, shape, opset=23)
+    rng = np.random.default_rng(2)
+    feeds = {"X": rng.standard_normal(shape).astype(np.float32)}
+    angles = rng.uniform(0, 6, cache_shape)
+    feeds["cos"], feeds["sin"] = np.cos(angles).astype(np.float32), np.sin(angles).astype(
+        np.float32)
+    if positions:
+        feeds["pos"] = rng.integers(0, 12, (b, s)).astype(np.int64)
+    return model, feeds
+
+
+@pytest.mark.parametrize("three_d", [False, True])
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rotated", [0, 8])
+@pytest.mark.parametrize("positions", [False, True])
+def test_onnx_rotary_embedding_against_the_onnx_reference(three_d, interleaved, rotated,
+                                                          positions):
+    from onnx.reference import ReferenceEvaluator
+    model, feeds = _rotary_model(three_d, interleaved, rotated, positions)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    with rt.Program.load(ro.convert(model)) as p, p.load_method("forward") as f:
+        names = [i.name for i in f.method_meta.inputs]
+        got = np.asarray(f(*[feeds[n] for n in names])[0])
+        assert p.instruction_ops("forward").count("rotary") == 1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _rotate_half_model(split):
+    """x * cos + cat(-x[..., split:], x[..., :split]) * sin, as Llama's export writes it."""
+    nodes = [helper.make_node("Slice", ["x", "h", "end", "axis"], ["x2"]),
+             helper.make_node("Slice", ["x", "zero", "h", "axis"], ["x1"]),
+             helper.make_node("Neg", ["x2"], ["n"]),
+             helper.make_node("Concat", ["n", "x1"], ["rot"], axis=-1),
+             helper.make_node("Mul", ["x", "cos"], ["a"]),
+             helper.make_node("Mul", ["rot", "sin"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    inits = [("h", np.array([split])), ("end", np.array([2 ** 62])), ("axis", np.array([-1])),
+             ("zero", np.array([0]))]
+    shape = (2, 3, 5, 8)
+    inputs = [("x", TensorProto.FLOAT, shape), ("cos", TensorProto.FLOAT, (2, 1, 5, 8)),
+              ("sin", TensorProto.FLOAT, (2, 1, 5, 8))]
+    rng = np.random.default_rng(6)
+    angles = rng.uniform(0, 6, (2, 1, 5, 4))
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32),
+             "cos": np.cos(np.concatenate([angles] * 2, -1)).astype(np.float32),
+             "sin": np.sin(np.concatenate([angles] * 2, -1)).astype(np.float32)}
+    return _model(nodes, inputs, shape, inits), feeds
+
+
+@pytest.mark.parametrize("split,fused", [(4, True), (3, False)])
+def test_rotate_half_becomes_one_rotary_op_only_at_half(split, fused):
+    """Split at half the head: one rotary op; elsewhere the nodes it would replace."""
+    model, feeds = _rotate_half_model(split)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with rt.Program.load(ro.convert(model)) as p, p.load_method("forward") as f:
+        got = np.asarray(f(feeds["x"], feeds["cos"], feeds["sin"])[0])
+        assert ("rotary" in p.instruction_ops("forward")) == fused
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -260,3 +260,72 @@ def test_every_instruction_set_variant_matches_the_reference():
         done = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT.format(root=root)], env=env,
                               check=True, cwd=root, capture_output=True, text=True)
         assert float(done.stdout.strip()) < 2e-5, (variant, done.stdout)
+
+
+# ---- rotary ---------------------------------------------------------------------------------
+
+def rotary_reference(x, cos, sin, interleaved):
+    """x [B, H, S, D]; cos, sin [Bc, S, R] holding each angle twice: x * cos + rotate(x) * sin
+    on the first R elements (Llama's formula, rotate_half = cat(-x2, x1)), the rest kept."""
+    r = cos.shape[-1]
+    xr = x[..., :r].astype(np.float64)
+    if interleaved:
+        rot = np.empty_like(xr)
+        rot[..., 0::2], rot[..., 1::2] = -xr[..., 1::2], xr[..., 0::2]
+    else:
+        rot = np.concatenate([-xr[..., r // 2:], xr[..., :r // 2]], axis=-1)
+    c, s = cos[:, None].astype(np.float64), sin[:, None].astype(np.float64)
+    return np.concatenate([xr * c + rot * s, x[..., r:]], axis=-1).astype(x.dtype)
+
+
+def run_rotary(x, cos, sin, interleaved=False, layout=0, in_place=False, threads=1):
+    arg = np.ascontiguousarray(x.transpose(0, 2, 1, 3)) if layout else x
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, cv, sv = (m.input(n, str(a.dtype), a.shape) for n, a in (("x", arg), ("c", cos),
+                                                                   ("s", sin)))
+    if in_place:
+        y = m.copy(xv)
+        m.call("rotary", y, cv, sv, interleaved, layout, out=y)
+    else:
+        (y,) = m.call("rotary", xv, cv, sv, interleaved, layout,
+                      outputs=[(str(x.dtype), arg.shape, False)])
+    m.output(y, "y")
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", num_threads=threads) as f:
+        out = np.array(f(arg, cos, sin)[0])
+    return out.transpose(0, 2, 1, 3) if layout else out
+
+
+def tables(batch, seq, rotated, dtype=np.float32, interleaved=False):
+    angles = np.random.default_rng(4).uniform(0, 6, (batch, seq, rotated // 2))
+    twice = np.repeat(angles, 2, axis=-1) if interleaved else np.concatenate([angles] * 2, -1)
+    return np.cos(twice).astype(dtype), np.sin(twice).astype(dtype)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rotated,table_batch,layout,in_place", [
+    (16, 2, 0, False), (8, 1, 1, False), (16, 1, 0, True), (4, 2, 1, True), (0, 1, 0, False)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rotary(interleaved, rotated, table_batch, layout, in_place, dtype):
+    x = rand((2, 3, 5, 16), dtype, 7)
+    cos, sin = tables(table_batch, 5, rotated, dtype, interleaved)
+    got = run_rotary(x, cos, sin, interleaved, layout, in_place, threads=2)
+    np.testing.assert_allclose(got, rotary_reference(x, cos, sin, interleaved),
+                               rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("cos_shape,text", [
+    ((1, 5, 7), r"cos's last size \(the rotated part\) is 7"),
+    ((1, 5, 20), r"cos's last size \(the rotated part\) is 20"),
+    ((3, 5, 8), r"cos is \[3, 5, 8\]; it must be \[1 or 2, 5, 8\]"),
+    ((1, 4, 8), r"cos is \[1, 4, 8\]"),
+])
+def test_rotary_errors(cos_shape, text):
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv = m.input("x", "float32", (2, 3, 5, 16))
+    cv, sv = m.input("c", "float32", cos_shape), m.input("s", "float32", cos_shape)
+    (y,) = m.call("rotary", xv, cv, sv, False, 0, outputs=[("float32", (2, 3, 5, 16), False)])
+    m.output(y, "y")
+    with pytest.raises(rt.InvalidProgram, match=r"rotary\): " + text):
+        rt.Program.load(b.to_bytes()).load_method("forward")

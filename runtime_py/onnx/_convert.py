@@ -21,7 +21,7 @@ from ..errors import Error, InvalidArgument
 from ._fusion import try_fuse
 from ._kv_cache import CacheSizes, KVCache, PastCache, PresentCache
 from ._patterns import (FUSED_DOMAIN, fuse_attention, fuse_gelu, fuse_hard_swish,
-                        fuse_rms_norm, fuse_silu, merge_duplicates)
+                        fuse_rms_norm, fuse_rotary, fuse_silu, merge_duplicates)
 from ._registry import LOWERINGS, ConversionError
 from ._shape_tensor import SHAPE_AWARE, Materializer, ShapeTensor, evaluate, upper_bounds
 from ._symbolic import Size, SymbolSpace
@@ -160,7 +160,8 @@ class Converter:
                  lambda ns: fuse_rms_norm(ns, constant, self.consumers, make_node),
                  lambda ns: fuse_hard_swish(ns, constant, self.consumers, make_node),
                  lambda ns: fuse_attention(ns, constant, self.consumers, make_node,
-                                           self.unfused)]
+                                           self.unfused),
+                 lambda ns: fuse_rotary(ns, constant, self.consumers, make_node, self.unfused)]
         for step in steps:
             rewritten = step(nodes)
             if len(rewritten) != len(nodes):

@@ -448,3 +448,55 @@ def _attention_tail(g: _Graph, softmax: Any):
     if pv is None or pv.op_type != "MatMul" or pv.input[0] != where.output[0]:
         return None
     return (pv.input[1], pv), [isnan, where]
+
+
+FUSED_ROTARY = "FusedRotary"
+
+
+def fuse_rotary(nodes: Sequence[Any], constant: Callable[[str], Optional[np.ndarray]],
+                consumers: Dict[str, int], make_node: Callable[..., Any],
+                originals: Dict[str, List[Any]]) -> List[Any]:
+    """`nodes` with every rotary embedding as Llama's export writes it,
+
+        Add(Mul(x, cos), Mul(Concat(Neg(Slice(x, h:)), Slice(x, :h), axis=-1), sin))
+
+    (operands of Mul and Add in either order) replaced by one FusedRotary node with inputs x,
+    cos, sin and the two Slices' starts, ends and axes (their bounds are often computed from
+    x's shape, so the lowering checks them: h must be half of x's last size). originals[its
+    output] gets the nodes it replaces."""
+    g = _Graph(nodes, constant, consumers)
+    removed: Set[int] = set()
+    replaced: Dict[int, Any] = {}
+    order = {id(n): i for i, n in enumerate(nodes)}
+    for concat in nodes:
+        if concat.op_type != "Concat" or len(concat.input) != 2 or \
+                next((a.i for a in concat.attribute if a.name == "axis"), None) not in (-1, 3):
+            continue
+        neg = g.sole_producer(concat.input[0], "Neg")
+        upper = g.sole_producer(neg.input[0], "Slice") if neg is not None else None
+        lower = g.sole_producer(concat.input[1], "Slice")
+        if upper is None or lower is None or upper.input[0] != lower.input[0] or \
+                len(upper.input) < 4 or len(lower.input) < 4 or \
+                any(len(s.input) > 4 and s.input[4] and not g.near(s.input[4], 1.0)
+                    for s in (upper, lower)):
+            continue
+        x = upper.input[0]
+        rotated_mul = g.only_reader(concat.output[0])
+        sin = g.other_input(rotated_mul, concat.output[0]) if rotated_mul is not None else None
+        add = g.only_reader(rotated_mul.output[0]) if sin is not None else None
+        if add is None or add.op_type != "Add" or rotated_mul.op_type != "Mul":
+            continue
+        plain_mul = g.producer.get(g.other_input(add, rotated_mul.output[0]) or "")
+        cos = g.other_input(plain_mul, x) if plain_mul is not None else None
+        if cos is None or plain_mul.op_type != "Mul" or \
+                g.consumers.get(plain_mul.output[0], 0) != 1 or constant(x) is not None:
+            continue
+        chain = [upper, lower, neg, concat, rotated_mul, plain_mul]
+        if any(id(n) in removed for n in chain + [add]):
+            continue
+        removed.update(id(n) for n in chain)
+        bounds = list(upper.input[1:4]) + list(lower.input[1:4])
+        replaced[id(add)] = make_node(FUSED_ROTARY, [x, cos, sin] + bounds, [add.output[0]],
+                                      name=add.name or "rotary", domain=FUSED_DOMAIN)
+        originals[add.output[0]] = sorted(chain + [add], key=lambda n: order[id(n)])
+    return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]

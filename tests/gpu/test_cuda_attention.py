@@ -77,3 +77,28 @@ def test_kv_lengths_out_of_range_fails_by_name():
         out = np.asarray(f(q, k, v, np.array([2]))[0].to_host())
     np.testing.assert_allclose(out, reference(q, k, v, kv_lengths=np.array([2]), scale=0.5),
                                rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rotated,layout,in_place,dtype", [
+    (16, 0, False, "float32"), (8, 1, True, "float32"), (4, 0, True, "float64")])
+def test_rotary_matches_reference(interleaved, rotated, layout, in_place, dtype):
+    from tests.test_ops_attention import rand, rotary_reference, tables
+    x = rand((2, 3, 5, 16), np.dtype(dtype).type, 7)
+    cos, sin = tables(2, 5, rotated, np.dtype(dtype).type, interleaved)
+    arg = np.ascontiguousarray(x.transpose(0, 2, 1, 3)) if layout else x
+    b = ProgramBuilder()
+    m = b.method("forward")
+    xv, cv, sv = (m.input(n, dtype, a.shape) for n, a in (("x", arg), ("c", cos), ("s", sin)))
+    if in_place:
+        y = m.copy(xv)
+        m.call("rotary", y, cv, sv, interleaved, layout, out=y)
+    else:
+        (y,) = m.call("rotary", xv, cv, sv, interleaved, layout,
+                      outputs=[(dtype, arg.shape, False)])
+    m.output(y, "y")
+    with rt.Program.load(b.to_bytes()) as p, p.load_method("forward", device="cuda") as f:
+        out = np.asarray(f(arg, cos, sin)[0].to_host())
+    out = out.transpose(0, 2, 1, 3) if layout else out
+    np.testing.assert_allclose(out, rotary_reference(x, cos, sin, interleaved), rtol=1e-6,
+                               atol=1e-6)

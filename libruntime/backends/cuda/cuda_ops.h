@@ -35,6 +35,7 @@ rt_status rt_cuda__with_host_params(rt_op_ctx *ctx, rt_cuda_method *cm, const si
 
 /* cuda_ops_attention.c */
 rt_status rt_cuda__run_attention(rt_op_ctx *ctx, rt_cuda_method *cm);
+rt_status rt_cuda__run_rotary(rt_op_ctx *ctx, rt_cuda_method *cm);
 
 /* cuda_ops_movement.c */
 rt_status rt_cuda__run_copy(rt_op_ctx *ctx, rt_cuda_method *cm);

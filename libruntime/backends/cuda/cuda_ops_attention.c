@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "ops/attention/attention.h"
+#include "ops/ops.h"
 
 static void copy_view(int64_t out[3], const rt_attn_view *v) {
     out[0] = v->b;
@@ -64,4 +65,32 @@ rt_status rt_cuda__run_attention(rt_op_ctx *ctx, rt_cuda_method *cm) {
                                                          : RT_CUDA_K_attention_f64;
     return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(p.batch * p.q_heads * p.q_len, 1), 1,
                               1, &p);
+}
+
+rt_status rt_cuda__run_rotary(rt_op_ctx *ctx, rt_cuda_method *cm) {
+    RT_RETURN_IF_ERROR(rt_ops__rotary_prepare(ctx));
+    const rt_tensor_value *x = ctx->args[0]->u.t, *cos = ctx->args[1]->u.t;
+    int64_t layout;
+    bool interleaved;
+    RT_RETURN_IF_ERROR(rt_op__bool(ctx, 3, "interleaved", &interleaved));
+    RT_RETURN_IF_ERROR(rt_op__int(ctx, 4, "layout", &layout));
+    rt_cuda_rotary_params p;
+    memset(&p, 0, sizeof p);
+    p.heads = x->sizes[layout ? 2 : 1];
+    p.seq = x->sizes[layout ? 1 : 2];
+    p.dim = x->sizes[3];
+    p.rows = x->sizes[0] * p.heads * p.seq;
+    p.rotated = cos->sizes[2];
+    p.pos_stride = layout ? p.heads : 1;
+    p.interleaved = interleaved;
+    p.table_batched = cos->sizes[0] != 1;
+    p.x = x->data;
+    p.cos = cos->data;
+    p.sin = ctx->args[2]->u.t->data;
+    p.out = ctx->args[5]->u.t->data;
+    int64_t threads = p.rows * (p.rotated / 2 + p.dim - p.rotated);
+    if (threads == 0)
+        return RT_OK;
+    rt_cuda_kernel k = x->type == RT_F32 ? RT_CUDA_K_rotary_f32 : RT_CUDA_K_rotary_f64;
+    return rt_cuda__op_launch(ctx, cm, k, rt_cuda__blocks(threads, 256), 1, 1, &p);
 }

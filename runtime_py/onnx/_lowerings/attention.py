@@ -1,4 +1,5 @@
-"""ONNX Attention (opsets 23 and 24) on the runtime's attention op.
+"""ONNX Attention (opsets 23 and 24) on the runtime's attention op, the attention chains the
+importer fuses (_patterns.fuse_attention), and ONNX RotaryEmbedding on the rotary op.
 
 Q, K, V come as [B, H, S, D], or as [B, S, H * D] with q_num_heads / kv_num_heads: those are
 reshaped (a view) to [B, S, H, D] and read in that layout, so no transpose is made. A past
@@ -15,7 +16,7 @@ from typing import Any, List, Optional, Sequence
 
 from ...compiler import Value
 from .._kv_cache import PresentCache
-from .._patterns import FUSED_ATTENTION, FUSED_DOMAIN
+from .._patterns import FUSED_ATTENTION, FUSED_DOMAIN, FUSED_ROTARY
 from .._registry import lowers
 from .._shape_tensor import upper_bounds
 from .._symbolic import as_int
@@ -243,3 +244,113 @@ def _fitted_mask(cv: Any, mask: Any, full: Sequence[Any], dtype: str,
 
 def _same(cv: Any, a: Any, b: Any) -> bool:
     return cv.space.equal(a, b) is True
+
+
+@lowers("RotaryEmbedding")
+def rotary_embedding(cv, node, inputs, attrs):
+    """ONNX RotaryEmbedding (opset 23): X [B, H, S, D], or [B, S, H * D] with num_heads;
+    cos_cache / sin_cache [max position, R / 2] read at position_ids [B, S], or [B, S, R / 2]
+    without them; the first R = rotary_embedding_dim (0: D) elements of each head rotated,
+    as pairs (i, i + R / 2), or (2k, 2k + 1) when interleaved. The rotary op takes tables
+    holding each angle twice, in the rotation's order; they are built here from the caches
+    (a concat, small next to X)."""
+    check_attrs(cv, attrs, ("interleaved", "num_heads", "rotary_embedding_dim"))
+    x, cos, sin, positions = inputs[0], inputs[1], inputs[2], optional(inputs, 3)
+    dtype = require_dtype(cv, x, FLOATS, "X")
+    for t, what in ((cos, "cos_cache"), (sin, "sin_cache")):
+        if cv.dtype_of(t) != dtype:
+            raise cv.fail(f"{what} has dtype {cv.dtype_of(t)}, X {dtype}")
+    rank = len(cv.shape_of(x))
+    if rank not in (3, 4):
+        raise cv.fail(f"X must be 3-D or 4-D, not {rank}-D")
+    layout, x4 = 0, x
+    if rank == 3:
+        heads = int(attrs.get("num_heads", 0))
+        x4 = _heads_apart(cv, x, heads if heads > 0 else None, "X")
+        layout = 1
+    xd = cv.dims_of(x4)
+    head = as_int(xd[3])
+    rotated = int(attrs.get("rotary_embedding_dim", 0)) or head
+    if head is None or rotated % 2 or rotated > head:
+        raise cv.fail(f"rotary_embedding_dim {rotated} must be even and at most the head size "
+                      f"{xd[3]}")
+    interleaved = bool(attrs.get("interleaved", 0))
+    tables = [_rotary_table(cv, node, t, positions, rotated, interleaved) for t in (cos, sin)]
+    y = cv.m.call("rotary", cv.tensor(x4), *tables, interleaved, layout,
+                  outputs=[(dtype, cv.tensor(x4).shape, cv.is_dynamic(x4))])[0]
+    cv.set_dims(y, xd)
+    return [reshape_to_dims(cv, y, cv.dims_of(x)) if rank == 3 else y]
+
+
+def _rotary_table(cv: Any, node: Any, cache: Any, positions: Any, rotated: int,
+                  interleaved: bool) -> Value:
+    """[B or 1, S, R]: the cache's R / 2 angles per position (at position_ids when given),
+    each twice: [a, b, ..., a, b, ...], or [a, a, b, b, ...] interleaved."""
+    from .movement import gather
+    if positions is not None:
+        if len(cv.shape_of(cache)) != 2:
+            raise cv.fail("with position_ids, the caches must be 2-D [positions, R / 2]")
+        gathered = gather(cv, node, [cache, positions], {"axis": 0})[0]
+        cv.set_dims(gathered, list(cv.dims_of(positions)) + [cv.dims_of(cache)[1]])
+        cache = gathered
+    dims = list(cv.dims_of(cache))
+    if len(dims) != 3 or as_int(dims[2]) != rotated // 2:
+        raise cv.fail(f"the caches must end in R / 2 = {rotated // 2} values (rotary "
+                      f"embedding dim {rotated}), not {dims[-1] if dims else 'nothing'}")
+    t = cv.tensor(cache)
+    if not interleaved:
+        y = cv.m.concat([t, t], -1)
+        cv.set_dims(y, dims[:2] + [rotated])
+        return y
+    pairs = reshape_to_dims(cv, t, dims + [1])
+    both = cv.m.concat([pairs, pairs], -1)
+    cv.set_dims(both, dims + [2])
+    return reshape_to_dims(cv, both, dims[:2] + [rotated])
+
+
+@lowers(f"{FUSED_DOMAIN}.{FUSED_ROTARY}")
+def fused_rotary(cv, node, inputs, attrs):
+    """The rotary chain _patterns.fuse_rotary found: one rotary op where x is [B, H, S, D]
+    with D even, the slices split its last axis at D / 2, and cos / sin are [1 or B, 1, S, D]
+    (or [S, D]) of x's dtype; otherwise the replaced nodes."""
+    x, cos, sin = inputs[:3]
+    dtype = cv.dtype_of(x)
+    xd = list(cv.dims_of(x))
+    if dtype not in FLOATS or len(xd) != 4 or as_int(xd[3]) is None or as_int(xd[3]) % 2 or \
+            any(cv.dtype_of(t) != dtype for t in (cos, sin)):
+        return cv.lower_unfused(node)
+    d = as_int(xd[3])
+    upper, lower = inputs[3:6], inputs[6:9]
+    if not (_ints(upper[0]) == [d // 2] and (_ints(upper[1]) or [0])[0] >= d and
+            _ints(lower[0]) == [0] and _ints(lower[1]) == [d // 2] and
+            _ints(upper[2]) in ([-1], [3]) and _ints(lower[2]) in ([-1], [3])):
+        return cv.lower_unfused(node)
+    tables = [_rotary_operand(cv, t, xd) for t in (cos, sin)]
+    if None in tables:
+        return cv.lower_unfused(node)
+    y = cv.m.call("rotary", cv.tensor(x), *tables, False, 0,
+                  outputs=[(dtype, cv.tensor(x).shape, cv.is_dynamic(x))])[0]
+    cv.set_dims(y, xd)
+    return [y]
+
+
+def _ints(x: Any) -> Optional[List[int]]:
+    """A known small integer operand (constant or folded shape arithmetic) as ints."""
+    if x is None or isinstance(x, Value):
+        return None
+    from .._shape_tensor import as_items
+    items = [as_int(v) for v in as_items(x).reshape(-1)]
+    return None if any(v is None for v in items) else items
+
+
+def _rotary_operand(cv: Any, table: Any, xd: Sequence[Any]) -> Optional[Value]:
+    """cos / sin as the rotary op's [1 or B, S, D] table (a reshape), or None where its sizes
+    are not [1 or B, 1, S, D] or [S, D]."""
+    dims = list(cv.dims_of(table))
+    if len(dims) == 2:
+        dims = [1, 1] + dims
+    if len(dims) != 4 or as_int(dims[1]) != 1 or not (as_int(dims[0]) == 1 or
+                                                       _same(cv, dims[0], xd[0])) or \
+            not _same(cv, dims[2], xd[2]) or not _same(cv, dims[3], xd[3]):
+        return None
+    return reshape_to_dims(cv, cv.tensor(table), [dims[0], dims[2], dims[3]])

@@ -85,3 +85,30 @@ __device__ inline void attention(const rt_cuda_attention_params &p) {
 
 extern "C" __global__ void rt_k_attention_f32(rt_cuda_attention_params p) { attention<float>(p); }
 extern "C" __global__ void rt_k_attention_f64(rt_cuda_attention_params p) { attention<double>(p); }
+
+// rotary: one thread per pair of the rotated part (it reads both before writing either, so out
+// may be x) and one per element past it.
+template <typename T>
+__device__ inline void rotary(const rt_cuda_rotary_params &p) {
+    int64_t half = p.rotated / 2, per_row = half + (p.dim - p.rotated);
+    RT_GRID_LOOP(i, p.rows * per_row) {
+        int64_t row = i / per_row, j = i % per_row;
+        const T *x = (const T *)p.x + row * p.dim;
+        T *o = (T *)p.out + row * p.dim;
+        if (j >= half) {
+            int64_t k = p.rotated + (j - half);
+            o[k] = x[k];
+            continue;
+        }
+        int64_t b = row / (p.heads * p.seq), s = row / p.pos_stride % p.seq;
+        int64_t k0 = p.interleaved ? 2 * j : j, k1 = p.interleaved ? 2 * j + 1 : j + half;
+        const T *c = (const T *)p.cos + ((p.table_batched ? b : 0) * p.seq + s) * p.rotated;
+        const T *sn = (const T *)p.sin + ((p.table_batched ? b : 0) * p.seq + s) * p.rotated;
+        T x0 = x[k0], x1 = x[k1];
+        o[k0] = x0 * c[k0] - x1 * sn[k0];
+        o[k1] = x1 * c[k1] + x0 * sn[k1];
+    }
+}
+
+extern "C" __global__ void rt_k_rotary_f32(rt_cuda_rotary_params p) { rotary<float>(p); }
+extern "C" __global__ void rt_k_rotary_f64(rt_cuda_rotary_params p) { rotary<double>(p); }

@@ -524,4 +524,13 @@ typedef struct rt_cuda_attention_params {
     void *out;
 } rt_cuda_attention_params;
 
+/* rotary, one thread per element of x: rows (of `dim`) are [B, H, S] or [B, S, H] in memory,
+ * pos_stride rows apart per position; the tables [1 or B, S, rotated] (table_batched 0 or 1). */
+typedef struct rt_cuda_rotary_params {
+    int64_t rows, heads, seq, dim, rotated, pos_stride;
+    int32_t interleaved, table_batched;
+    const void *x, *cos, *sin;
+    void *out;
+} rt_cuda_rotary_params;
+
 #endif
