@@ -57,9 +57,9 @@ typedef struct rt_attn_job {
 } rt_attn_job;
 
 /* Rows of a tile: every q head of a group, each with up to tile_queries queries. */
-#define RT_ATTN_TILE_ROWS 64
+#define RT_ATTN_TILE_ROWS 128
 /* Keys per block of the online softmax. */
-#define RT_ATTN_KEY_BLOCK 128
+#define RT_ATTN_KEY_BLOCK 256
 
 /* Queries per tile for a group of `group` q heads per kv head. */
 static inline int64_t rt_attn__tile_queries(int64_t group, int64_t q_len) {

@@ -7,6 +7,9 @@
 /* Products this small (a few thousand multiply-adds) cost less as register-blocked loops than
  * the GEMM's packing: the tiny heads of small models. */
 #define ATTN_DIRECT_MACS 8192
+/* Nor do products whose short side (the head size) is this small: the GEMM packs the long
+ * sides for a few multiply-adds each. */
+#define ATTN_DIRECT_DEPTH 0
 #endif
 
 /* One register of floats on this copy's instruction set (ATTN_LANES, set by the includer):
@@ -129,7 +132,26 @@ static void ATTN(scores_direct)(ATTN(slot) *sl, int64_t rows, int64_t n, const f
         for (int64_t j = n; j < width; j++)
             kt[j] = 0;
     }
-    for (int64_t r = 0; r < rows; r++)
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) /* four rows share each load of K^T */
+        for (int64_t j0 = 0; j0 < n; j0 += ATTN_LANES) {
+            ATTN(vf) a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            const float *q = sl->q + r * d;
+            for (int64_t c = 0; c < d; c++) {
+                ATTN(vf) kv;
+                memcpy(&kv, sl->kt + c * width + j0, sizeof kv);
+                a0 += q[c] * kv;
+                a1 += q[d + c] * kv;
+                a2 += q[2 * d + c] * kv;
+                a3 += q[3 * d + c] * kv;
+            }
+            int64_t count = n - j0 < ATTN_LANES ? n - j0 : ATTN_LANES;
+            ATTN(store_lanes)(sl->s + r * n + j0, a0, count);
+            ATTN(store_lanes)(sl->s + (r + 1) * n + j0, a1, count);
+            ATTN(store_lanes)(sl->s + (r + 2) * n + j0, a2, count);
+            ATTN(store_lanes)(sl->s + (r + 3) * n + j0, a3, count);
+        }
+    for (; r < rows; r++)
         for (int64_t j0 = 0; j0 < n; j0 += ATTN_LANES) {
             ATTN(vf) acc = {0};
             for (int64_t c = 0; c < d; c++) {
@@ -143,28 +165,39 @@ static void ATTN(scores_direct)(ATTN(slot) *sl, int64_t rows, int64_t n, const f
 
 /* t[r] = sum_j p[r][j] v[j]: v's columns along lanes. */
 static void ATTN(values_direct)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *v,
-                          int64_t key_stride) {
-    int64_t dv = sl->v_dim;
-    for (int64_t r = 0; r < rows; r++)
+                                int64_t key_stride) {
+    int64_t dv = sl->v_dim, r = 0;
+    for (; r + 4 <= rows; r += 4) /* four rows share each load of v */
         for (int64_t c0 = 0; c0 < dv; c0 += ATTN_LANES) {
             int64_t count = dv - c0 < ATTN_LANES ? dv - c0 : ATTN_LANES;
-            ATTN(vf) acc = {0}, vj;
-            const float *p = sl->s + r * n, *vc = v + c0;
-            if (count == ATTN_LANES)
-                for (int64_t j = 0; j < n; j++) {
-                    memcpy(&vj, vc + j * key_stride, sizeof vj);
-                    acc += p[j] * vj;
-                }
-            else
-                for (int64_t j = 0; j < n; j++)
-                    acc += p[j] * ATTN(load_lanes)(vc + j * key_stride, count);
+            ATTN(vf) a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            const float *p = sl->s + r * n;
+            for (int64_t j = 0; j < n; j++) {
+                ATTN(vf) vj = ATTN(load_lanes)(v + j * key_stride + c0, count);
+                a0 += p[j] * vj;
+                a1 += p[n + j] * vj;
+                a2 += p[2 * n + j] * vj;
+                a3 += p[3 * n + j] * vj;
+            }
+            ATTN(store_lanes)(sl->t + r * dv + c0, a0, count);
+            ATTN(store_lanes)(sl->t + (r + 1) * dv + c0, a1, count);
+            ATTN(store_lanes)(sl->t + (r + 2) * dv + c0, a2, count);
+            ATTN(store_lanes)(sl->t + (r + 3) * dv + c0, a3, count);
+        }
+    for (; r < rows; r++)
+        for (int64_t c0 = 0; c0 < dv; c0 += ATTN_LANES) {
+            int64_t count = dv - c0 < ATTN_LANES ? dv - c0 : ATTN_LANES;
+            ATTN(vf) acc = {0};
+            const float *p = sl->s + r * n;
+            for (int64_t j = 0; j < n; j++)
+                acc += p[j] * ATTN(load_lanes)(v + j * key_stride + c0, count);
             ATTN(store_lanes)(sl->t + r * dv + c0, acc, count);
         }
 }
 
 static void ATTN(scores)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k,
                             int64_t key_stride) {
-    if (rows * n * sl->head_dim <= ATTN_DIRECT_MACS) {
+    if (sl->head_dim <= ATTN_DIRECT_DEPTH || rows * n * sl->head_dim <= ATTN_DIRECT_MACS) {
         ATTN(scores_direct)(sl, rows, n, k, key_stride);
         return;
     }
@@ -177,7 +210,7 @@ static void ATTN(scores)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *k
 
 static void ATTN(values)(ATTN(slot) *sl, int64_t rows, int64_t n, const float *v,
                             int64_t key_stride) {
-    if (rows * n * sl->v_dim <= ATTN_DIRECT_MACS) {
+    if (sl->v_dim <= ATTN_DIRECT_DEPTH || rows * n * sl->v_dim <= ATTN_DIRECT_MACS) {
         ATTN(values_direct)(sl, rows, n, v, key_stride);
         return;
     }
