@@ -177,6 +177,38 @@ def value_sizes() -> bytes:
     return b.to_bytes()
 
 
+def decoder_step() -> bytes:
+    """One step of a Llama-style decoder with its KV cache in attributes (as the ONNX
+    importer's kv_cache writes it): rms_norm, the rotary embedding, the new keys and values
+    written at the cache's length (copy_into of a block), grouped-query attention over the
+    cache with kv_lengths and a short mask, SiLU; then the length grows. The tokens are a
+    dynamic input, so zeros of its bound run every step."""
+    rng = np.random.default_rng(5)
+    b = ProgramBuilder()
+    m = b.method("forward")
+    x = m.input("x", "float32", (1, None, 16), max_shape=(1, 4, 16))
+    cos = m.input("cos", "float32", (1, 4, 8))
+    sin = m.input("sin", "float32", (1, 4, 8))
+    mask = m.input("mask", "float32", (1, 1, 4, 12))
+    caches = [m.attribute(f"cache_{kv}", "float32", [1, 1, 16, 8]) for kv in "kv"]
+    length = m.attribute("length", "int64", [1])
+    (h,) = m.call("rms_norm", x, m.constant(rng.random(16).astype(np.float32)), -1, 1e-6,
+                  outputs=[("float32", [1, 4, 16], True)])
+    (q,) = m.call("reshape", h, [1, -1, 2, 8], outputs=[("float32", [1, 4, 2, 8], True)])
+    (q,) = m.call("rotary", q, cos, sin, False, 1, outputs=[("float32", [1, 4, 2, 8], True)])
+    (kv,) = m.call("reshape", h, [1, 1, -1, 8], outputs=[("float32", [1, 1, 8, 8], True)])
+    (new,) = m.call("slice", kv, [0], [4], [2], None, outputs=[("float32", [1, 1, 4, 8], True)])
+    for cache in caches:
+        m.call("copy_into", new, length, 2, out=cache)
+    total = m.add(length, m.constant(np.array([1], np.int64)))
+    (y,) = m.call("attention", q, caches[0], caches[1], mask, total, 0.35, 2, 0.0, 1 | 8,
+                  outputs=[("float32", [1, 4, 2, 8], True)])
+    (act,) = m.call("silu", y, outputs=[("float32", [1, 4, 2, 8], True)])
+    m.output(act, "y")
+    m.add(length, m.constant(np.array([1], np.int64)), out=length)
+    return b.to_bytes()
+
+
 def shapes() -> bytes:
     b = ProgramBuilder()
     m = b.method("forward")
@@ -222,7 +254,8 @@ def seed_programs() -> Dict[str, bytes]:
     return {"mlp": mlp(), "cnn": cnn(), "winograd": winograd(), "loop": loop(),
             "attributes": attributes_and_scalars(), "dynamic": dynamic(), "shapes": shapes(),
             "bundled": bundled(), "run_time_shapes": run_time_shapes(),
-            "data_dependent": data_dependent(), "value_sizes": value_sizes()}
+            "data_dependent": data_dependent(), "value_sizes": value_sizes(),
+            "decoder_step": decoder_step()}
 
 
 def seed_data_files() -> Dict[str, bytes]:
