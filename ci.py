@@ -49,7 +49,8 @@ ASAN_FILES = ("tests/test_format.py", "tests/test_engine.py", "tests/test_fuzz_r
               "tests/test_method_destroy_race.py", "tests/test_ops_quant.py",
               "tests/test_onnx_dynamic.py", "tests/test_executorch_dynamic.py",
               "tests/test_ops_detection.py", "tests/test_vmath.py",
-              "tests/test_ops_attention.py", "tests/test_attention_fusion.py")
+              "tests/test_ops_attention.py", "tests/test_attention_fusion.py",
+              "tests/test_generate.py")
 OTHER_VERSIONS = ("3.9", "3.10", "3.12", "3.13")
 TORCH = "torch==2.13.0"  # the torch interop tests' torch (cpython step only)
 CORE_MARK = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.core\b", re.M)

@@ -809,6 +809,13 @@ def test_conv2d_constant_weights(stride, step, dilation, kernel, channels, out_c
     # output, past 1 MB a thread, also goes in sweeps: 96, 96, 96 and 12 columns (576 taps).
     ((1, 64, 41, 300), (48, 64, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1]),
     ((1, 24, 150, 70), (10, 24, 3, 2), [2, 1], [2, 0, 1, 1], [2, 1]),
+    # Windows that do not overlap (stride = kernel): every image's patches in one GEMM
+    # (conv/kernels/patches_f32.c). ViT's 8x8 patch embedding; sizes the windows do not divide
+    # (the rest of the image unread); Swin-like 2x2 patches; a 1x4 strip.
+    ((3, 3, 32, 32), (32, 3, 8, 8), [8, 8], [0, 0, 0, 0], [1, 1]),
+    ((2, 4, 13, 17), (6, 4, 4, 3), [4, 3], [0, 0, 0, 0], [1, 1]),
+    ((1, 3, 16, 16), (24, 3, 2, 2), [2, 2], [0, 0, 0, 0], [1, 1]),
+    ((2, 5, 3, 12), (7, 5, 1, 4), [1, 4], [0, 0, 0, 0], [1, 1]),
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_conv2d_constant_weights_model_shapes(x_shape, w_shape, strides, padding, dilations,

@@ -88,6 +88,7 @@ typedef enum conv_state_kind {
     CONV_STATE_WINOGRAD = 2,
     CONV_STATE_PIXELS = 3, /* w^T packed as B, for kernels/pixels_f32.c */
     CONV_STATE_DIRECT = 4, /* tall panels, for kernels/direct_f32.c */
+    CONV_STATE_PATCHES = 5, /* w^T packed as B, for kernels/patches_f32.c */
 } conv_state_kind;
 #define CONV_STATE_HEADER 64
 
@@ -131,6 +132,21 @@ static bool conv_prepare_pixels(rt_op_ctx *ctx, const rt_conv_args *args) {
         return false;
     rt_conv__pixels_weights(d, args->w->data, weights);
     ctx->scratch_bytes = rt_conv__pixels_scratch_bytes(d);
+    return true;
+}
+
+/* Constant weights of a convolution over windows that do not overlap, packed for
+ * kernels/patches_f32.c (then the run takes that path at any sizes). */
+static bool conv_prepare_patches(rt_op_ctx *ctx, const rt_conv_args *args) {
+    const conv_dims *d = &args->dims;
+    if (args->x->type != RT_F32 || !rt_op__is_constant(args->w) || !rt_conv__patches_fit(d))
+        return false;
+    float *packed = conv_alloc_state(ctx, CONV_STATE_PATCHES,
+                                     rt_conv__patches_weights_floats(d));
+    if (packed == NULL)
+        return false;
+    rt_conv__patches_weights(d, args->w->data, packed);
+    ctx->scratch_bytes = rt_conv__patches_scratch_bytes(d, rt_threadpool__hardware_threads());
     return true;
 }
 
@@ -202,6 +218,10 @@ void rt_conv__prepare(rt_op_ctx *ctx, const rt_conv_args *args) {
             &args->dims, rt_threadpool__hardware_threads());
         return;
     }
+    if (conv_prepare_patches(ctx, args)) {
+        ctx->algorithm = RT_CONV_PATCHES;
+        return;
+    }
     ctx->algorithm = RT_CONV_BANDS;
     if (!conv_uses_gemm(args))
         return;
@@ -241,6 +261,11 @@ void rt_conv__compute(const rt_op_ctx *ctx, const rt_conv_args *args, void *out,
         rt_conv__winograd_f32(d, args->x->data, winograd_weights(ctx),
                               args->w->data, bias, &args->act, out, scratch,
                               rt_op__slot_threads(ctx));
+        return;
+    case RT_CONV_PATCHES:
+        rt_conv__patches_f32(d, args->x->data, conv_state_weights(ctx, CONV_STATE_PATCHES),
+                             args->w->data, bias, &args->act, out, scratch, scratch_bytes,
+                             rt_op__slot_threads(ctx));
         return;
     case RT_CONV_PIXELS:
         rt_conv__pixels_f32(d, args->x->data, conv_state_weights(ctx, CONV_STATE_PIXELS), bias,

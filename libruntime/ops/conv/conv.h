@@ -63,6 +63,8 @@ typedef enum rt_conv_algorithm {
     RT_CONV_DIRECT,     /* weights in tall panels at load (kernels/direct_f32.c); the GEMM for
                          * run-time sizes the direct kernel does not take */
     RT_CONV_GEMM,       /* im2col columns times the weights, packed at load when constant */
+    RT_CONV_PATCHES,    /* windows that do not overlap: every image's patches in one GEMM with
+                         * w^T packed at load (kernels/patches_f32.c) */
 } rt_conv_algorithm;
 
 /* At load: the algorithm (ctx->algorithm), the scratch it needs (ctx->scratch_bytes) and
@@ -214,6 +216,21 @@ size_t rt_conv__winograd_scratch_bytes(const conv_dims *d, int32_t threads);
 void rt_conv__winograd_f32(const conv_dims *d, const float *x, const float *weights,
                            const float *w, const float *bias, const rt_activation *act,
                            float *out, void *scratch, int32_t threads);
+
+/* ---- windows that do not overlap, patches as rows (kernels/patches_f32.c) -------------- */
+
+/* Stride = kernel (larger than 1x1), no padding or dilation, one group. */
+bool rt_conv__patches_fit(const conv_dims *d);
+/* Constant weights as the GEMM's packed B (w^T), once at load. */
+size_t rt_conv__patches_weights_floats(const conv_dims *d);
+void rt_conv__patches_weights(const conv_dims *d, const float *w, float *packed);
+/* Scratch for these (bound) sizes on up to `threads` threads. */
+size_t rt_conv__patches_scratch_bytes(const conv_dims *d, int32_t threads);
+/* out = act(conv(x, w) + bias), bias may be NULL, with `packed_w` from
+ * rt_conv__patches_weights (w itself described for the GEMM alongside). */
+void rt_conv__patches_f32(const conv_dims *d, const float *x, const float *packed_w,
+                          const float *w, const float *bias, const rt_activation *act,
+                          float *out, void *scratch, size_t scratch_bytes, int32_t threads);
 
 /* ---- pointwise on small planes, pixels as rows (kernels/pixels_f32.c) ------------------- */
 
