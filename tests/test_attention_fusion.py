@@ -50,7 +50,7 @@ def _check(model, feeds, fused=True):
     return ops
 
 
-def _chain(style, mask=None, guard=False):
+def _chain(style, mask=None, guard=False, axis=-1):
     """y = attention of x_q [B, S, H, D] (heads apart after a projection), k and v alike, in
     the exporter `style`: 'classic' (Mul by sqrt(scale) on Q and on K^T, K^T by perm
     0,2,3,1), 'div' (MatMul then Div by sqrt(D), K^T by perm 0,1,3,2 of [B, H, S, D])."""
@@ -73,7 +73,7 @@ def _chain(style, mask=None, guard=False):
     if mask is not None:
         nodes.append(helper.make_node("Add", ["s", "mask"], ["sm"]))
         scores = "sm"
-    nodes.append(helper.make_node("Softmax", [scores], ["p"], axis=-1))
+    nodes.append(helper.make_node("Softmax", [scores], ["p"], axis=axis))
     probs = "p"
     if guard:
         nodes += [helper.make_node("IsNaN", ["p"], ["nan"]),
@@ -120,6 +120,15 @@ def test_a_mask_that_would_grow_the_scores_is_not_fused():
     feeds = _feeds(b=1, mask_shape=(3, 4, 5, 5))  # batch 3 against the scores' 1
     inputs = [(n, TensorProto.FLOAT, a.shape) for n, a in feeds.items()]
     _check(_model(nodes, inputs, (3, 5, 4, 8), inits), feeds, fused=False)
+
+
+@pytest.mark.parametrize("axis,fused", [(3, True), (2, False)])
+def test_a_softmax_axis_written_out_fuses_only_when_last(axis, fused):
+    """Paddle writes axis=3 for the last of four: fused; another axis runs as written."""
+    nodes, inits = _chain("div", axis=axis)
+    feeds = _feeds()
+    inputs = [(n, TensorProto.FLOAT, a.shape) for n, a in feeds.items()]
+    _check(_model(nodes, inputs, (2, 5, 4, 8), inits), feeds, fused=fused)
 
 
 def test_a_softmax_read_elsewhere_is_not_fused():

@@ -311,12 +311,13 @@ def fuse_attention(nodes: Sequence[Any], constant: Callable[[str], Optional[np.n
                    originals: Dict[str, List[Any]]) -> List[Any]:
     """`nodes` with every scaled dot-product attention as the exporters write it out,
 
-        MatMul(Softmax(Add(scaled(MatMul(scaled(Q), scaled(K^T))), mask), axis=-1), V)
+        MatMul(Softmax(Add(scaled(MatMul(scaled(Q), scaled(K^T))), mask), axis), V)
 
     (scaled(x): x, Mul(x, c) or Div(x, c) with c a one-element constant; the Add optional;
     after the Softmax optionally Where(IsNaN(p), 0, p), which zeroes rows that see no key)
     replaced by one FusedAttention node with inputs Q, K^T, V and the mask (or ""), and the
-    product of the constants as its `scale`; where K^T is Transpose(K, perm 0, 1, 3, 2), K
+    product of the constants as its `scale` and the Softmax's axis (the lowering falls back
+    unless it is the last); where K^T is Transpose(K, perm 0, 1, 3, 2), K
     itself, with key_transposed 0 (so that a KV cache reaches the node untouched); and where K
     and V then come from Llama's repeat_kv (Reshape(Expand(Unsqueeze(x, 2)))), which repeats
     each kv head for its group of query heads, x itself, with kv_repeated 1: the attention op
@@ -327,7 +328,7 @@ def fuse_attention(nodes: Sequence[Any], constant: Callable[[str], Optional[np.n
     replaced: Dict[int, Any] = {}
     order = {id(n): i for i, n in enumerate(nodes)}
     for softmax in nodes:
-        if softmax.op_type != "Softmax" or not _softmax_over_last_axis(softmax):
+        if softmax.op_type != "Softmax" or _softmax_axis(softmax) is None:
             continue
         tail = _attention_tail(g, softmax)
         head = _attention_head(g, softmax.input[0])
@@ -349,15 +350,17 @@ def fuse_attention(nodes: Sequence[Any], constant: Callable[[str], Optional[np.n
         removed.update(id(n) for n in chain)
         fused = make_node(FUSED_ATTENTION, [q, key, v, mask or ""], [pv.output[0]],
                           name=pv.name or "attention", domain=FUSED_DOMAIN, scale=float(scale),
-                          key_transposed=transposed, kv_repeated=int(kv_repeated))
+                          key_transposed=transposed, kv_repeated=int(kv_repeated),
+                          softmax_axis=_softmax_axis(softmax))
         replaced[id(pv)] = fused
         originals[pv.output[0]] = sorted(chain + [pv], key=lambda n: order[id(n)])
     return [replaced.get(id(n), n) for n in nodes if id(n) not in removed]
 
 
-def _softmax_over_last_axis(softmax: Any) -> bool:
-    axis = next((a.i for a in softmax.attribute if a.name == "axis"), None)
-    return axis == -1  # (the default is -1 only from opset 13; older exports write it out)
+def _softmax_axis(softmax: Any) -> Optional[int]:
+    """The Softmax's axis as written (the default is -1 only from opset 13; exports write it
+    out), which the lowering checks is the last; None when absent."""
+    return next((a.i for a in softmax.attribute if a.name == "axis"), None)
 
 
 def _scaled(g: _Graph, name: str):

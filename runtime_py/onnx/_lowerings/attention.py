@@ -165,7 +165,8 @@ def fused_attention(cv, node, inputs, attrs):
         return cv.lower_unfused(node)
     dims = [list(cv.dims_of(x)) for x in (q, key, v)]
     rank = len(dims[0])
-    if not 2 <= rank <= 4 or any(len(d) != rank for d in dims):
+    if not 2 <= rank <= 4 or any(len(d) != rank for d in dims) or \
+            int(attrs.get("softmax_axis", -1)) not in (-1, rank - 1):
         return cv.lower_unfused(node)
     lead = [1] * (4 - rank)
     (b, hq, sq, d), (bk, hk, kd2, kd3), (bv, hv, skv2, dv) = (lead + x for x in dims)
@@ -202,7 +203,8 @@ def _cached_attention(cv, node, q, key, v, mask, transposed, attrs):
                       "are (no transpose or other op between)")
     dtype = cv.dtype_of(q)
     qd = list(cv.dims_of(q))
-    if len(qd) != 4 or dtype not in FLOATS or key.dtype != dtype:
+    if len(qd) != 4 or dtype not in FLOATS or key.dtype != dtype or \
+            int(attrs.get("softmax_axis", -1)) not in (-1, 3):
         raise cv.fail(f"kv_cache: the attention over the cache needs 4-D float32 / float64 "
                       f"queries, not {len(qd)}-D {dtype}")
     b, hq, sq, _ = qd
