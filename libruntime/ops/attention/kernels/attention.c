@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/isa.h"
 #include "core/threadpool.h"
 #include "ops/attention/attention.h"
 #include "ops/elementwise/kernels/vmath.h"
@@ -49,31 +50,16 @@ static rt_run_fn f32_run = attn_f32_portable_run;
 static const char *f32_variant = "portable";
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
-static bool env_is(const char *name, const char *value) {
-    const char *set = getenv(name);
-    return set != NULL && strcmp(set, value) == 0;
-}
-
 static void choose(void) {
-    const char *portable = getenv("RT_PORTABLE_KERNELS");
-    if ((portable != NULL && portable[0] != '\0' && portable[0] != '0') ||
-        env_is("RT_ATTENTION_KERNEL", "portable"))
-        return;
+    rt_isa isa = rt_isa__choose("RT_ATTENTION_KERNEL", true);
 #ifdef ATTN_X86
-    const char *wanted = getenv("RT_ATTENTION_KERNEL");
-    bool any = wanted == NULL || wanted[0] == '\0';
-    __builtin_cpu_init();
-    if ((any || env_is("RT_ATTENTION_KERNEL", "avx512")) &&
-        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
-        f32_run = attn_f32_avx512_run;
-        f32_variant = "avx512";
-    } else if ((any || env_is("RT_ATTENTION_KERNEL", "avx2")) &&
-               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        f32_run = attn_f32_avx2_run;
-        f32_variant = "avx2";
-    }
+    f32_run = isa == RT_ISA_AVX512 ? attn_f32_avx512_run
+              : isa == RT_ISA_AVX2 ? attn_f32_avx2_run
+                                   : attn_f32_portable_run;
+#else
+    isa = RT_ISA_PORTABLE;
 #endif
+    f32_variant = rt_isa__name(isa);
 }
 
 const char *rt_attn__f32_variant(void) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/isa.h"
 #include "ops/elementwise/kernels/vmath.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi" /* vectors wider than the baseline's registers */
@@ -57,30 +58,16 @@ static const rt_vmath_kernel *chosen = vm_portable_kernels;
 static const char *chosen_name = "portable";
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
-static bool env_is(const char *name, const char *value) {
-    const char *set = getenv(name);
-    return set != NULL && strcmp(set, value) == 0;
-}
-
 static void choose(void) {
-    const char *portable = getenv("RT_PORTABLE_KERNELS");
-    if ((portable != NULL && portable[0] != '\0' && portable[0] != '0') ||
-        env_is("RT_VMATH_KERNEL", "portable"))
-        return;
+    rt_isa isa = rt_isa__choose("RT_VMATH_KERNEL", false);
 #ifdef VM_X86
-    const char *wanted = getenv("RT_VMATH_KERNEL");
-    bool any = wanted == NULL || wanted[0] == '\0';
-    __builtin_cpu_init();
-    if ((any || env_is("RT_VMATH_KERNEL", "avx512")) && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw")) {
-        chosen = vm_avx512_kernels;
-        chosen_name = "avx512";
-    } else if ((any || env_is("RT_VMATH_KERNEL", "avx2")) && __builtin_cpu_supports("avx2")) {
-        chosen = vm_avx2_kernels;
-        chosen_name = "avx2";
-    }
+    chosen = isa == RT_ISA_AVX512 ? vm_avx512_kernels
+             : isa == RT_ISA_AVX2 ? vm_avx2_kernels
+                                  : vm_portable_kernels;
+#else
+    isa = RT_ISA_PORTABLE;
 #endif
+    chosen_name = rt_isa__name(isa);
 }
 
 rt_vmath_kernel rt_vmath__kernel(rt_vmath_fn fn) {
